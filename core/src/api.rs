@@ -1,0 +1,199 @@
+//! The caller-facing types of an evaluation: options, input bindings, and the per-lane result.
+
+/// Which numeric and naming conventions the evaluator follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Dialect {
+    /// R7RS naming and truthiness (only `#f` is false); unclamped `sqrt`/`log`; `logdet` = log det.
+    #[default]
+    Default,
+    /// The seed system's conventions: `sqrt`/`log` clamp their argument to at least 1e-8, `logdet` is
+    /// log|det|, `modulo` truncates and `remainder` floors, and the number 0 counts as false.
+    Reference,
+}
+
+/// Knobs of one evaluator.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalOptions {
+    /// Number of lanes B evaluated in one walk.
+    pub n_lanes: usize,
+    /// Numeric conventions.
+    pub dialect: Dialect,
+    /// Evaluation steps (form visits) allowed per run before `ErrorKind::StepBudget`.
+    pub max_steps: u64,
+    /// Nesting depth of non-tail evaluation allowed before `ErrorKind::DepthLimit`.
+    pub max_depth: u32,
+}
+
+impl EvalOptions {
+    /// Default step budget: 200 million form visits.
+    pub const DEFAULT_MAX_STEPS: u64 = 200_000_000;
+    /// Default depth limit for non-tail recursion.
+    pub const DEFAULT_MAX_DEPTH: u32 = 10_000;
+
+    /// Options for `n_lanes` lanes in the default dialect with the default budgets.
+    pub fn new(n_lanes: usize) -> Self {
+        EvalOptions {
+            n_lanes,
+            dialect: Dialect::Default,
+            max_steps: Self::DEFAULT_MAX_STEPS,
+            max_depth: Self::DEFAULT_MAX_DEPTH,
+        }
+    }
+
+    /// The same options in another dialect.
+    pub fn with_dialect(mut self, dialect: Dialect) -> Self {
+        self.dialect = dialect;
+        self
+    }
+}
+
+/// The value bound to one input name.
+#[derive(Clone, Debug, PartialEq)]
+pub enum InputValue {
+    /// One number shared by every lane (stored once).
+    Uniform(f64),
+    /// One number per lane; the length must equal the lane count.
+    Lanes(Vec<f64>),
+    /// A vector shared by every lane.
+    Vector(Vec<f64>),
+    /// A row-major matrix shared by every lane.
+    Matrix {
+        /// Row count.
+        rows: usize,
+        /// Column count.
+        cols: usize,
+        /// `rows * cols` values, row-major.
+        data: Vec<f64>,
+    },
+}
+
+/// One named binding placed in the global scope before the program runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Input {
+    /// The variable name the program refers to.
+    pub name: String,
+    /// Its value.
+    pub value: InputValue,
+    /// Whether gradients with respect to it are reported (scalars only).
+    pub grad: bool,
+}
+
+/// The bindings of one run, in order (a later binding of the same name wins).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Inputs {
+    /// The bindings.
+    pub entries: Vec<Input>,
+}
+
+impl Inputs {
+    /// No bindings.
+    pub fn new() -> Self {
+        Inputs::default()
+    }
+
+    /// Adds a differentiable parameter with the same value on every lane.
+    pub fn param(mut self, name: &str, value: f64) -> Self {
+        self.push(name, InputValue::Uniform(value), true);
+        self
+    }
+
+    /// Adds a differentiable parameter with one value per lane.
+    pub fn param_lanes(mut self, name: &str, values: Vec<f64>) -> Self {
+        self.push(name, InputValue::Lanes(values), true);
+        self
+    }
+
+    /// Adds a non-differentiated input with the same value on every lane.
+    pub fn input(mut self, name: &str, value: f64) -> Self {
+        self.push(name, InputValue::Uniform(value), false);
+        self
+    }
+
+    /// Adds a non-differentiated input with one value per lane.
+    pub fn input_lanes(mut self, name: &str, values: Vec<f64>) -> Self {
+        self.push(name, InputValue::Lanes(values), false);
+        self
+    }
+
+    /// Adds a shared row-major matrix (not differentiated).
+    pub fn matrix(mut self, name: &str, rows: usize, cols: usize, data: Vec<f64>) -> Self {
+        self.push(name, InputValue::Matrix { rows, cols, data }, false);
+        self
+    }
+
+    /// Adds a shared vector (not differentiated).
+    pub fn vector(mut self, name: &str, data: Vec<f64>) -> Self {
+        self.push(name, InputValue::Vector(data), false);
+        self
+    }
+
+    /// Appends one binding.
+    pub fn push(&mut self, name: &str, value: InputValue, grad: bool) {
+        self.entries.push(Input { name: name.to_string(), value, grad });
+    }
+}
+
+/// The value of a program, per lane.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Output {
+    /// A number per lane.
+    Number(Vec<f64>),
+    /// A boolean per lane.
+    Bool(Vec<bool>),
+    /// A vector per lane: `data[lane * len + i]`.
+    Vector {
+        /// Elements per lane.
+        len: usize,
+        /// Lane-major elements.
+        data: Vec<f64>,
+    },
+    /// A matrix per lane: `data[lane * rows * cols + r * cols + c]`.
+    Matrix {
+        /// Rows.
+        rows: usize,
+        /// Columns.
+        cols: usize,
+        /// Lane-major, row-major elements.
+        data: Vec<f64>,
+    },
+    /// Any other value (list, symbol, procedure, …), printed once for lane 0 (structure is shared).
+    Other(String),
+}
+
+impl Output {
+    /// The numeric value of `lane` for a scalar output.
+    pub fn number(&self, lane: usize) -> Option<f64> {
+        match self {
+            Output::Number(v) => v.get(lane).copied(),
+            _ => None,
+        }
+    }
+}
+
+/// Per-lane gradient of the output with respect to one differentiable input.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gradient {
+    /// The input name.
+    pub name: String,
+    /// One derivative per lane. For a vector or matrix output it is the gradient of the sum of
+    /// its elements.
+    pub per_lane: Vec<f64>,
+}
+
+/// What one run produced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evaluation {
+    /// The value.
+    pub value: Output,
+    /// Gradients for each `grad` input, in binding order (empty for forward-only runs).
+    pub grads: Vec<Gradient>,
+    /// `faults[lane]` is true when that lane's value or a gradient is not finite.
+    pub faults: Vec<bool>,
+}
+
+impl Evaluation {
+    /// The gradient with respect to `name`, if it was requested.
+    pub fn grad(&self, name: &str) -> Option<&[f64]> {
+        self.grads.iter().find(|g| g.name == name).map(|g| g.per_lane.as_slice())
+    }
+}

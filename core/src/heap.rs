@@ -1,0 +1,168 @@
+//! The program heap: an arena of cons cells and atoms addressed by `NodeId`; programs are data here.
+
+use crate::symbol::{Interner, Symbol};
+
+/// Address of one cell in a [`Heap`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub u32);
+
+/// One heap cell: an atom or a pair.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Node {
+    /// The empty list `()`.
+    Nil,
+    /// `#t` or `#f`.
+    Bool(bool),
+    /// A number literal (all numbers are f64 in the heap).
+    Num(f64),
+    /// A symbol.
+    Sym(Symbol),
+    /// A cons cell.
+    Pair(NodeId, NodeId),
+}
+
+/// A byte range `[start, end)` in the source text a node was read from. Core treats it as opaque;
+/// front ends map it to line and column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct SrcSpan {
+    /// First byte.
+    pub start: u32,
+    /// One past the last byte.
+    pub end: u32,
+}
+
+/// The arena holding program data (and data built at run time that is handed back to `eval`).
+#[derive(Clone, Debug)]
+pub struct Heap {
+    nodes: Vec<Node>,
+    spans: Vec<Option<SrcSpan>>,
+    symbols: Interner,
+}
+
+impl Default for Heap {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Heap {
+    /// The node id of `()`: always the first cell.
+    pub const NIL: NodeId = NodeId(0);
+    /// The node id of `#f`.
+    pub const FALSE: NodeId = NodeId(1);
+    /// The node id of `#t`.
+    pub const TRUE: NodeId = NodeId(2);
+
+    /// An empty heap holding only the shared `()`, `#f` and `#t` cells.
+    pub fn new() -> Self {
+        Heap {
+            nodes: vec![Node::Nil, Node::Bool(false), Node::Bool(true)],
+            spans: vec![None, None, None],
+            symbols: Interner::default(),
+        }
+    }
+
+    /// Allocates a cell.
+    pub fn alloc(&mut self, node: Node) -> NodeId {
+        match node {
+            Node::Nil => return Self::NIL,
+            Node::Bool(false) => return Self::FALSE,
+            Node::Bool(true) => return Self::TRUE,
+            _ => {}
+        }
+        let id = NodeId(self.nodes.len() as u32);
+        self.nodes.push(node);
+        self.spans.push(None);
+        id
+    }
+
+    /// The cell at `id`.
+    #[inline]
+    pub fn node(&self, id: NodeId) -> Node {
+        self.nodes[id.0 as usize]
+    }
+
+    /// Number of cells.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Always false: a heap holds at least `()`, `#f` and `#t`.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// A number cell.
+    pub fn num(&mut self, x: f64) -> NodeId {
+        self.alloc(Node::Num(x))
+    }
+
+    /// A symbol cell for `name`.
+    pub fn sym(&mut self, name: &str) -> NodeId {
+        let s = self.symbols.intern(name);
+        self.alloc(Node::Sym(s))
+    }
+
+    /// A pair cell.
+    pub fn cons(&mut self, car: NodeId, cdr: NodeId) -> NodeId {
+        self.alloc(Node::Pair(car, cdr))
+    }
+
+    /// A proper list of `items`.
+    pub fn list(&mut self, items: &[NodeId]) -> NodeId {
+        let mut tail = Self::NIL;
+        for &item in items.iter().rev() {
+            tail = self.cons(item, tail);
+        }
+        tail
+    }
+
+    /// The elements of a proper list, or `None` when `id` is not one.
+    pub fn list_items(&self, mut id: NodeId) -> Option<Vec<NodeId>> {
+        let mut out = Vec::new();
+        loop {
+            match self.node(id) {
+                Node::Nil => return Some(out),
+                Node::Pair(a, d) => {
+                    out.push(a);
+                    id = d;
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// Interns a symbol name.
+    pub fn intern(&mut self, name: &str) -> Symbol {
+        self.symbols.intern(name)
+    }
+
+    /// The symbol table.
+    pub fn symbols(&self) -> &Interner {
+        &self.symbols
+    }
+
+    /// The text of a symbol.
+    pub fn symbol_name(&self, sym: Symbol) -> &str {
+        self.symbols.name(sym)
+    }
+
+    /// Records where a node came from in the source text.
+    pub fn set_span(&mut self, id: NodeId, span: SrcSpan) {
+        if id.0 >= 3 {
+            self.spans[id.0 as usize] = Some(span);
+        }
+    }
+
+    /// Where a node came from, if it was read from text.
+    pub fn span(&self, id: NodeId) -> Option<SrcSpan> {
+        self.spans.get(id.0 as usize).copied().flatten()
+    }
+}
+
+/// A program: top-level forms on a heap, evaluated in order; the value is the last form's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Program {
+    /// The top-level forms in source order.
+    pub forms: Vec<NodeId>,
+}

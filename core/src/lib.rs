@@ -1,0 +1,18 @@
+//! ndvm-core: the differentiable evaluator over heap programs, with batched lanes and a reverse-mode tape.
+//!
+//! Programs are s-expression data on a [`Heap`]; one [`Evaluator`] walks them for B lanes at once.
+//! Structure (symbols, pairs, closures, control) is shared by all lanes; numbers are payloads of B
+//! lanes (or one value when uniform). Recording a tape along the executed trace gives exact per-lane
+//! gradients with respect to every differentiable input.
+
+pub mod api;
+pub mod error;
+pub mod eval;
+pub mod heap;
+pub mod symbol;
+
+pub use api::{Dialect, EvalOptions, Evaluation, Gradient, Input, InputValue, Inputs, Output};
+pub use error::{CoreError, ErrorKind, Result};
+pub use eval::Evaluator;
+pub use heap::{Heap, Node, NodeId, Program, SrcSpan};
+pub use symbol::{Interner, Symbol};

@@ -1,0 +1,2 @@
+//! ndvm-frontends: surface syntax to heap programs (placeholder).
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! The `ndvm-search` command line (placeholder).
+fn main() {}
