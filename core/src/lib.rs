@@ -9,6 +9,7 @@ pub mod api;
 pub mod error;
 pub mod eval;
 pub mod heap;
+pub mod print;
 pub mod symbol;
 
 pub use api::{Dialect, EvalOptions, Evaluation, Gradient, Input, InputValue, Inputs, Output};
