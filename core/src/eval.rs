@@ -1,19 +1,147 @@
-//! `Evaluator`: the single walker over heap programs (placeholder while the runtime is written).
+//! `Evaluator`: the single walker over decoded heap programs, for B lanes at once, with lane masks
+//! for divergent control and an optional tape for reverse mode.
 
-use crate::api::{EvalOptions, Evaluation, Inputs};
+use crate::api::{Dialect, EvalOptions, Evaluation, Gradient, InputValue, Inputs, Output};
+use crate::decode::{self, Code, CodeId, CodeList, Codes, Decoder, LetKind};
 use crate::error::{CoreError, ErrorKind, Result};
-use crate::heap::{Heap, Program};
+use crate::heap::{Heap, Node, NodeId, Program};
+use crate::lanes::{Lanes, LanesMark, PayloadId};
+use crate::linalg::{self, TensorOp};
+use crate::mask::{LaneMask, MaskId};
+use crate::prims::{Binary, Compare, Prim, Unary};
+use crate::tape::{Tape, TapeOp};
+use crate::value::Value;
 
-/// Walks heap programs for B lanes at once.
+mod apply;
+
+const NO_FRAME: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    parent: u32,
+    base: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Closure {
+    lambda: CodeId,
+    env: u32,
+}
+
+/// How an evaluation of a loop-body tail ended, per active lane.
+#[derive(Clone, Copy, Debug)]
+enum Flow {
+    /// Every active lane produced this value.
+    Val(Value),
+    /// Every active lane recurs with the arguments at `recur_args[ix..]`.
+    Recur(u32),
+    /// Lanes `done_mask` finished with `done`; lanes `recur_mask` recur with `recur_args[ix..]`.
+    Split { done: Value, done_mask: MaskId, ix: u32, recur_mask: MaskId },
+}
+
+enum Truth {
+    True,
+    False,
+    Mixed(MaskId, MaskId),
+}
+
+/// A saved length of every per-run arena, to release what an iteration allocated.
+#[derive(Clone, Copy)]
+struct Mark {
+    lanes: LanesMark,
+    frames: usize,
+    slots: usize,
+    pairs: usize,
+    closures: usize,
+}
+
+/// Walks heap programs for B lanes at once. Reuse one evaluator for many runs: its arenas keep
+/// their capacity, so steady-state runs allocate little.
 #[derive(Debug)]
 pub struct Evaluator {
     opts: EvalOptions,
+    heap: Heap,
+    lanes: Lanes,
+    masks: LaneMask,
+    mask: MaskId,
+    tape: Tape,
+    recording: bool,
+    codes: Codes,
+    globals: Vec<Value>,
+    frames: Vec<Frame>,
+    slots: Vec<Value>,
+    pairs: Vec<(Value, Value)>,
+    closures: Vec<Closure>,
+    argstack: Vec<Value>,
+    recur_args: Vec<Value>,
+    steps: u64,
+    depth: u32,
+    scratch_a: Vec<u32>,
+    scratch_b: Vec<u32>,
+    fbuf: [Vec<f64>; 5],
+    false_p: PayloadId,
+    true_p: PayloadId,
+}
+
+
+fn err(kind: ErrorKind, msg: impl Into<String>) -> CoreError {
+    CoreError::new(kind, msg)
+}
+
+/// Shape of a numeric value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    Scalar,
+    Vector(u32),
+    Matrix(u16, u16),
+}
+
+impl Shape {
+    fn n(self) -> usize {
+        match self {
+            Shape::Scalar => 1,
+            Shape::Vector(n) => n as usize,
+            Shape::Matrix(r, c) => r as usize * c as usize,
+        }
+    }
+
+    fn value(self, p: PayloadId) -> Value {
+        match self {
+            Shape::Scalar => Value::Num(p),
+            Shape::Vector(n) => Value::Vector(p, n),
+            Shape::Matrix(r, c) => Value::Matrix(p, r, c),
+        }
+    }
 }
 
 impl Evaluator {
     /// An evaluator with the given options.
     pub fn new(opts: EvalOptions) -> Self {
-        Evaluator { opts }
+        let b = opts.n_lanes.max(1);
+        Evaluator {
+            heap: Heap::new(),
+            lanes: Lanes::new(b),
+            masks: LaneMask::new(b),
+            mask: MaskId::FULL,
+            tape: Tape::default(),
+            recording: false,
+            codes: Codes::default(),
+            globals: Vec::new(),
+            frames: Vec::new(),
+            slots: Vec::new(),
+            pairs: Vec::new(),
+            closures: Vec::new(),
+            argstack: Vec::new(),
+            recur_args: Vec::new(),
+            steps: 0,
+            depth: 0,
+            scratch_a: Vec::new(),
+            scratch_b: Vec::new(),
+            fbuf: Default::default(),
+            false_p: PayloadId(0),
+            true_p: PayloadId(1),
+            opts: EvalOptions { n_lanes: b, ..opts },
+        }
     }
 
     /// The options this evaluator was built with.
@@ -21,13 +149,802 @@ impl Evaluator {
         &self.opts
     }
 
-    /// Forward-only evaluation.
-    pub fn eval(&mut self, _heap: &mut Heap, _program: &Program, _inputs: &Inputs) -> Result<Evaluation> {
-        Err(CoreError::new(ErrorKind::Syntax, "evaluator under construction"))
+    /// Number of floats the payload arena held at the end of the last run (a memory gauge).
+    pub fn arena_floats(&self) -> usize {
+        self.lanes.n_floats()
     }
 
-    /// Evaluation with gradients for every `grad` input.
-    pub fn eval_grad(&mut self, _heap: &mut Heap, _program: &Program, _inputs: &Inputs) -> Result<Evaluation> {
-        Err(CoreError::new(ErrorKind::Syntax, "evaluator under construction"))
+    /// Forward-only evaluation.
+    pub fn eval(&mut self, heap: &mut Heap, program: &Program, inputs: &Inputs) -> Result<Evaluation> {
+        self.run(heap, program, inputs, false)
+    }
+
+    /// Evaluation with per-lane gradients for every `grad` input.
+    pub fn eval_grad(&mut self, heap: &mut Heap, program: &Program, inputs: &Inputs) -> Result<Evaluation> {
+        self.run(heap, program, inputs, true)
+    }
+
+    fn run(&mut self, heap: &mut Heap, program: &Program, inputs: &Inputs, grad: bool) -> Result<Evaluation> {
+        decode::intern_forms(heap);
+        std::mem::swap(heap, &mut self.heap);
+        let res = self.run_inner(program, inputs, grad);
+        std::mem::swap(heap, &mut self.heap);
+        res
+    }
+
+    fn reset(&mut self) {
+        self.lanes.clear();
+        self.masks.clear();
+        self.mask = MaskId::FULL;
+        self.tape.clear();
+        self.frames.clear();
+        self.slots.clear();
+        self.pairs.clear();
+        self.closures.clear();
+        self.argstack.clear();
+        self.recur_args.clear();
+        self.steps = 0;
+        self.depth = 0;
+        self.false_p = self.lanes.scalar(0.0);
+        self.true_p = self.lanes.scalar(1.0);
+    }
+
+    fn run_inner(&mut self, program: &Program, inputs: &Inputs, grad: bool) -> Result<Evaluation> {
+        self.reset();
+        self.recording = grad;
+        // Globals: inputs first, then decoded top-level names.
+        self.codes = Codes::default();
+        let mut input_slots = Vec::with_capacity(inputs.entries.len());
+        for inp in &inputs.entries {
+            let sym = self.heap.intern(&inp.name);
+            input_slots.push(self.codes.global_slot(sym));
+        }
+        let tops = Decoder::new(&self.heap, &mut self.codes, self.opts.dialect, self.opts.max_depth)
+            .top_level(&program.forms)?;
+        if tops.is_empty() {
+            return Err(err(ErrorKind::Syntax, "empty program"));
+        }
+        self.globals.clear();
+        self.globals.resize(self.codes.global_names.len(), Value::Unassigned);
+        let b = self.lanes.n_lanes();
+        let mut grad_inputs = Vec::new();
+        for (inp, &slot) in inputs.entries.iter().zip(&input_slots) {
+            let bad = |m: String| err(ErrorKind::Input, format!("input `{}`: {m}", inp.name));
+            let v = match &inp.value {
+                InputValue::Uniform(x) => {
+                    let p = self.lanes.alloc(1, false, inp.grad && grad);
+                    self.set(p, 0, 0, *x);
+                    Value::Num(p)
+                }
+                InputValue::Lanes(xs) => {
+                    if xs.len() != b {
+                        return Err(bad(format!("{} values for {b} lanes", xs.len())));
+                    }
+                    let p = self.lanes.alloc(1, true, inp.grad && grad);
+                    for (l, x) in xs.iter().enumerate() {
+                        self.set(p, 0, l, *x);
+                    }
+                    Value::Num(p)
+                }
+                InputValue::Vector(xs) => {
+                    let p = self.lanes.alloc(xs.len(), false, false);
+                    for (e, x) in xs.iter().enumerate() {
+                        self.set(p, e, 0, *x);
+                    }
+                    Value::Vector(p, xs.len() as u32)
+                }
+                InputValue::Matrix { rows, cols, data } => {
+                    if rows * cols != data.len() || *rows > u16::MAX as usize || *cols > u16::MAX as usize {
+                        return Err(bad(format!("{rows}x{cols} matrix needs {} values, got {}", rows * cols, data.len())));
+                    }
+                    let p = self.lanes.alloc(data.len(), false, false);
+                    for (e, x) in data.iter().enumerate() {
+                        self.set(p, e, 0, *x);
+                    }
+                    Value::Matrix(p, *rows as u16, *cols as u16)
+                }
+            };
+            if inp.grad && grad {
+                if let Value::Num(p) = v {
+                    grad_inputs.push((inp.name.clone(), p));
+                } else {
+                    return Err(bad("only scalar inputs can be differentiated".into()));
+                }
+            }
+            self.globals[slot as usize] = v;
+        }
+        let mut result = Value::Nil;
+        for &top in &tops {
+            result = self.eval_value(top, NO_FRAME)?;
+        }
+        let value = self.output(result);
+        let mut grads = Vec::new();
+        if grad {
+            let root = result.payload().filter(|_| matches!(result, Value::Num(_) | Value::Vector(..) | Value::Matrix(..)));
+            match root {
+                Some(root) => self.tape.backward(&self.lanes, &self.masks, root),
+                None => self.tape.backward(&self.lanes, &self.masks, self.false_p),
+            }
+            for (name, p) in grad_inputs {
+                let mut per_lane = Vec::with_capacity(b);
+                self.tape.grad_of(p, b, &mut per_lane);
+                if root.is_none() {
+                    per_lane.iter_mut().for_each(|x| *x = 0.0);
+                }
+                grads.push(Gradient { name, per_lane });
+            }
+        }
+        let mut faults = vec![false; b];
+        match &value {
+            Output::Number(v) => v.iter().zip(&mut faults).for_each(|(x, f)| *f |= !x.is_finite()),
+            Output::Vector { len, data } => {
+                for (l, f) in faults.iter_mut().enumerate() {
+                    *f |= data[l * len..(l + 1) * len].iter().any(|x| !x.is_finite());
+                }
+            }
+            Output::Matrix { rows, cols, data } => {
+                let n = rows * cols;
+                for (l, f) in faults.iter_mut().enumerate() {
+                    *f |= data[l * n..(l + 1) * n].iter().any(|x| !x.is_finite());
+                }
+            }
+            _ => {}
+        }
+        for g in &grads {
+            g.per_lane.iter().zip(&mut faults).for_each(|(x, f)| *f |= !x.is_finite());
+        }
+        Ok(Evaluation { value, grads, faults })
+    }
+
+    // ---------------------------------------------------------------- payload helpers
+
+    #[inline]
+    fn set(&mut self, p: PayloadId, e: usize, l: usize, x: f64) {
+        let m = self.lanes.meta(p);
+        let i = self.lanes.index(m, e, l);
+        self.lanes.data[i] = x;
+    }
+
+    #[inline]
+    fn get(&self, p: PayloadId, e: usize, l: usize) -> f64 {
+        self.lanes.get(p, e, l)
+    }
+
+    /// A lane of the current mask to read uniform-across-active-lanes quantities from.
+    fn first_lane(&self) -> usize {
+        self.masks.lanes(self.mask).first().copied().unwrap_or(0) as usize
+    }
+
+    fn bool_value(&self, b: bool) -> Value {
+        Value::Bool(if b { self.true_p } else { self.false_p })
+    }
+
+    fn num(&mut self, x: f64) -> Value {
+        Value::Num(self.lanes.scalar(x))
+    }
+
+    fn mark(&self) -> Mark {
+        Mark {
+            lanes: self.lanes.mark(),
+            frames: self.frames.len(),
+            slots: self.slots.len(),
+            pairs: self.pairs.len(),
+            closures: self.closures.len(),
+        }
+    }
+
+    /// Releases everything allocated since `mark` except the plain values in `keep`, which are
+    /// moved down and rewritten in place. Only valid when not recording.
+    fn release_keeping(&mut self, mark: Mark, keep: &mut [Value]) {
+        let floor = mark.lanes;
+        let mut saved: Vec<(usize, PayloadId)> = Vec::new();
+        let mut tmp = std::mem::take(&mut self.fbuf[4]);
+        tmp.clear();
+        for (i, v) in keep.iter().enumerate() {
+            if let Some(p) = v.payload()
+                && p.0 as usize >= self.meta_len_at(floor)
+            {
+                saved.push((i, p));
+            }
+        }
+        // Copy the kept payloads' data out, release, then re-allocate them in order.
+        let mut metas = Vec::with_capacity(saved.len());
+        for &(_, p) in &saved {
+            let m = self.lanes.meta(p);
+            let w = if m.varying { self.lanes.n_lanes() } else { 1 };
+            let len = m.n as usize * w;
+            tmp.extend_from_slice(&self.lanes.data[m.off as usize..m.off as usize + len]);
+            metas.push((m, len));
+        }
+        self.lanes.release(floor);
+        self.frames.truncate(mark.frames);
+        self.slots.truncate(mark.slots);
+        self.pairs.truncate(mark.pairs);
+        self.closures.truncate(mark.closures);
+        let mut off = 0;
+        for (k, &(i, _)) in saved.iter().enumerate() {
+            let (m, len) = metas[k];
+            let np = self.lanes.alloc(m.n as usize, m.varying, m.grad);
+            let start = self.lanes.meta(np).off as usize;
+            self.lanes.data[start..start + len].copy_from_slice(&tmp[off..off + len]);
+            off += len;
+            keep[i] = match keep[i] {
+                Value::Num(_) => Value::Num(np),
+                Value::Bool(_) => Value::Bool(np),
+                Value::Vector(_, n) => Value::Vector(np, n),
+                Value::Matrix(_, r, c) => Value::Matrix(np, r, c),
+                v => v,
+            };
+        }
+        self.fbuf[4] = tmp;
+    }
+
+    fn meta_len_at(&self, mark: LanesMark) -> usize {
+        mark.meta_len()
+    }
+
+    // ---------------------------------------------------------------- environments
+
+    fn new_frame(&mut self, parent: u32, n_slots: u32) -> u32 {
+        let base = self.slots.len() as u32;
+        self.slots.resize(self.slots.len() + n_slots as usize, Value::Unassigned);
+        self.frames.push(Frame { parent, base });
+        self.frames.len() as u32 - 1
+    }
+
+    #[inline]
+    fn slot_index(&self, mut env: u32, depth: u32, slot: u32) -> usize {
+        for _ in 0..depth {
+            env = self.frames[env as usize].parent;
+        }
+        self.frames[env as usize].base as usize + slot as usize
+    }
+
+    fn unassigned(&self, code: CodeId) -> CoreError {
+        let name = match self.heap.node(self.codes.node(code)) {
+            Node::Sym(s) => self.heap.symbol_name(s).to_string(),
+            _ => "variable".to_string(),
+        };
+        err(ErrorKind::Unbound, format!("`{name}` is used before its definition")).at(self.codes.node(code))
+    }
+
+    // ---------------------------------------------------------------- the walk
+
+    fn eval_value(&mut self, code: CodeId, env: u32) -> Result<Value> {
+        match self.walk(code, env)? {
+            Flow::Val(v) => Ok(v),
+            _ => Err(err(ErrorKind::Syntax, "recur outside of a loop tail").at(self.codes.node(code))),
+        }
+    }
+
+    fn walk(&mut self, code: CodeId, env: u32) -> Result<Flow> {
+        self.depth += 1;
+        if self.depth > self.opts.max_depth {
+            self.depth -= 1;
+            return Err(err(
+                ErrorKind::DepthLimit,
+                format!("non-tail recursion deeper than {} levels", self.opts.max_depth),
+            )
+            .at(self.codes.node(code)));
+        }
+        let res = if self.depth % 16 == 0 {
+            stacker::maybe_grow(256 * 1024, 4 * 1024 * 1024, || self.eval_loop(code, env))
+        } else {
+            self.eval_loop(code, env)
+        };
+        self.depth -= 1;
+        res
+    }
+
+    fn eval_loop(&mut self, mut code: CodeId, mut env: u32) -> Result<Flow> {
+        loop {
+            self.steps += 1;
+            if self.steps > self.opts.max_steps {
+                return Err(err(ErrorKind::StepBudget, format!("more than {} evaluation steps", self.opts.max_steps))
+                    .at(self.codes.node(code)));
+            }
+            let v = match self.codes.get(code) {
+                Code::Num(x) => self.num(x),
+                Code::Bool(b) => self.bool_value(b),
+                Code::Nil => Value::Nil,
+                Code::Sym(s) => Value::Sym(s),
+                Code::Datum(n) => Value::Datum(n),
+                Code::Local { depth, slot } => {
+                    let v = self.slots[self.slot_index(env, depth, slot)];
+                    if v == Value::Unassigned {
+                        return Err(self.unassigned(code));
+                    }
+                    v
+                }
+                Code::Global(slot) => {
+                    let v = self.globals[slot as usize];
+                    if v == Value::Unassigned {
+                        return Err(self.unassigned(code));
+                    }
+                    v
+                }
+                Code::PrimRef(p) => Value::Prim(p),
+                Code::If { test, then, els } => {
+                    let t = self.eval_value(test, env)?;
+                    match self.classify(t) {
+                        Truth::True => {
+                            code = then;
+                            continue;
+                        }
+                        Truth::False => match els {
+                            Some(e) => {
+                                code = e;
+                                continue;
+                            }
+                            None => Value::Nil,
+                        },
+                        Truth::Mixed(tm, em) => return self.eval_mixed(then, els, env, tm, em, code),
+                    }
+                }
+                Code::Let { kind, n_slots, inits, body } => {
+                    match kind {
+                        LetKind::Parallel => {
+                            let base = self.argstack.len();
+                            for i in 0..inits.len {
+                                let c = self.codes.lists[(inits.start + i) as usize];
+                                let v = self.eval_value(c, env)?;
+                                self.argstack.push(v);
+                            }
+                            let f = self.new_frame(env, n_slots);
+                            let fb = self.frames[f as usize].base as usize;
+                            for i in 0..inits.len as usize {
+                                self.slots[fb + i] = self.argstack[base + i];
+                            }
+                            self.argstack.truncate(base);
+                            env = f;
+                        }
+                        LetKind::Sequential => {
+                            let f = self.new_frame(env, n_slots);
+                            let fb = self.frames[f as usize].base as usize;
+                            for i in 0..inits.len {
+                                let c = self.codes.lists[(inits.start + i) as usize];
+                                let v = self.eval_value(c, f)?;
+                                self.slots[fb + i as usize] = v;
+                            }
+                            env = f;
+                        }
+                    }
+                    code = body;
+                    continue;
+                }
+                Code::Lambda { .. } => {
+                    self.closures.push(Closure { lambda: code, env });
+                    Value::Closure(self.closures.len() as u32 - 1)
+                }
+                Code::Seq(list) => {
+                    for i in 0..list.len - 1 {
+                        let c = self.codes.lists[(list.start + i) as usize];
+                        self.eval_value(c, env)?;
+                    }
+                    code = self.codes.lists[(list.start + list.len - 1) as usize];
+                    continue;
+                }
+                Code::Define { slot, value } => {
+                    let v = self.eval_value(value, env)?;
+                    let i = self.frames[env as usize].base as usize + slot as usize;
+                    let old = self.slots[i];
+                    self.slots[i] = self.assign(old, v, code)?;
+                    Value::Nil
+                }
+                Code::DefineGlobal { slot, value } => {
+                    let v = self.eval_value(value, env)?;
+                    let old = self.globals[slot as usize];
+                    self.globals[slot as usize] = self.assign(old, v, code)?;
+                    Value::Nil
+                }
+                Code::DeclareGlobal { slot, value } => {
+                    if self.globals[slot as usize] == Value::Unassigned {
+                        let v = self.eval_value(value, env)?;
+                        self.globals[slot as usize] = v;
+                    }
+                    Value::Nil
+                }
+                Code::App { head, args } => {
+                    let f = self.eval_value(head, env)?;
+                    let base = self.argstack.len();
+                    self.eval_args(args, env)?;
+                    match f {
+                        Value::Closure(ci) => {
+                            let clo = self.closures[ci as usize];
+                            let frame = self.bind_closure(clo, base, code)?;
+                            self.argstack.truncate(base);
+                            let Code::Lambda { body, .. } = self.codes.get(clo.lambda) else { unreachable!() };
+                            env = frame;
+                            code = body;
+                            continue;
+                        }
+                        Value::Prim(p) => {
+                            let n = self.argstack.len() - base;
+                            let (lo, hi) = p.arity();
+                            if (n as u32) < lo || n as u32 > hi {
+                                return Err(decode::arity_error(&p.name(), lo, hi, n).at(self.codes.node(code)));
+                            }
+                            let v = self.call_prim(p, base, code)?;
+                            self.argstack.truncate(base);
+                            v
+                        }
+                        other => {
+                            return Err(err(
+                                ErrorKind::NotProcedure,
+                                format!("cannot apply a {} as a procedure", other.type_name()),
+                            )
+                            .at(self.codes.node(code)));
+                        }
+                    }
+                }
+                Code::PrimCall { prim, args } => {
+                    let base = self.argstack.len();
+                    self.eval_args(args, env)?;
+                    let v = self.call_prim(prim, base, code)?;
+                    self.argstack.truncate(base);
+                    v
+                }
+                Code::And(list) => return self.eval_and_or(list, 0, env, true, code).map(Flow::Val),
+                Code::Or(list) => return self.eval_and_or(list, 0, env, false, code).map(Flow::Val),
+                Code::Loop { n_slots, inits, body } => self.eval_loop_form(n_slots, inits, body, env, code)?,
+                Code::Recur(list) => {
+                    let base = self.argstack.len();
+                    self.eval_args(list, env)?;
+                    let ix = self.recur_args.len() as u32;
+                    self.recur_args.extend_from_slice(&self.argstack[base..]);
+                    self.argstack.truncate(base);
+                    return Ok(Flow::Recur(ix));
+                }
+            };
+            return Ok(Flow::Val(v));
+        }
+    }
+
+    fn eval_args(&mut self, args: CodeList, env: u32) -> Result<()> {
+        for i in 0..args.len {
+            let c = self.codes.lists[(args.start + i) as usize];
+            let v = self.eval_value(c, env)?;
+            self.argstack.push(v);
+        }
+        Ok(())
+    }
+
+    /// A frame for calling `clo` with the arguments at `argstack[base..]`.
+    fn bind_closure(&mut self, clo: Closure, base: usize, call: CodeId) -> Result<u32> {
+        let Code::Lambda { n_params, rest, n_slots, .. } = self.codes.get(clo.lambda) else { unreachable!() };
+        let n = self.argstack.len() - base;
+        if (!rest && n != n_params as usize) || (rest && n < n_params as usize) {
+            let hi = if rest { u32::MAX } else { n_params };
+            return Err(decode::arity_error("procedure", n_params, hi, n).at(self.codes.node(call)));
+        }
+        let frame = self.new_frame(clo.env, n_slots);
+        let fb = self.frames[frame as usize].base as usize;
+        for i in 0..n_params as usize {
+            self.slots[fb + i] = self.argstack[base + i];
+        }
+        if rest {
+            let mut list = Value::Nil;
+            for i in (base + n_params as usize..self.argstack.len()).rev() {
+                self.pairs.push((self.argstack[i], list));
+                list = Value::Pair(self.pairs.len() as u32 - 1);
+            }
+            self.slots[fb + n_params as usize] = list;
+        }
+        Ok(frame)
+    }
+
+    /// Calls a procedure value on `args` (non-tail).
+    fn apply_value(&mut self, f: Value, args: &[Value], call: CodeId) -> Result<Value> {
+        let base = self.argstack.len();
+        self.argstack.extend_from_slice(args);
+        let res = match f {
+            Value::Closure(ci) => {
+                let clo = self.closures[ci as usize];
+                let frame = self.bind_closure(clo, base, call)?;
+                self.argstack.truncate(base);
+                let Code::Lambda { body, .. } = self.codes.get(clo.lambda) else { unreachable!() };
+                self.eval_value(body, frame)
+            }
+            Value::Prim(p) => {
+                let (lo, hi) = p.arity();
+                if (args.len() as u32) < lo || args.len() as u32 > hi {
+                    return Err(decode::arity_error(&p.name(), lo, hi, args.len()).at(self.codes.node(call)));
+                }
+                let v = self.call_prim(p, base, call);
+                self.argstack.truncate(base);
+                v
+            }
+            other => Err(err(ErrorKind::NotProcedure, format!("cannot apply a {} as a procedure", other.type_name()))
+                .at(self.codes.node(call))),
+        };
+        self.argstack.truncate(base);
+        res
+    }
+
+    // ---------------------------------------------------------------- lanes and control
+
+    fn is_true_lane(&self, p: PayloadId, l: usize) -> bool {
+        self.get(p, 0, l) != 0.0
+    }
+
+    fn classify(&mut self, v: Value) -> Truth {
+        let p = match v {
+            Value::Bool(p) => p,
+            Value::Num(p) if self.opts.dialect == Dialect::Reference => p,
+            Value::Nil if self.opts.dialect == Dialect::Reference => return Truth::False,
+            _ => return Truth::True,
+        };
+        if !self.lanes.is_varying(p) {
+            return if self.is_true_lane(p, 0) { Truth::True } else { Truth::False };
+        }
+        let mut t = std::mem::take(&mut self.scratch_a);
+        let mut f = std::mem::take(&mut self.scratch_b);
+        t.clear();
+        f.clear();
+        for &l in self.masks.lanes(self.mask) {
+            if self.is_true_lane(p, l as usize) {
+                t.push(l);
+            } else {
+                f.push(l);
+            }
+        }
+        let res = if f.is_empty() {
+            Truth::True
+        } else if t.is_empty() {
+            Truth::False
+        } else {
+            let tm = self.masks.intern(&t);
+            let fm = self.masks.intern(&f);
+            Truth::Mixed(tm, fm)
+        };
+        self.scratch_a = t;
+        self.scratch_b = f;
+        res
+    }
+
+    fn eval_mixed(
+        &mut self,
+        then: CodeId,
+        els: Option<CodeId>,
+        env: u32,
+        tm: MaskId,
+        em: MaskId,
+        at: CodeId,
+    ) -> Result<Flow> {
+        let saved = self.mask;
+        self.mask = tm;
+        let a = self.walk(then, env);
+        let a = match a {
+            Ok(a) => a,
+            Err(e) => {
+                self.mask = saved;
+                return Err(e);
+            }
+        };
+        self.mask = em;
+        let b = match els {
+            Some(e) => self.walk(e, env),
+            None => Ok(Flow::Val(Value::Nil)),
+        };
+        self.mask = saved;
+        self.merge_flows(a, tm, b?, em, at)
+    }
+
+    /// The done and recur parts of a flow evaluated under `mask`.
+    fn parts(flow: Flow, mask: MaskId) -> (Option<(Value, MaskId)>, Option<(u32, MaskId)>) {
+        match flow {
+            Flow::Val(v) => (Some((v, mask)), None),
+            Flow::Recur(ix) => (None, Some((ix, mask))),
+            Flow::Split { done, done_mask, ix, recur_mask } => (Some((done, done_mask)), Some((ix, recur_mask))),
+        }
+    }
+
+    fn merge_flows(&mut self, a: Flow, am: MaskId, b: Flow, bm: MaskId, at: CodeId) -> Result<Flow> {
+        let (da, ra) = Self::parts(a, am);
+        let (db, rb) = Self::parts(b, bm);
+        let done = match (da, db) {
+            (Some((x, xm)), Some((y, ym))) => {
+                let v = self.select(x, xm, y, ym, at)?;
+                let mut s = std::mem::take(&mut self.scratch_a);
+                let m = self.masks.union(xm, ym, &mut s);
+                self.scratch_a = s;
+                Some((v, m))
+            }
+            (d, None) | (None, d) => d,
+        };
+        let recur = match (ra, rb) {
+            (Some((ix, xm)), Some((iy, ym))) => {
+                let n = (iy - ix) as usize;
+                let out = self.recur_args.len() as u32;
+                for k in 0..n {
+                    let x = self.recur_args[ix as usize + k];
+                    let y = self.recur_args[iy as usize + k];
+                    let v = self.select(x, xm, y, ym, at)?;
+                    self.recur_args.push(v);
+                }
+                let mut s = std::mem::take(&mut self.scratch_a);
+                let m = self.masks.union(xm, ym, &mut s);
+                self.scratch_a = s;
+                Some((out, m))
+            }
+            (r, None) | (None, r) => r,
+        };
+        Ok(match (done, recur) {
+            (Some((v, _)), None) => Flow::Val(v),
+            (None, Some((ix, _))) => Flow::Recur(ix),
+            (Some((done, done_mask)), Some((ix, recur_mask))) => Flow::Split { done, done_mask, ix, recur_mask },
+            (None, None) => Flow::Val(Value::Nil),
+        })
+    }
+
+    /// Merges `x` (valid on lanes `xm`) and `y` (valid on `ym`) into one value.
+    fn select(&mut self, x: Value, xm: MaskId, y: Value, ym: MaskId, at: CodeId) -> Result<Value> {
+        if x == y {
+            return Ok(x);
+        }
+        let shape_of = |v: Value| match v {
+            Value::Num(p) | Value::Bool(p) => Some((p, Shape::Scalar)),
+            Value::Vector(p, n) => Some((p, Shape::Vector(n))),
+            Value::Matrix(p, r, c) => Some((p, Shape::Matrix(r, c))),
+            _ => None,
+        };
+        let same_kind = matches!(
+            (x, y),
+            (Value::Num(_), Value::Num(_))
+                | (Value::Bool(_), Value::Bool(_))
+                | (Value::Vector(..), Value::Vector(..))
+                | (Value::Matrix(..), Value::Matrix(..))
+        );
+        if let (Some((px, sx)), Some((py, sy))) = (shape_of(x), shape_of(y))
+            && same_kind
+            && sx == sy
+        {
+            let n = sx.n();
+            let grad = self.recording && (self.lanes.meta(px).grad || self.lanes.meta(py).grad);
+            let out = self.lanes.alloc(n, true, grad);
+            for (src, m) in [(px, xm), (py, ym)] {
+                for &l in self.masks.lanes(m) {
+                    for e in 0..n {
+                        let v = self.lanes.get(src, e, l as usize);
+                        self.lanes.set(out, e, l as usize, v);
+                    }
+                }
+            }
+            if grad {
+                self.tape.push(TapeOp::Select { then: xm }, out, px, py, ym);
+            }
+            return Ok(match x {
+                Value::Bool(_) => Value::Bool(out),
+                _ => sx.value(out),
+            });
+        }
+        // Structure: lists of the same shape merge element by element.
+        let pair_parts = |ev: &Self, v: Value| -> Option<(Value, Value)> {
+            match v {
+                Value::Pair(i) => Some(ev.pairs[i as usize]),
+                Value::Datum(n) => match ev.heap.node(n) {
+                    Node::Pair(..) => None,
+                    _ => None,
+                },
+                _ => None,
+            }
+        };
+        let xs = match x {
+            Value::Datum(n) => self.datum_pair(n),
+            _ => pair_parts(self, x),
+        };
+        let ys = match y {
+            Value::Datum(n) => self.datum_pair(n),
+            _ => pair_parts(self, y),
+        };
+        if let (Some((xa, xd)), Some((ya, yd))) = (xs, ys) {
+            let a = self.select(xa, xm, ya, ym, at)?;
+            let d = self.select(xd, xm, yd, ym, at)?;
+            self.pairs.push((a, d));
+            return Ok(Value::Pair(self.pairs.len() as u32 - 1));
+        }
+        Err(err(
+            ErrorKind::Divergence,
+            format!("lanes disagree on structure: a {} on some lanes, a {} on others", x.type_name(), y.type_name()),
+        )
+        .at(self.codes.node(at)))
+    }
+
+    /// Assigns `new` over `old` on the current lanes (a define under divergent control).
+    fn assign(&mut self, old: Value, new: Value, at: CodeId) -> Result<Value> {
+        if self.mask == MaskId::FULL || old == Value::Unassigned {
+            return Ok(new);
+        }
+        let mut rest = std::mem::take(&mut self.scratch_b);
+        rest.clear();
+        let act = self.masks.lanes(self.mask);
+        rest.extend((0..self.lanes.n_lanes() as u32).filter(|l| act.binary_search(l).is_err()));
+        let rm = self.masks.intern(&rest);
+        self.scratch_b = rest;
+        self.select(new, self.mask, old, rm, at)
+    }
+
+    fn eval_and_or(&mut self, list: CodeList, from: u32, env: u32, is_and: bool, at: CodeId) -> Result<Value> {
+        let mut i = from;
+        loop {
+            let c = self.codes.lists[(list.start + i) as usize];
+            let v = self.eval_value(c, env)?;
+            if i + 1 == list.len {
+                return Ok(v);
+            }
+            match self.classify(v) {
+                Truth::True if is_and => {}
+                Truth::False if !is_and => {}
+                Truth::True | Truth::False => return Ok(v),
+                Truth::Mixed(tm, fm) => {
+                    let (go, stop) = if is_and { (tm, fm) } else { (fm, tm) };
+                    let saved = self.mask;
+                    self.mask = go;
+                    let rest = self.eval_and_or(list, i + 1, env, is_and, at);
+                    self.mask = saved;
+                    let rest = rest?;
+                    return self.select(rest, go, v, stop, at);
+                }
+            }
+            i += 1;
+        }
+    }
+
+    fn eval_loop_form(&mut self, n_slots: u32, inits: CodeList, body: CodeId, env: u32, at: CodeId) -> Result<Value> {
+        let base = self.argstack.len();
+        self.eval_args(inits, env)?;
+        let n = inits.len as usize;
+        let outer = self.mask;
+        let mut acc: Option<(Value, MaskId)> = None;
+        let mut carried: Vec<Value> = self.argstack[base..].to_vec();
+        self.argstack.truncate(base);
+        let result = loop {
+            let mark = self.mark();
+            let frame = self.new_frame(env, n_slots);
+            let fb = self.frames[frame as usize].base as usize;
+            self.slots[fb..fb + n].copy_from_slice(&carried);
+            let rbase = self.recur_args.len();
+            let flow = match self.walk(body, frame) {
+                Ok(f) => f,
+                Err(e) => {
+                    self.mask = outer;
+                    return Err(e);
+                }
+            };
+            let (done, recur) = Self::parts(flow, self.mask);
+            if let Some((v, dm)) = done {
+                acc = Some(match acc {
+                    None => (v, dm),
+                    Some((a, am)) => {
+                        let merged = self.select(a, am, v, dm, at)?;
+                        let mut s = std::mem::take(&mut self.scratch_a);
+                        let m = self.masks.union(am, dm, &mut s);
+                        self.scratch_a = s;
+                        (merged, m)
+                    }
+                });
+            }
+            let Some((ix, rm)) = recur else {
+                self.recur_args.truncate(rbase);
+                break acc.map(|a| a.0).unwrap_or(Value::Nil);
+            };
+            carried.clear();
+            carried.extend_from_slice(&self.recur_args[ix as usize..ix as usize + n]);
+            self.recur_args.truncate(rbase);
+            self.mask = rm;
+            if !self.recording && carried.iter().all(|v| v.is_plain()) && acc.is_none_or(|a| a.0.is_plain()) {
+                let mut keep = carried.clone();
+                if let Some((a, _)) = acc {
+                    keep.push(a);
+                }
+                self.release_keeping(mark, &mut keep);
+                carried.copy_from_slice(&keep[..n]);
+                if let Some(a) = acc.as_mut() {
+                    a.0 = keep[n];
+                }
+            }
+        };
+        self.mask = outer;
+        Ok(result)
     }
 }

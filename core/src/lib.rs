@@ -6,14 +6,23 @@
 //! gradients with respect to every differentiable input.
 
 pub mod api;
+mod decode;
 pub mod error;
 pub mod eval;
 pub mod heap;
+pub mod lanes;
+mod linalg;
+mod mask;
+pub mod params;
+mod prims;
 pub mod print;
 pub mod symbol;
+mod tape;
+mod value;
 
 pub use api::{Dialect, EvalOptions, Evaluation, Gradient, Input, InputValue, Inputs, Output};
 pub use error::{CoreError, ErrorKind, Result};
 pub use eval::Evaluator;
+pub use params::{ParamDecl, ParamKind};
 pub use heap::{Heap, Node, NodeId, Program, SrcSpan};
 pub use symbol::{Interner, Symbol};

@@ -1,2 +1,283 @@
-//! ndvm-frontends: surface syntax to heap programs (placeholder).
+//! ndvm-frontends: surface languages to heap programs — the `Frontend` trait, its `Registry`, Scheme, and diagnostics.
+//!
+//! A front end turns source text into [`Program`] data on a [`Heap`], recording a source span for
+//! every pair and atom so that errors from the evaluator can point back at the text.
+//!
+//! ```
+//! use ndvm_core::Heap;
+//! use ndvm_frontends::{Registry, render_parse_error};
+//!
+//! let registry = Registry::default();
+//! let scheme = registry.by_extension("scm").expect("scheme is registered");
+//! let mut heap = Heap::new();
+//! let program = scheme.parse(&mut heap, "(define (f x) (* 2 x))\n(f [1 2])").unwrap();
+//! assert_eq!(program.forms.len(), 2);
+//! assert_eq!(scheme.print(&heap, &program), "(define (f x) (* 2.0 x))\n(f (vec 1.0 2.0))");
+//!
+//! let src = "(f 1.2.3)";
+//! let err = scheme.parse(&mut heap, src).unwrap_err();
+//! assert_eq!(
+//!     render_parse_error("model.scm", src, &err),
+//!     "model.scm:1:4: error[P003]: bad number `1.2.3` (numbers look like `42`, `-0.5`, `.5`, `1e-8`, `+inf.0`)\n\
+//!      \x20 1 | (f 1.2.3)\n\
+//!      \x20   |    ^^^^^",
+//! );
+//! ```
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod scheme;
+pub mod span;
+
+use std::fmt;
+
+use ndvm_core::{CoreError, Heap, Program, print};
+
+pub use error::{ParseError, ParseErrorKind, Result};
+pub use span::{LineIndex, Span};
+
+/// A surface language: text to heap program and back.
+pub trait Frontend: Send + Sync {
+    /// The language's name, e.g. `scheme`.
+    fn name(&self) -> &str;
+
+    /// File extensions (without the dot) this front end reads.
+    fn extensions(&self) -> &[&str] {
+        &[]
+    }
+
+    /// Reads `src` onto `heap` as a program, recording source spans.
+    fn parse(&self, heap: &mut Heap, src: &str) -> Result<Program, ParseError>;
+
+    /// Source text that parses back to the same program (by default, s-expressions).
+    fn print(&self, heap: &Heap, program: &Program) -> String {
+        print::program_to_string(heap, program)
+    }
+}
+
+/// The known front ends, looked up by name or file extension.
+pub struct Registry {
+    frontends: Vec<Box<dyn Frontend>>,
+}
+
+impl Default for Registry {
+    /// A registry holding the shipped front ends (Scheme).
+    fn default() -> Self {
+        let mut registry = Registry::empty();
+        registry.register(Box::new(scheme::Scheme));
+        registry
+    }
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry")
+            .field("names", &self.names())
+            .finish()
+    }
+}
+
+impl Registry {
+    /// A registry with no front ends.
+    pub fn empty() -> Self {
+        Registry {
+            frontends: Vec::new(),
+        }
+    }
+
+    /// Adds a front end, replacing any registered under the same name.
+    pub fn register(&mut self, frontend: Box<dyn Frontend>) {
+        match self
+            .frontends
+            .iter_mut()
+            .find(|f| f.name() == frontend.name())
+        {
+            Some(slot) => *slot = frontend,
+            None => self.frontends.push(frontend),
+        }
+    }
+
+    /// The front end called `name`.
+    pub fn by_name(&self, name: &str) -> Option<&dyn Frontend> {
+        self.frontends
+            .iter()
+            .find(|f| f.name() == name)
+            .map(|f| f.as_ref())
+    }
+
+    /// The first registered front end reading files with extension `ext` (`"scm"` or `".scm"`).
+    pub fn by_extension(&self, ext: &str) -> Option<&dyn Frontend> {
+        let ext = ext.strip_prefix('.').unwrap_or(ext);
+        self.frontends
+            .iter()
+            .find(|f| f.extensions().contains(&ext))
+            .map(|f| f.as_ref())
+    }
+
+    /// Names of the registered front ends, in registration order.
+    pub fn names(&self) -> Vec<&str> {
+        self.frontends.iter().map(|f| f.name()).collect()
+    }
+}
+
+/// Renders a parse error as `path:line:col: error[CODE]: message`, then the source line and `^`
+/// carets under the span.
+pub fn render_parse_error(path: &str, src: &str, err: &ParseError) -> String {
+    render(path, src, Some(err.span), err.kind.code(), &err.message)
+}
+
+/// Renders an evaluator error like [`render_parse_error`], locating it by the span of its node;
+/// without a node or span the first line is `path: error[CODE]: message` and nothing follows.
+pub fn render_core_error(path: &str, src: &str, heap: &Heap, err: &CoreError) -> String {
+    let span = err.node.and_then(|node| heap.span(node)).map(Span::from);
+    let message = format!("{}: {}", err.kind.name(), err.message);
+    render(path, src, span, err.kind.code(), &message)
+}
+
+fn render(path: &str, src: &str, span: Option<Span>, code: &str, message: &str) -> String {
+    let Some(span) = span else {
+        return format!("{path}: error[{code}]: {message}");
+    };
+    let index = LineIndex::new(src);
+    let (line, col) = index.line_col(span.start);
+    let (end_line, end_col) = index.line_col(span.end);
+    let text = index.line_text(line);
+    // Carets run to the span's end on the same line, else to the end of the line; at least one.
+    let n_chars = text.chars().count() as u32;
+    let last_col = if end_line == line {
+        end_col
+    } else {
+        n_chars + 1
+    };
+    let n_carets = last_col.saturating_sub(col).max(1) as usize;
+    let indent: String = text
+        .chars()
+        .take(col.saturating_sub(1) as usize)
+        .map(|c| if c == '\t' { '\t' } else { ' ' })
+        .collect();
+    let pad = " ".repeat(line.to_string().len());
+    let source_line = format!("  {line} | {text}");
+    format!(
+        "{path}:{line}:{col}: error[{code}]: {message}\n{}\n  {pad} | {indent}{}",
+        source_line.trim_end(),
+        "^".repeat(n_carets),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use ndvm_core::{CoreError, ErrorKind, Heap};
+
+    use super::*;
+
+    fn parse_err(src: &str) -> ParseError {
+        let mut heap = Heap::new();
+        match scheme::parse(&mut heap, src) {
+            Ok(_) => panic!("{src:?} parsed"),
+            Err(err) => err,
+        }
+    }
+
+    #[test]
+    fn renders_parse_errors_with_line_col_and_carets() {
+        let src = "(define x 1)\n(f \"str\" y)\n";
+        assert_eq!(
+            render_parse_error("m.scm", src, &parse_err(src)),
+            "m.scm:2:4: error[P004]: string literals are not supported\n\
+             \x20 2 | (f \"str\" y)\n\
+             \x20   |    ^^^^^"
+        );
+        // Columns count chars, and tabs in the prefix are kept so carets line up.
+        let src = "\t(λ 1.2.3)";
+        assert_eq!(
+            render_parse_error("m.scm", src, &parse_err(src)),
+            "m.scm:1:5: error[P003]: bad number `1.2.3` (numbers look like `42`, `-0.5`, `.5`, `1e-8`, `+inf.0`)\n\
+             \x20 1 | \t(λ 1.2.3)\n\
+             \x20   | \t   ^^^^^"
+        );
+        let src = "\n\n\n\n\n\n\n\n\n(a\n";
+        assert_eq!(
+            render_parse_error("m.scm", src, &parse_err(src)),
+            "m.scm:10:1: error[P001]: unclosed `(`: expected `)` before the end of input\n\
+             \x20 10 | (a\n\
+             \x20    | ^"
+        );
+    }
+
+    #[test]
+    fn renders_core_errors_by_node_span() {
+        let src = "(define y 2)\n(+ 1 (g x))";
+        let mut heap = Heap::new();
+        let program = scheme::parse(&mut heap, src).unwrap_or_else(|e| panic!("{e:?}"));
+        let items = heap.list_items(program.forms[1]).unwrap_or_default();
+        let err = CoreError::new(ErrorKind::Unbound, "`g` is not bound").at(items[2]);
+        assert_eq!(
+            render_core_error("m.scm", src, &heap, &err),
+            "m.scm:2:6: error[E001]: unbound variable: `g` is not bound\n\
+             \x20 2 | (+ 1 (g x))\n\
+             \x20   |      ^^^^^"
+        );
+        // A multi-line form gets carets to the end of its first line.
+        let src = "(f\n  x)";
+        let program = scheme::parse(&mut heap, src).unwrap_or_else(|e| panic!("{e:?}"));
+        let err = CoreError::new(ErrorKind::Arity, "expected 2 arguments").at(program.forms[0]);
+        assert_eq!(
+            render_core_error("m.scm", src, &heap, &err),
+            "m.scm:1:1: error[E002]: wrong number of arguments: expected 2 arguments\n\
+             \x20 1 | (f\n\
+             \x20   | ^^"
+        );
+        let err = CoreError::new(ErrorKind::StepBudget, "ran out after 10 steps");
+        assert_eq!(
+            render_core_error("m.scm", src, &heap, &err),
+            "m.scm: error[E007]: step budget exceeded: ran out after 10 steps"
+        );
+        let err = err.at(Heap::NIL);
+        assert_eq!(
+            render_core_error("m.scm", src, &heap, &err),
+            "m.scm: error[E007]: step budget exceeded: ran out after 10 steps"
+        );
+    }
+
+    #[test]
+    fn registry_finds_scheme_by_name_and_extension() {
+        let registry = Registry::default();
+        assert_eq!(registry.names(), vec!["scheme"]);
+        assert_eq!(registry.by_name("scheme").map(|f| f.name()), Some("scheme"));
+        assert_eq!(
+            registry.by_extension("scm").map(|f| f.name()),
+            Some("scheme")
+        );
+        assert_eq!(
+            registry.by_extension(".ss").map(|f| f.name()),
+            Some("scheme")
+        );
+        assert!(registry.by_extension("py").is_none());
+        assert!(registry.by_name("infix").is_none());
+
+        struct Upper;
+        impl Frontend for Upper {
+            fn name(&self) -> &str {
+                "scheme"
+            }
+            fn parse(&self, heap: &mut Heap, src: &str) -> Result<Program, ParseError> {
+                scheme::parse(heap, &src.to_uppercase())
+            }
+        }
+        let mut registry = Registry::default();
+        registry.register(Box::new(Upper));
+        assert_eq!(registry.names(), vec!["scheme"]);
+        assert!(registry.by_extension("scm").is_none());
+        let mut heap = Heap::new();
+        let frontend = registry
+            .by_name("scheme")
+            .unwrap_or_else(|| panic!("registered"));
+        let program = frontend
+            .parse(&mut heap, "(f x)")
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(frontend.print(&heap, &program), "(F X)");
+        assert_eq!(format!("{registry:?}"), "Registry { names: [\"scheme\"] }");
+        assert!(Registry::empty().names().is_empty());
+    }
+}

@@ -1,0 +1,997 @@
+//! The decoded-form cache: heap data → a tree of `Code` with special-form ids, primitive opcodes and
+//! lexical addresses resolved once, so the walker never looks a name up by string.
+//!
+//! Decoding is exactly equivalent to walking the heap data: scopes are static (lexical), so an
+//! address resolved here is the binding the uncached walk would find. Every `Code` keeps the heap
+//! node it came from for error spans.
+
+use std::collections::HashMap;
+
+use crate::api::Dialect;
+use crate::error::{CoreError, ErrorKind, Result};
+use crate::heap::{Heap, Node, NodeId};
+use crate::prims::Prim;
+use crate::symbol::Symbol;
+
+/// Index of one decoded form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct CodeId(pub(crate) u32);
+
+/// A run of `CodeId`s in `Codes::lists`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CodeList {
+    pub(crate) start: u32,
+    pub(crate) len: u32,
+}
+
+/// How a `Let` evaluates its initialisers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LetKind {
+    /// Inits see the enclosing scope only (R7RS `let`).
+    Parallel,
+    /// Inits run in order inside the new frame (`let*`, `letrec`, reference `let`).
+    Sequential,
+}
+
+/// One decoded form.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Code {
+    Num(f64),
+    Bool(bool),
+    Nil,
+    /// Quoted symbol.
+    Sym(Symbol),
+    /// Quoted pair data on the heap.
+    Datum(NodeId),
+    Local { depth: u32, slot: u32 },
+    Global(u32),
+    PrimRef(Prim),
+    If { test: CodeId, then: CodeId, els: Option<CodeId> },
+    /// New frame of `n_slots`; `inits` fill slots `0..inits.len`; then `body`.
+    Let { kind: LetKind, n_slots: u32, inits: CodeList, body: CodeId },
+    Lambda { n_params: u32, rest: bool, n_slots: u32, body: CodeId },
+    Seq(CodeList),
+    /// Assigns slot `slot` of the current frame.
+    Define { slot: u32, value: CodeId },
+    DefineGlobal { slot: u32, value: CodeId },
+    /// `params` entry: binds the global unless an input already did.
+    DeclareGlobal { slot: u32, value: CodeId },
+    App { head: CodeId, args: CodeList },
+    PrimCall { prim: Prim, args: CodeList },
+    And(CodeList),
+    Or(CodeList),
+    Loop { n_slots: u32, inits: CodeList, body: CodeId },
+    Recur(CodeList),
+}
+
+/// The arena of decoded forms plus the global namespace they were resolved against.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Codes {
+    pub(crate) codes: Vec<Code>,
+    pub(crate) nodes: Vec<NodeId>,
+    pub(crate) lists: Vec<CodeId>,
+    /// Global name → slot.
+    pub(crate) globals: HashMap<Symbol, u32>,
+    /// Global slot names, by slot.
+    pub(crate) global_names: Vec<Symbol>,
+}
+
+impl Codes {
+    #[inline]
+    pub(crate) fn get(&self, id: CodeId) -> Code {
+        self.codes[id.0 as usize]
+    }
+
+    #[inline]
+    pub(crate) fn node(&self, id: CodeId) -> NodeId {
+        self.nodes[id.0 as usize]
+    }
+
+    #[inline]
+    pub(crate) fn list(&self, l: CodeList) -> &[CodeId] {
+        &self.lists[l.start as usize..(l.start + l.len) as usize]
+    }
+
+    fn push(&mut self, code: Code, node: NodeId) -> CodeId {
+        self.codes.push(code);
+        self.nodes.push(node);
+        CodeId(self.codes.len() as u32 - 1)
+    }
+
+    fn push_list(&mut self, items: &[CodeId]) -> CodeList {
+        let start = self.lists.len() as u32;
+        self.lists.extend_from_slice(items);
+        CodeList { start, len: items.len() as u32 }
+    }
+
+    /// The slot of a global name, creating it when new.
+    pub(crate) fn global_slot(&mut self, sym: Symbol) -> u32 {
+        if let Some(&s) = self.globals.get(&sym) {
+            return s;
+        }
+        let s = self.global_names.len() as u32;
+        self.global_names.push(sym);
+        self.globals.insert(sym, s);
+        s
+    }
+}
+
+/// Interned names of the special forms.
+#[derive(Clone, Copy, Debug)]
+struct Forms {
+    quote: Symbol,
+    quasiquote: Symbol,
+    unquote: Symbol,
+    unquote_splicing: Symbol,
+    if_: Symbol,
+    define: Symbol,
+    lambda: Symbol,
+    let_: Symbol,
+    let_star: Symbol,
+    letrec: Symbol,
+    letrec_star: Symbol,
+    begin: Symbol,
+    cond: Symbol,
+    case: Symbol,
+    else_: Symbol,
+    when: Symbol,
+    unless: Symbol,
+    and: Symbol,
+    or: Symbol,
+    loop_: Symbol,
+    recur: Symbol,
+    params: Symbol,
+    arrow: Symbol,
+}
+
+impl Forms {
+    fn new(heap: &mut Heap) -> Self {
+        Forms {
+            quote: heap.intern("quote"),
+            quasiquote: heap.intern("quasiquote"),
+            unquote: heap.intern("unquote"),
+            unquote_splicing: heap.intern("unquote-splicing"),
+            if_: heap.intern("if"),
+            define: heap.intern("define"),
+            lambda: heap.intern("lambda"),
+            let_: heap.intern("let"),
+            let_star: heap.intern("let*"),
+            letrec: heap.intern("letrec"),
+            letrec_star: heap.intern("letrec*"),
+            begin: heap.intern("begin"),
+            cond: heap.intern("cond"),
+            case: heap.intern("case"),
+            else_: heap.intern("else"),
+            when: heap.intern("when"),
+            unless: heap.intern("unless"),
+            and: heap.intern("and"),
+            or: heap.intern("or"),
+            loop_: heap.intern("loop"),
+            recur: heap.intern("recur"),
+            params: heap.intern("params"),
+            arrow: heap.intern("=>"),
+        }
+    }
+
+    fn is_special(&self, s: Symbol) -> bool {
+        [
+            self.quote,
+            self.quasiquote,
+            self.if_,
+            self.define,
+            self.lambda,
+            self.let_,
+            self.let_star,
+            self.letrec,
+            self.letrec_star,
+            self.begin,
+            self.cond,
+            self.case,
+            self.when,
+            self.unless,
+            self.and,
+            self.or,
+            self.loop_,
+            self.recur,
+            self.params,
+        ]
+        .contains(&s)
+    }
+}
+
+/// One lexical frame under construction.
+#[derive(Clone, Debug, Default)]
+struct Scope {
+    names: Vec<Symbol>,
+    /// How many leading names are visible (sequential inits reveal them one by one).
+    visible: usize,
+}
+
+/// Where `recur` may appear.
+#[derive(Clone, Copy, Debug)]
+struct LoopCtx {
+    arity: usize,
+    /// `scopes.len()` when the loop frame was pushed.
+    depth: usize,
+    /// A named let lowered to a loop: calls of this name are `recur`.
+    alias: Option<Symbol>,
+}
+
+/// Heap → `Code` translator for one program.
+pub(crate) struct Decoder<'a> {
+    heap: &'a Heap,
+    codes: &'a mut Codes,
+    forms: Forms,
+    dialect: Dialect,
+    scopes: Vec<Scope>,
+    loops: Vec<Option<LoopCtx>>,
+    depth: u32,
+    max_depth: u32,
+}
+
+fn syntax(node: NodeId, msg: impl Into<String>) -> CoreError {
+    CoreError::new(ErrorKind::Syntax, msg).at(node)
+}
+
+/// Interns the special-form names the decoder needs (call before borrowing the heap immutably).
+pub(crate) fn intern_forms(heap: &mut Heap) {
+    let _ = Forms::new(heap);
+}
+
+impl<'a> Decoder<'a> {
+    /// A decoder over `heap` (whose form names were interned by `intern_forms`).
+    pub(crate) fn new(heap: &'a Heap, codes: &'a mut Codes, dialect: Dialect, max_depth: u32) -> Self {
+        let sym = |name: &str| heap.symbols().lookup(name).expect("special forms are interned first");
+        let forms = Forms {
+            quote: sym("quote"),
+            quasiquote: sym("quasiquote"),
+            unquote: sym("unquote"),
+            unquote_splicing: sym("unquote-splicing"),
+            if_: sym("if"),
+            define: sym("define"),
+            lambda: sym("lambda"),
+            let_: sym("let"),
+            let_star: sym("let*"),
+            letrec: sym("letrec"),
+            letrec_star: sym("letrec*"),
+            begin: sym("begin"),
+            cond: sym("cond"),
+            case: sym("case"),
+            else_: sym("else"),
+            when: sym("when"),
+            unless: sym("unless"),
+            and: sym("and"),
+            or: sym("or"),
+            loop_: sym("loop"),
+            recur: sym("recur"),
+            params: sym("params"),
+            arrow: sym("=>"),
+        };
+        Decoder { heap, codes, forms, dialect, scopes: Vec::new(), loops: vec![None], depth: 0, max_depth }
+    }
+
+    /// Decodes the top level: pre-declares every top-level `define`/`params` name as a global,
+    /// then decodes each form. Returns the forms in order.
+    pub(crate) fn top_level(&mut self, forms: &[NodeId]) -> Result<Vec<CodeId>> {
+        let mut names = Vec::new();
+        for &f in forms {
+            self.scan_defines(f, &mut names, true)?;
+        }
+        for (sym, _) in names {
+            self.codes.global_slot(sym);
+        }
+        forms.iter().map(|&f| self.expr(f, false)).collect()
+    }
+
+    fn items(&self, node: NodeId) -> Result<Vec<NodeId>> {
+        self.heap.list_items(node).ok_or_else(|| syntax(node, "improper list in a form"))
+    }
+
+    fn symbol_of(&self, node: NodeId) -> Option<Symbol> {
+        match self.heap.node(node) {
+            Node::Sym(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn head_symbol(&self, node: NodeId) -> Option<Symbol> {
+        match self.heap.node(node) {
+            Node::Pair(h, _) => self.symbol_of(h),
+            _ => None,
+        }
+    }
+
+    /// Collects names defined at body level of `node` (through `begin`, `if`, `when`, `unless`,
+    /// `cond` arms, not through forms that open their own scope).
+    fn scan_defines(&self, node: NodeId, out: &mut Vec<(Symbol, NodeId)>, top: bool) -> Result<()> {
+        let Some(head) = self.head_symbol(node) else { return Ok(()) };
+        let f = self.forms;
+        if head == f.define {
+            let items = self.items(node)?;
+            let target = *items.get(1).ok_or_else(|| syntax(node, "define needs a name"))?;
+            let name = match self.heap.node(target) {
+                Node::Sym(s) => s,
+                Node::Pair(h, _) => self.symbol_of(h).ok_or_else(|| syntax(target, "define needs a name"))?,
+                _ => return Err(syntax(target, "define needs a name")),
+            };
+            out.push((name, node));
+        } else if head == f.params && top {
+            for entry in self.items(node)?.into_iter().skip(1) {
+                let e = self.items(entry)?;
+                if let Some(s) = e.first().and_then(|&n| self.symbol_of(n)) {
+                    out.push((s, entry));
+                }
+            }
+        } else if head == f.begin || head == f.if_ || head == f.when || head == f.unless {
+            for sub in self.items(node)?.into_iter().skip(1) {
+                self.scan_defines(sub, out, top)?;
+            }
+        } else if head == f.cond {
+            for clause in self.items(node)?.into_iter().skip(1) {
+                if let Some(parts) = self.heap.list_items(clause) {
+                    for sub in parts.into_iter().skip(1) {
+                        self.scan_defines(sub, out, top)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, sym: Symbol) -> Option<Code> {
+        for (d, scope) in self.scopes.iter().rev().enumerate() {
+            if let Some(i) = scope.names[..scope.visible].iter().rposition(|&s| s == sym) {
+                return Some(Code::Local { depth: d as u32, slot: i as u32 });
+            }
+        }
+        if let Some(&slot) = self.codes.globals.get(&sym) {
+            return Some(Code::Global(slot));
+        }
+        Prim::lookup(self.heap.symbol_name(sym), self.dialect).map(Code::PrimRef)
+    }
+
+    fn shadowed_locally(&self, sym: Symbol) -> bool {
+        self.scopes.iter().any(|s| s.names[..s.visible].contains(&sym)) || self.codes.globals.contains_key(&sym)
+    }
+
+    /// Decodes one expression; `tail` marks a tail position of the innermost loop body.
+    pub(crate) fn expr(&mut self, node: NodeId, tail: bool) -> Result<CodeId> {
+        self.depth += 1;
+        if self.depth > self.max_depth {
+            self.depth -= 1;
+            return Err(CoreError::new(ErrorKind::DepthLimit, "program nesting is too deep").at(node));
+        }
+        let res = if self.depth % 32 == 0 {
+            stacker::maybe_grow(128 * 1024, 2 * 1024 * 1024, || self.expr_inner(node, tail))
+        } else {
+            self.expr_inner(node, tail)
+        };
+        self.depth -= 1;
+        res
+    }
+
+    fn expr_inner(&mut self, node: NodeId, tail: bool) -> Result<CodeId> {
+        match self.heap.node(node) {
+            Node::Nil => Err(syntax(node, "empty application ()")),
+            Node::Bool(b) => Ok(self.codes.push(Code::Bool(b), node)),
+            Node::Num(x) => Ok(self.codes.push(Code::Num(x), node)),
+            Node::Sym(s) => match self.lookup(s) {
+                Some(code) => Ok(self.codes.push(code, node)),
+                None => {
+                    let name = self.heap.symbol_name(s);
+                    let msg = if self.forms.is_special(s) {
+                        format!("`{name}` is a special form and cannot be used as a value")
+                    } else {
+                        format!("`{name}` is not bound")
+                    };
+                    let kind = if self.forms.is_special(s) { ErrorKind::Syntax } else { ErrorKind::Unbound };
+                    Err(CoreError::new(kind, msg).at(node))
+                }
+            },
+            Node::Pair(head, _) => {
+                if let Some(s) = self.symbol_of(head)
+                    && !self.shadowed_locally(s)
+                    && let Some(code) = self.special(s, node, tail)?
+                {
+                    return Ok(code);
+                }
+                self.application(node, tail)
+            }
+        }
+    }
+
+    fn exprs(&mut self, nodes: &[NodeId]) -> Result<CodeList> {
+        let mut ids = Vec::with_capacity(nodes.len());
+        for &n in nodes {
+            ids.push(self.expr(n, false)?);
+        }
+        Ok(self.codes.push_list(&ids))
+    }
+
+    fn application(&mut self, node: NodeId, tail: bool) -> Result<CodeId> {
+        let items = self.items(node)?;
+        let head = items[0];
+        if let Some(s) = self.symbol_of(head)
+            && let Some(ctx) = self.loops.last().copied().flatten()
+            && ctx.alias == Some(s)
+        {
+            return self.recur(node, &items[1..], tail, ctx);
+        }
+        let args = self.exprs(&items[1..])?;
+        if let Some(s) = self.symbol_of(head)
+            && let Some(Code::PrimRef(prim)) = self.lookup(s)
+        {
+            let (lo, hi) = prim.arity();
+            let n = args.len;
+            if n < lo || n > hi {
+                return Err(arity_error(&prim.name(), lo, hi, n as usize).at(node));
+            }
+            return Ok(self.codes.push(Code::PrimCall { prim, args }, node));
+        }
+        let head = self.expr(head, false)?;
+        Ok(self.codes.push(Code::App { head, args }, node))
+    }
+
+    fn recur(&mut self, node: NodeId, args: &[NodeId], tail: bool, ctx: LoopCtx) -> Result<CodeId> {
+        if !tail {
+            return Err(syntax(node, "recur must be in tail position of its loop"));
+        }
+        if args.len() != ctx.arity {
+            return Err(CoreError::new(
+                ErrorKind::Arity,
+                format!("recur takes {} arguments (the loop's variables), got {}", ctx.arity, args.len()),
+            )
+            .at(node));
+        }
+        let list = self.exprs(args)?;
+        Ok(self.codes.push(Code::Recur(list), node))
+    }
+
+    /// Decodes a body (a sequence with internal defines) in the innermost scope, which the caller
+    /// pushed; the defined names are appended to that scope.
+    fn body(&mut self, node: NodeId, forms: &[NodeId], tail: bool) -> Result<CodeId> {
+        if forms.is_empty() {
+            return Err(syntax(node, "empty body"));
+        }
+        let mut defs = Vec::new();
+        for &f in forms {
+            self.scan_defines(f, &mut defs, false)?;
+        }
+        if let Some(scope) = self.scopes.last_mut() {
+            for (s, _) in defs {
+                if !scope.names.contains(&s) {
+                    scope.names.push(s);
+                }
+            }
+            scope.visible = scope.names.len();
+        }
+        self.sequence(node, forms, tail)
+    }
+
+    fn sequence(&mut self, node: NodeId, forms: &[NodeId], tail: bool) -> Result<CodeId> {
+        if forms.len() == 1 {
+            return self.expr(forms[0], tail);
+        }
+        let mut ids = Vec::with_capacity(forms.len());
+        for (i, &f) in forms.iter().enumerate() {
+            ids.push(self.expr(f, tail && i + 1 == forms.len())?);
+        }
+        let list = self.codes.push_list(&ids);
+        Ok(self.codes.push(Code::Seq(list), node))
+    }
+
+    fn special(&mut self, s: Symbol, node: NodeId, tail: bool) -> Result<Option<CodeId>> {
+        let f = self.forms;
+        let items = self.items(node)?;
+        let n = items.len();
+        let code = if s == f.quote {
+            if n != 2 {
+                return Err(syntax(node, "quote takes one datum"));
+            }
+            self.quote(items[1])
+        } else if s == f.quasiquote {
+            if n != 2 {
+                return Err(syntax(node, "quasiquote takes one template"));
+            }
+            return self.quasi(items[1]).map(Some);
+        } else if s == f.if_ {
+            if !(3..=4).contains(&n) {
+                return Err(syntax(node, "if takes a test, a then arm and an optional else arm"));
+            }
+            let test = self.expr(items[1], false)?;
+            let then = self.expr(items[2], tail)?;
+            let els = if n == 4 { Some(self.expr(items[3], tail)?) } else { None };
+            Code::If { test, then, els }
+        } else if s == f.when || s == f.unless {
+            if n < 3 {
+                return Err(syntax(node, "when/unless take a test and a body"));
+            }
+            let test = self.expr(items[1], false)?;
+            let body = self.sequence(node, &items[2..], tail)?;
+            if s == f.when {
+                Code::If { test, then: body, els: None }
+            } else {
+                let args = self.one(test);
+                let test = self.codes.push(Code::PrimCall { prim: Prim::Not, args }, node);
+                Code::If { test, then: body, els: None }
+            }
+        } else if s == f.begin {
+            if n == 1 {
+                return Err(syntax(node, "empty begin"));
+            }
+            return self.sequence(node, &items[1..], tail).map(Some);
+        } else if s == f.define {
+            return self.define(node, &items).map(Some);
+        } else if s == f.params {
+            return self.params(node, &items).map(Some);
+        } else if s == f.lambda {
+            if n < 3 {
+                return Err(syntax(node, "lambda takes parameters and a body"));
+            }
+            return self.lambda(node, items[1], &items[2..]).map(Some);
+        } else if s == f.let_ {
+            return self.let_form(node, &items, tail).map(Some);
+        } else if s == f.let_star || s == f.letrec || s == f.letrec_star {
+            if n < 3 {
+                return Err(syntax(node, "let* and letrec take bindings and a body"));
+            }
+            let rec = s != f.let_star;
+            return self.let_frame(node, items[1], &items[2..], LetKind::Sequential, rec, tail).map(Some);
+        } else if s == f.cond {
+            return self.cond(node, &items[1..], tail).map(Some);
+        } else if s == f.case {
+            return self.case(node, &items, tail).map(Some);
+        } else if s == f.and || s == f.or {
+            if n == 1 {
+                return Ok(Some(self.codes.push(Code::Bool(s == f.and), node)));
+            }
+            let list = self.exprs(&items[1..])?;
+            if s == f.and { Code::And(list) } else { Code::Or(list) }
+        } else if s == f.loop_ {
+            if n < 3 {
+                return Err(syntax(node, "loop takes bindings and a body"));
+            }
+            return self.loop_form(node, items[1], &items[2..], None).map(Some);
+        } else if s == f.recur {
+            let ctx = match self.loops.last().copied().flatten() {
+                Some(ctx) => ctx,
+                None => return Err(syntax(node, "recur outside of a loop")),
+            };
+            return self.recur(node, &items[1..], tail, ctx).map(Some);
+        } else if s == f.else_ || s == f.arrow || s == f.unquote || s == f.unquote_splicing {
+            return Err(syntax(node, format!("`{}` is not allowed here", self.heap.symbol_name(s))));
+        } else {
+            return Ok(None);
+        };
+        Ok(Some(self.codes.push(code, node)))
+    }
+
+    fn one(&mut self, id: CodeId) -> CodeList {
+        self.codes.push_list(&[id])
+    }
+
+    fn quote(&mut self, datum: NodeId) -> Code {
+        match self.heap.node(datum) {
+            Node::Nil => Code::Nil,
+            Node::Bool(b) => Code::Bool(b),
+            Node::Num(x) => Code::Num(x),
+            Node::Sym(s) => Code::Sym(s),
+            Node::Pair(..) => Code::Datum(datum),
+        }
+    }
+
+    fn quasi(&mut self, t: NodeId) -> Result<CodeId> {
+        let f = self.forms;
+        match self.heap.node(t) {
+            Node::Pair(h, rest) => {
+                if self.symbol_of(h) == Some(f.unquote) {
+                    let items = self.items(t)?;
+                    if items.len() != 2 {
+                        return Err(syntax(t, "unquote takes one expression"));
+                    }
+                    return self.expr(items[1], false);
+                }
+                let _ = rest;
+                // Walk the list, collecting append segments.
+                let mut segments = Vec::new();
+                let mut cur = t;
+                loop {
+                    match self.heap.node(cur) {
+                        Node::Pair(elem, next) => {
+                            if self.symbol_of(elem) == Some(f.unquote) {
+                                // dotted unquote: `(a . ,b)`
+                                let items = self.items(cur)?;
+                                if items.len() == 2 {
+                                    segments.push(self.expr(items[1], false)?);
+                                    break;
+                                }
+                            }
+                            if self.head_symbol(elem) == Some(f.unquote_splicing) {
+                                let items = self.items(elem)?;
+                                if items.len() != 2 {
+                                    return Err(syntax(elem, "unquote-splicing takes one expression"));
+                                }
+                                segments.push(self.expr(items[1], false)?);
+                            } else {
+                                let e = self.quasi(elem)?;
+                                let args = self.one(e);
+                                segments.push(self.codes.push(Code::PrimCall { prim: Prim::List, args }, elem));
+                            }
+                            cur = next;
+                        }
+                        Node::Nil => break,
+                        _ => {
+                            segments.push(self.quasi(cur)?);
+                            break;
+                        }
+                    }
+                }
+                let args = self.codes.push_list(&segments);
+                Ok(self.codes.push(Code::PrimCall { prim: Prim::Append, args }, t))
+            }
+            _ => {
+                let code = self.quote(t);
+                Ok(self.codes.push(code, t))
+            }
+        }
+    }
+
+    fn define(&mut self, node: NodeId, items: &[NodeId]) -> Result<CodeId> {
+        if items.len() < 3 {
+            return Err(syntax(node, "define takes a name and a value"));
+        }
+        let target = items[1];
+        let (name, value) = match self.heap.node(target) {
+            Node::Sym(s) => {
+                if items.len() != 3 {
+                    return Err(syntax(node, "define of a variable takes exactly one value"));
+                }
+                (s, self.expr(items[2], false)?)
+            }
+            Node::Pair(h, params) => {
+                let s = self.symbol_of(h).ok_or_else(|| syntax(target, "define needs a name"))?;
+                (s, self.lambda(node, params, &items[2..])?)
+            }
+            _ => return Err(syntax(target, "define needs a name")),
+        };
+        if let Some(scope) = self.scopes.last() {
+            let slot = scope
+                .names
+                .iter()
+                .rposition(|&s| s == name)
+                .ok_or_else(|| syntax(node, "define is only allowed at the start of a body or at top level"))?;
+            Ok(self.codes.push(Code::Define { slot: slot as u32, value }, node))
+        } else {
+            let slot = self.codes.global_slot(name);
+            Ok(self.codes.push(Code::DefineGlobal { slot, value }, node))
+        }
+    }
+
+    fn params(&mut self, node: NodeId, items: &[NodeId]) -> Result<CodeId> {
+        if !self.scopes.is_empty() {
+            return Err(syntax(node, "params is only allowed at top level"));
+        }
+        let mut ids = Vec::new();
+        for &entry in &items[1..] {
+            let decl = crate::params::parse_entry(self.heap, entry)?;
+            let init = self.codes.push(Code::Num(decl.init), entry);
+            let slot = self.codes.global_slot(decl.symbol);
+            ids.push(self.codes.push(Code::DeclareGlobal { slot, value: init }, entry));
+        }
+        if ids.is_empty() {
+            return Ok(self.codes.push(Code::Nil, node));
+        }
+        let list = self.codes.push_list(&ids);
+        Ok(self.codes.push(Code::Seq(list), node))
+    }
+
+    fn lambda(&mut self, node: NodeId, params: NodeId, body: &[NodeId]) -> Result<CodeId> {
+        let mut names = Vec::new();
+        let mut rest = false;
+        let mut cur = params;
+        loop {
+            match self.heap.node(cur) {
+                Node::Nil => break,
+                Node::Sym(s) => {
+                    names.push(s);
+                    rest = true;
+                    break;
+                }
+                Node::Pair(p, next) => {
+                    let s = self.symbol_of(p).ok_or_else(|| syntax(p, "lambda parameters must be symbols"))?;
+                    names.push(s);
+                    cur = next;
+                }
+                _ => return Err(syntax(params, "lambda parameters must be symbols")),
+            }
+        }
+        let n_params = names.len() as u32 - rest as u32;
+        self.scopes.push(Scope { visible: names.len(), names });
+        self.loops.push(None);
+        let body = self.body(node, body, false);
+        self.loops.pop();
+        let scope = self.scopes.pop().unwrap_or_default();
+        let body = body?;
+        let n_slots = scope.names.len() as u32;
+        Ok(self.codes.push(Code::Lambda { n_params, rest, n_slots, body }, node))
+    }
+
+    fn bindings(&self, node: NodeId) -> Result<Vec<(Symbol, NodeId, NodeId)>> {
+        let mut out = Vec::new();
+        for b in self.items(node)? {
+            let parts = self.heap.list_items(b).ok_or_else(|| syntax(b, "a binding is (name value)"))?;
+            if parts.len() != 2 {
+                return Err(syntax(b, "a binding is (name value)"));
+            }
+            let s = self.symbol_of(parts[0]).ok_or_else(|| syntax(parts[0], "a binding name must be a symbol"))?;
+            out.push((s, parts[1], b));
+        }
+        Ok(out)
+    }
+
+    fn let_form(&mut self, node: NodeId, items: &[NodeId], tail: bool) -> Result<CodeId> {
+        if items.len() < 3 {
+            return Err(syntax(node, "let takes bindings and a body"));
+        }
+        if let Some(name) = self.symbol_of(items[1]) {
+            // named let
+            if items.len() < 4 {
+                return Err(syntax(node, "named let takes a name, bindings and a body"));
+            }
+            return self.named_let(node, name, items[2], &items[3..]);
+        }
+        let kind = if self.dialect == Dialect::Reference { LetKind::Sequential } else { LetKind::Parallel };
+        self.let_frame(node, items[1], &items[2..], kind, false, tail)
+    }
+
+    fn let_frame(
+        &mut self,
+        node: NodeId,
+        bindings: NodeId,
+        body: &[NodeId],
+        kind: LetKind,
+        rec: bool,
+        tail: bool,
+    ) -> Result<CodeId> {
+        let binds = self.bindings(bindings)?;
+        let mut inits = Vec::with_capacity(binds.len());
+        let names: Vec<Symbol> = binds.iter().map(|b| b.0).collect();
+        match kind {
+            LetKind::Parallel => {
+                for b in &binds {
+                    inits.push(self.expr(b.1, false)?);
+                }
+                self.scopes.push(Scope { visible: names.len(), names });
+            }
+            LetKind::Sequential => {
+                let visible = if rec { names.len() } else { 0 };
+                self.scopes.push(Scope { names, visible });
+                for (i, b) in binds.iter().enumerate() {
+                    let r = self.expr(b.1, false);
+                    match r {
+                        Ok(id) => inits.push(id),
+                        Err(e) => {
+                            self.scopes.pop();
+                            return Err(e);
+                        }
+                    }
+                    if let Some(sc) = self.scopes.last_mut() {
+                        sc.visible = sc.visible.max(i + 1);
+                    }
+                }
+            }
+        }
+        let body = self.body(node, body, tail);
+        let scope = self.scopes.pop().unwrap_or_default();
+        let body = body?;
+        let inits = self.codes.push_list(&inits);
+        Ok(self.codes.push(Code::Let { kind, n_slots: scope.names.len() as u32, inits, body }, node))
+    }
+
+    fn loop_form(&mut self, node: NodeId, bindings: NodeId, body: &[NodeId], alias: Option<Symbol>) -> Result<CodeId> {
+        let binds = self.bindings(bindings)?;
+        let mut inits = Vec::with_capacity(binds.len());
+        for b in &binds {
+            inits.push(self.expr(b.1, false)?);
+        }
+        let names: Vec<Symbol> = binds.iter().map(|b| b.0).collect();
+        let arity = names.len();
+        self.scopes.push(Scope { visible: names.len(), names });
+        self.loops.push(Some(LoopCtx { arity, depth: self.scopes.len(), alias }));
+        let body = self.body(node, body, true);
+        self.loops.pop();
+        let scope = self.scopes.pop().unwrap_or_default();
+        let body = body?;
+        let inits = self.codes.push_list(&inits);
+        Ok(self.codes.push(Code::Loop { n_slots: scope.names.len() as u32, inits, body }, node))
+    }
+
+    fn named_let(&mut self, node: NodeId, name: Symbol, bindings: NodeId, body: &[NodeId]) -> Result<CodeId> {
+        let binds = self.bindings(bindings)?;
+        if body.iter().all(|&b| self.only_tail_calls(b, name, binds.len(), true)) {
+            return self.loop_form(node, bindings, body, Some(name));
+        }
+        // General case: ((letrec ((name (lambda (vars...) body...))) name) inits...)
+        let mut inits = Vec::with_capacity(binds.len());
+        for b in &binds {
+            inits.push(self.expr(b.1, false)?);
+        }
+        self.scopes.push(Scope { names: vec![name], visible: 1 });
+        self.loops.push(None);
+        let names: Vec<Symbol> = binds.iter().map(|b| b.0).collect();
+        let n_params = names.len() as u32;
+        self.scopes.push(Scope { visible: names.len(), names });
+        let lam_body = self.body(node, body, false);
+        let lam_scope = self.scopes.pop().unwrap_or_default();
+        self.loops.pop();
+        let outer = self.scopes.pop().unwrap_or_default();
+        let lam_body = lam_body?;
+        let lam = self.codes.push(
+            Code::Lambda { n_params, rest: false, n_slots: lam_scope.names.len() as u32, body: lam_body },
+            node,
+        );
+        let me = self.codes.push(Code::Local { depth: 0, slot: 0 }, node);
+        let init_list = self.codes.push_list(&[lam]);
+        let letrec = self.codes.push(
+            Code::Let { kind: LetKind::Sequential, n_slots: outer.names.len() as u32, inits: init_list, body: me },
+            node,
+        );
+        let args = self.codes.push_list(&inits);
+        Ok(self.codes.push(Code::App { head: letrec, args }, node))
+    }
+
+    /// True when every occurrence of `name` in `node` is the head of a tail call with `arity`
+    /// arguments, and `name` is never rebound (so the named let can become a `loop`).
+    fn only_tail_calls(&self, node: NodeId, name: Symbol, arity: usize, tail: bool) -> bool {
+        let f = self.forms;
+        match self.heap.node(node) {
+            Node::Sym(s) => s != name,
+            Node::Pair(h, _) => {
+                let Some(items) = self.heap.list_items(node) else { return false };
+                let head = self.symbol_of(h);
+                if head == Some(name) {
+                    return tail
+                        && items.len() == arity + 1
+                        && items[1..].iter().all(|&a| self.only_tail_calls(a, name, arity, false));
+                }
+                let all = |from: usize, tail_last: bool| {
+                    items[from..]
+                        .iter()
+                        .enumerate()
+                        .all(|(i, &a)| self.only_tail_calls(a, name, arity, tail_last && from + i + 1 == items.len()))
+                };
+                match head {
+                    Some(s) if s == f.quote => true,
+                    Some(s) if s == f.if_ => {
+                        items.len() >= 2
+                            && self.only_tail_calls(items[1], name, arity, false)
+                            && items[2..].iter().all(|&a| self.only_tail_calls(a, name, arity, tail))
+                    }
+                    Some(s) if s == f.begin || s == f.when || s == f.unless => {
+                        (s == f.begin || self.only_tail_calls(items.get(1).copied().unwrap_or(node), name, arity, false))
+                            && all(if s == f.begin { 1 } else { 2 }, tail)
+                    }
+                    Some(s) if s == f.cond => items[1..].iter().all(|&c| match self.heap.list_items(c) {
+                        Some(parts) => parts.iter().enumerate().all(|(i, &p)| {
+                            (i == 0 && self.symbol_of(p) == Some(f.else_))
+                                || self.only_tail_calls(p, name, arity, tail && i > 0 && i + 1 == parts.len())
+                        }),
+                        None => false,
+                    }),
+                    Some(s) if s == f.let_ || s == f.let_star || s == f.letrec || s == f.loop_ => {
+                        // Rebinding the name or a loop (whose tail belongs to it) disqualifies.
+                        if s == f.loop_ {
+                            return !self.mentions(node, name);
+                        }
+                        let Some(binds) = items.get(1).and_then(|&b| self.heap.list_items(b)) else { return false };
+                        binds.iter().all(|&b| match self.heap.list_items(b) {
+                            Some(p) if p.len() == 2 => {
+                                self.symbol_of(p[0]) != Some(name) && self.only_tail_calls(p[1], name, arity, false)
+                            }
+                            _ => false,
+                        }) && all(2, tail)
+                    }
+                    _ => items.iter().all(|&a| self.only_tail_calls(a, name, arity, false)),
+                }
+            }
+            _ => true,
+        }
+    }
+
+    fn mentions(&self, node: NodeId, name: Symbol) -> bool {
+        match self.heap.node(node) {
+            Node::Sym(s) => s == name,
+            Node::Pair(a, d) => self.mentions(a, name) || self.mentions(d, name),
+            _ => false,
+        }
+    }
+
+    fn cond(&mut self, node: NodeId, clauses: &[NodeId], tail: bool) -> Result<CodeId> {
+        let Some((&first, rest)) = clauses.split_first() else {
+            return Ok(self.codes.push(Code::Bool(false), node));
+        };
+        let parts = self.heap.list_items(first).ok_or_else(|| syntax(first, "a cond clause is (test body...)"))?;
+        if parts.is_empty() {
+            return Err(syntax(first, "empty cond clause"));
+        }
+        if self.symbol_of(parts[0]) == Some(self.forms.else_) {
+            if !rest.is_empty() {
+                return Err(syntax(first, "else must be the last cond clause"));
+            }
+            if parts.len() < 2 {
+                return Err(syntax(first, "else clause needs a body"));
+            }
+            return self.sequence(first, &parts[1..], tail);
+        }
+        if parts.len() >= 2 && self.symbol_of(parts[1]) == Some(self.forms.arrow) {
+            return Err(syntax(first, "cond clauses with => are not supported"));
+        }
+        let test = self.expr(parts[0], false)?;
+        let els = if rest.is_empty() { None } else { Some(self.cond(node, rest, tail)?) };
+        if parts.len() == 1 {
+            // (test) yields the test's value when true.
+            let mut list = vec![test];
+            list.extend(els);
+            let list = self.codes.push_list(&list);
+            return Ok(self.codes.push(Code::Or(list), first));
+        }
+        let then = self.sequence(first, &parts[1..], tail)?;
+        let els = match els {
+            Some(e) => e,
+            None => self.codes.push(Code::Bool(false), node),
+        };
+        Ok(self.codes.push(Code::If { test, then, els: Some(els) }, first))
+    }
+
+    fn case(&mut self, node: NodeId, items: &[NodeId], tail: bool) -> Result<CodeId> {
+        if items.len() < 2 {
+            return Err(syntax(node, "case takes a key and clauses"));
+        }
+        let key = self.expr(items[1], false)?;
+        // (let ((k key)) (if (or (eqv? k d)...) body (if ... )))
+        self.scopes.push(Scope { names: vec![self.forms.case], visible: 1 });
+        let chain = self.case_clauses(node, &items[2..], tail);
+        self.scopes.pop();
+        let chain = chain?;
+        let inits = self.codes.push_list(&[key]);
+        Ok(self.codes.push(Code::Let { kind: LetKind::Parallel, n_slots: 1, inits, body: chain }, node))
+    }
+
+    fn case_clauses(&mut self, node: NodeId, clauses: &[NodeId], tail: bool) -> Result<CodeId> {
+        let Some((&first, rest)) = clauses.split_first() else {
+            return Ok(self.codes.push(Code::Bool(false), node));
+        };
+        let parts = self.heap.list_items(first).ok_or_else(|| syntax(first, "a case clause is ((datum...) body...)"))?;
+        if parts.len() < 2 {
+            return Err(syntax(first, "a case clause is ((datum...) body...)"));
+        }
+        let body = self.sequence(first, &parts[1..], tail)?;
+        if self.symbol_of(parts[0]) == Some(self.forms.else_) {
+            return Ok(body);
+        }
+        let datums = self.items(parts[0])?;
+        let mut tests = Vec::new();
+        for d in datums {
+            let k = self.codes.push(Code::Local { depth: 0, slot: 0 }, d);
+            let c = self.quote(d);
+            let c = self.codes.push(c, d);
+            let args = self.codes.push_list(&[k, c]);
+            tests.push(self.codes.push(Code::PrimCall { prim: Prim::EqP, args }, d));
+        }
+        let tests = self.codes.push_list(&tests);
+        let test = self.codes.push(Code::Or(tests), first);
+        let els = self.case_clauses(node, rest, tail)?;
+        Ok(self.codes.push(Code::If { test, then: body, els: Some(els) }, first))
+    }
+}
+
+pub(crate) fn arity_error(what: &str, lo: u32, hi: u32, got: usize) -> CoreError {
+    let expected = if hi == u32::MAX {
+        format!("at least {lo}")
+    } else if lo == hi {
+        format!("{lo}")
+    } else {
+        format!("{lo} to {hi}")
+    };
+    CoreError::new(ErrorKind::Arity, format!("{what} takes {expected} arguments, got {got}"))
+}

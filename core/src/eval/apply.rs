@@ -1,0 +1,944 @@
+//! Primitive application: arithmetic kernels over lanes (with scalar broadcast), comparisons, lists,
+//! higher-order list functions and tensor ops, each recording its tape node when differentiable.
+
+use super::{Evaluator, Shape, err};
+use crate::api::{Dialect, Output};
+use crate::decode::{CodeId, Decoder};
+use crate::error::{CoreError, ErrorKind, Result};
+use crate::heap::{Heap, Node, NodeId};
+use crate::lanes::PayloadId;
+use crate::linalg::{self, TensorOp};
+use crate::mask::MaskId;
+use crate::prims::{Binary, Compare, Prim, Unary};
+use crate::tape::TapeOp;
+use crate::value::Value;
+
+fn type_error(what: &str, expected: &str, got: Value) -> CoreError {
+    err(ErrorKind::Type, format!("{what} expects {expected}, got a {}", got.type_name()))
+}
+
+impl Evaluator {
+    fn arg(&self, base: usize, i: usize) -> Value {
+        self.argstack[base + i]
+    }
+
+    pub(super) fn call_prim(&mut self, p: Prim, base: usize, at: CodeId) -> Result<Value> {
+        let node = self.codes.node(at);
+        self.call_prim_inner(p, base).map_err(|e| e.at(node))
+    }
+
+    fn call_prim_inner(&mut self, p: Prim, base: usize) -> Result<Value> {
+        let n = self.argstack.len() - base;
+        let name = || p.name();
+        match p {
+            Prim::Add | Prim::Mul => {
+                if n == 0 {
+                    return Ok(self.num(if p == Prim::Add { 0.0 } else { 1.0 }));
+                }
+                let op = if p == Prim::Add { Binary::Add } else { Binary::Mul };
+                self.fold(op, base, n, &name())
+            }
+            Prim::Sub | Prim::Div => {
+                if n == 1 {
+                    let u = if p == Prim::Sub { Unary::Neg } else { Unary::Recip };
+                    return self.unary(u, self.arg(base, 0), &name());
+                }
+                let op = if p == Prim::Sub { Binary::Sub } else { Binary::Div };
+                self.fold(op, base, n, &name())
+            }
+            Prim::Min => self.fold(Binary::Min, base, n, "min"),
+            Prim::Max => self.fold(Binary::Max, base, n, "max"),
+            Prim::Unary(Unary::Atan) if n == 2 => {
+                self.binary(Binary::Atan2, self.arg(base, 0), self.arg(base, 1), "atan")
+            }
+            Prim::Unary(u) => self.unary(u, self.arg(base, 0), &name()),
+            Prim::Binary(b) => self.binary(b, self.arg(base, 0), self.arg(base, 1), &name()),
+            Prim::Compare(c) => self.compare_chain(c, base, n),
+            Prim::Not => {
+                let v = self.arg(base, 0);
+                match v {
+                    Value::Bool(p) => self.map_bool(p, |x| x == 0.0),
+                    Value::Num(p) if self.opts.dialect == Dialect::Reference => self.map_bool(p, |x| x == 0.0),
+                    Value::Nil if self.opts.dialect == Dialect::Reference => Ok(self.bool_value(true)),
+                    _ => Ok(self.bool_value(false)),
+                }
+            }
+            Prim::ZeroP | Prim::PositiveP | Prim::NegativeP => {
+                let v = self.arg(base, 0);
+                let Value::Num(q) = v else { return Err(type_error(&name(), "a number", v)) };
+                match p {
+                    Prim::ZeroP => self.map_bool(q, |x| x == 0.0),
+                    Prim::PositiveP => self.map_bool(q, |x| x > 0.0),
+                    _ => self.map_bool(q, |x| x < 0.0),
+                }
+            }
+            Prim::NumberP => Ok(self.bool_value(matches!(self.arg(base, 0), Value::Num(_)))),
+            Prim::BooleanP => Ok(self.bool_value(matches!(self.arg(base, 0), Value::Bool(_)))),
+            Prim::SymbolP => Ok(self.bool_value(matches!(self.arg(base, 0), Value::Sym(_)))),
+            Prim::NullP => Ok(self.bool_value(matches!(self.arg(base, 0), Value::Nil))),
+            Prim::PairP => Ok(self.bool_value(matches!(self.arg(base, 0), Value::Pair(_) | Value::Datum(_)))),
+            Prim::ProcedureP => Ok(self.bool_value(matches!(self.arg(base, 0), Value::Closure(_) | Value::Prim(_)))),
+            Prim::VectorP => Ok(self.bool_value(matches!(self.arg(base, 0), Value::Vector(..) | Value::Matrix(..)))),
+            Prim::EqP => self.eq(self.arg(base, 0), self.arg(base, 1), false),
+            Prim::EqualP => self.eq(self.arg(base, 0), self.arg(base, 1), true),
+            Prim::Cons => {
+                self.pairs.push((self.arg(base, 0), self.arg(base, 1)));
+                Ok(Value::Pair(self.pairs.len() as u32 - 1))
+            }
+            Prim::Car => self.car_cdr(self.arg(base, 0), true, "car"),
+            Prim::Cdr => self.car_cdr(self.arg(base, 0), false, "cdr"),
+            Prim::Cadr | Prim::Cddr | Prim::Caar | Prim::Cdar | Prim::Caddr => {
+                let path: &[bool] = match p {
+                    Prim::Cadr => &[false, true],
+                    Prim::Cddr => &[false, false],
+                    Prim::Caar => &[true, true],
+                    Prim::Cdar => &[true, false],
+                    _ => &[false, false, true],
+                };
+                let mut v = self.arg(base, 0);
+                for &is_car in path {
+                    v = self.car_cdr(v, is_car, &name())?;
+                }
+                Ok(v)
+            }
+            Prim::List => {
+                let items: Vec<Value> = self.argstack[base..].to_vec();
+                Ok(self.list_from(&items, Value::Nil))
+            }
+            Prim::Length => {
+                let items = self.list_items(self.arg(base, 0), "length")?;
+                Ok(self.num(items.len() as f64))
+            }
+            Prim::Append => {
+                if n == 0 {
+                    return Ok(Value::Nil);
+                }
+                let mut tail = self.arg(base, n - 1);
+                for i in (0..n - 1).rev() {
+                    let items = self.list_items(self.arg(base, i), "append")?;
+                    tail = self.list_from(&items, tail);
+                }
+                Ok(tail)
+            }
+            Prim::Reverse => {
+                let mut items = self.list_items(self.arg(base, 0), "reverse")?;
+                items.reverse();
+                Ok(self.list_from(&items, Value::Nil))
+            }
+            Prim::ListRef => {
+                let items = self.list_items(self.arg(base, 0), "list-ref")?;
+                let i = self.uniform_index(self.arg(base, 1), "list-ref")?;
+                items.get(i).copied().ok_or_else(|| {
+                    err(ErrorKind::Index, format!("list-ref index {i} out of range for a list of {}", items.len()))
+                })
+            }
+            Prim::Apply => {
+                let f = self.arg(base, 0);
+                let items = self.list_items(self.arg(base, 1), "apply")?;
+                self.apply_value(f, &items, self.current_call())
+            }
+            Prim::Map => {
+                let f = self.arg(base, 0);
+                let mut lists = Vec::with_capacity(n - 1);
+                for i in 1..n {
+                    lists.push(self.list_items(self.arg(base, i), "map")?);
+                }
+                let len = lists.iter().map(Vec::len).min().unwrap_or(0);
+                let mut out = Vec::with_capacity(len);
+                let mut args = Vec::with_capacity(lists.len());
+                for k in 0..len {
+                    args.clear();
+                    args.extend(lists.iter().map(|l| l[k]));
+                    out.push(self.apply_value(f, &args, self.current_call())?);
+                }
+                Ok(self.list_from(&out, Value::Nil))
+            }
+            Prim::Filter => {
+                let f = self.arg(base, 0);
+                let items = self.list_items(self.arg(base, 1), "filter")?;
+                let mut out = Vec::new();
+                for x in items {
+                    let keep = self.apply_value(f, &[x], self.current_call())?;
+                    match self.classify(keep) {
+                        super::Truth::True => out.push(x),
+                        super::Truth::False => {}
+                        super::Truth::Mixed(..) => {
+                            return Err(err(
+                                ErrorKind::Divergence,
+                                "filter's predicate differs across lanes (the result list would differ in shape)",
+                            ));
+                        }
+                    }
+                }
+                Ok(self.list_from(&out, Value::Nil))
+            }
+            Prim::FoldLeft | Prim::FoldRight => {
+                let f = self.arg(base, 0);
+                let mut acc = self.arg(base, 1);
+                let mut items = self.list_items(self.arg(base, 2), &name())?;
+                if p == Prim::FoldRight {
+                    items.reverse();
+                }
+                for x in items {
+                    let args = if p == Prim::FoldLeft { [acc, x] } else { [x, acc] };
+                    acc = self.apply_value(f, &args, self.current_call())?;
+                }
+                Ok(acc)
+            }
+            Prim::Eval => self.eval_datum(self.arg(base, 0)),
+            Prim::Vec => self.make_vec(base, n),
+            Prim::Mat => self.make_mat(base, n),
+            Prim::Ref => self.tensor_ref(base, n),
+            Prim::Dot => {
+                let (a, sa) = self.tensor_arg(self.arg(base, 0), "dot")?;
+                let (b, sb) = self.tensor_arg(self.arg(base, 1), "dot")?;
+                match (sa, sb) {
+                    (Shape::Vector(x), Shape::Vector(y)) if x == y => {
+                        Ok(self.tensor(TensorOp::Dot, a, Some(b), Shape::Scalar))
+                    }
+                    _ => Err(shape_error("dot", sa, sb)),
+                }
+            }
+            Prim::VSum => {
+                let (a, _) = self.tensor_arg(self.arg(base, 0), "vsum")?;
+                Ok(self.tensor(TensorOp::Sum, a, None, Shape::Scalar))
+            }
+            Prim::Norm | Prim::Normalize => {
+                let (a, sa) = self.tensor_arg(self.arg(base, 0), &name())?;
+                let Shape::Vector(_) = sa else { return Err(type_error(&name(), "a vector", self.arg(base, 0))) };
+                Ok(if p == Prim::Norm {
+                    self.tensor(TensorOp::Norm, a, None, Shape::Scalar)
+                } else {
+                    self.tensor(TensorOp::Normalize, a, None, sa)
+                })
+            }
+            Prim::Cross => {
+                let (a, sa) = self.tensor_arg(self.arg(base, 0), "cross")?;
+                let (b, sb) = self.tensor_arg(self.arg(base, 1), "cross")?;
+                if sa != Shape::Vector(3) || sb != Shape::Vector(3) {
+                    return Err(shape_error("cross", sa, sb));
+                }
+                Ok(self.tensor(TensorOp::Cross, a, Some(b), sa))
+            }
+            Prim::Scale => {
+                let (x, y) = (self.arg(base, 0), self.arg(base, 1));
+                if !matches!(x, Value::Num(_)) && !matches!(y, Value::Num(_)) {
+                    return Err(type_error("scale", "a number and a vector or matrix", x));
+                }
+                self.binary(Binary::Mul, x, y, "scale")
+            }
+            Prim::MatVec => {
+                let (a, sa) = self.tensor_arg(self.arg(base, 0), "matvec")?;
+                let (b, sb) = self.tensor_arg(self.arg(base, 1), "matvec")?;
+                self.matvec(a, sa, b, sb)
+            }
+            Prim::MatMul => {
+                let (a, sa) = self.tensor_arg(self.arg(base, 0), "matmul")?;
+                let (b, sb) = self.tensor_arg(self.arg(base, 1), "matmul")?;
+                match (sa, sb) {
+                    (Shape::Matrix(m, k), Shape::Matrix(k2, nn)) if k == k2 => {
+                        Ok(self.tensor(TensorOp::MatMul { m, k, n: nn }, a, Some(b), Shape::Matrix(m, nn)))
+                    }
+                    (Shape::Matrix(..), Shape::Vector(_)) => self.matvec(a, sa, b, sb),
+                    _ => Err(shape_error("matmul", sa, sb)),
+                }
+            }
+            Prim::Transpose => {
+                let v = self.arg(base, 0);
+                let (a, sa) = self.tensor_arg(v, "transpose")?;
+                match sa {
+                    Shape::Matrix(r, c) => Ok(self.tensor(TensorOp::Transpose { r, c }, a, None, Shape::Matrix(c, r))),
+                    _ => Err(type_error("transpose", "a matrix", v)),
+                }
+            }
+            Prim::Trace => {
+                let v = self.arg(base, 0);
+                let (a, sa) = self.tensor_arg(v, "trace")?;
+                match sa {
+                    Shape::Matrix(r, c) => Ok(self.tensor(TensorOp::Trace { r, c }, a, None, Shape::Scalar)),
+                    _ => Err(type_error("trace", "a matrix", v)),
+                }
+            }
+            Prim::Outer => {
+                let (a, sa) = self.tensor_arg(self.arg(base, 0), "outer")?;
+                let (b, sb) = self.tensor_arg(self.arg(base, 1), "outer")?;
+                match (sa, sb) {
+                    (Shape::Vector(m), Shape::Vector(k)) if m <= u16::MAX as u32 && k <= u16::MAX as u32 => {
+                        Ok(self.tensor(TensorOp::Outer, a, Some(b), Shape::Matrix(m as u16, k as u16)))
+                    }
+                    _ => Err(shape_error("outer", sa, sb)),
+                }
+            }
+            Prim::Det | Prim::LogDet | Prim::Inv => self.det_family(p, self.arg(base, 0)),
+            Prim::Eye | Prim::Zeros | Prim::Ones => {
+                let k = self.uniform_index(self.arg(base, 0), &name())?;
+                if k > 4096 {
+                    return Err(err(ErrorKind::Index, format!("{} size {k} is too large", name())));
+                }
+                let (nel, shape) = if p == Prim::Eye {
+                    (k * k, Shape::Matrix(k as u16, k as u16))
+                } else {
+                    (k, Shape::Vector(k as u32))
+                };
+                let out = self.lanes.alloc(nel, false, false);
+                for e in 0..nel {
+                    let x = match p {
+                        Prim::Eye => f64::from(u8::from(e / k.max(1) == e % k.max(1))),
+                        Prim::Ones => 1.0,
+                        _ => 0.0,
+                    };
+                    self.set(out, e, 0, x);
+                }
+                Ok(shape.value(out))
+            }
+            Prim::VLen => match self.arg(base, 0) {
+                Value::Vector(_, n) => Ok(self.num(n as f64)),
+                Value::Matrix(_, r, _) => Ok(self.num(r as f64)),
+                v => Err(type_error("vlen", "a vector", v)),
+            },
+        }
+    }
+
+    /// The call form being applied (for errors raised inside higher-order primitives).
+    fn current_call(&self) -> CodeId {
+        CodeId(0)
+    }
+
+    // ------------------------------------------------------------ numbers
+
+    fn numeric(&self, v: Value, what: &str) -> Result<(PayloadId, Shape)> {
+        match v {
+            Value::Num(p) => Ok((p, Shape::Scalar)),
+            Value::Bool(p) if self.opts.dialect == Dialect::Reference => Ok((p, Shape::Scalar)),
+            Value::Vector(p, n) => Ok((p, Shape::Vector(n))),
+            Value::Matrix(p, r, c) => Ok((p, Shape::Matrix(r, c))),
+            _ => Err(type_error(what, "numbers", v)),
+        }
+    }
+
+    fn tensor_arg(&self, v: Value, what: &str) -> Result<(PayloadId, Shape)> {
+        match v {
+            Value::Vector(p, n) => Ok((p, Shape::Vector(n))),
+            Value::Matrix(p, r, c) => Ok((p, Shape::Matrix(r, c))),
+            _ => Err(type_error(what, "a vector or matrix", v)),
+        }
+    }
+
+    fn fold(&mut self, op: Binary, base: usize, n: usize, what: &str) -> Result<Value> {
+        let mut acc = self.arg(base, 0);
+        if n == 1 {
+            self.numeric(acc, what)?;
+            return Ok(acc);
+        }
+        for i in 1..n {
+            acc = self.binary(op, acc, self.arg(base, i), what)?;
+        }
+        Ok(acc)
+    }
+
+    pub(super) fn unary(&mut self, op: Unary, v: Value, what: &str) -> Result<Value> {
+        let (a, shape) = self.numeric(v, what)?;
+        let ma = self.lanes.meta(a);
+        let grad = self.recording && ma.grad && op.differentiable();
+        let out = self.lanes.alloc(ma.n as usize, ma.varying, grad);
+        let mo = self.lanes.meta(out);
+        let b = self.lanes.n_lanes();
+        let n = ma.n as usize;
+        let (src, dst) = self.lanes.data.split_at_mut(mo.off as usize);
+        let src = &src[ma.off as usize..];
+        if !ma.varying {
+            for e in 0..n {
+                dst[e] = op.apply(src[e]);
+            }
+        } else if self.mask == MaskId::FULL {
+            for (d, s) in dst[..n * b].iter_mut().zip(&src[..n * b]) {
+                *d = op.apply(*s);
+            }
+        } else {
+            for e in 0..n {
+                for &l in self.masks.lanes(self.mask) {
+                    let i = e * b + l as usize;
+                    dst[i] = op.apply(src[i]);
+                }
+            }
+        }
+        if grad {
+            self.tape.push(TapeOp::Unary(op), out, a, a, self.mask);
+        }
+        Ok(shape.value(out))
+    }
+
+    pub(super) fn binary(&mut self, op: Binary, x: Value, y: Value, what: &str) -> Result<Value> {
+        let (a, sa) = self.numeric(x, what)?;
+        let (bq, sb) = self.numeric(y, what)?;
+        let shape = match (sa, sb) {
+            _ if sa == sb => sa,
+            (Shape::Scalar, s) | (s, Shape::Scalar) => s,
+            _ => return Err(shape_error(what, sa, sb)),
+        };
+        let ma = self.lanes.meta(a);
+        let mb = self.lanes.meta(bq);
+        let varying = ma.varying || mb.varying;
+        let grad = self.recording && (ma.grad || mb.grad) && op.differentiable();
+        let n = shape.n();
+        let out = self.lanes.alloc(n, varying, grad);
+        let mo = self.lanes.meta(out);
+        let b = self.lanes.n_lanes();
+        let (src, dst) = self.lanes.data.split_at_mut(mo.off as usize);
+        let wa = if ma.varying { b } else { 1 };
+        let wb = if mb.varying { b } else { 1 };
+        for e in 0..n {
+            let ea = if ma.n == 1 { 0 } else { e };
+            let eb = if mb.n == 1 { 0 } else { e };
+            let xa = &src[ma.off as usize + ea * wa..ma.off as usize + ea * wa + wa];
+            let xb = &src[mb.off as usize + eb * wb..mb.off as usize + eb * wb + wb];
+            if !varying {
+                dst[e] = op.apply(xa[0], xb[0]);
+                continue;
+            }
+            let d = &mut dst[e * b..(e + 1) * b];
+            if self.mask == MaskId::FULL {
+                match (ma.varying, mb.varying) {
+                    (true, true) => d.iter_mut().zip(xa.iter().zip(xb)).for_each(|(o, (p, q))| *o = op.apply(*p, *q)),
+                    (true, false) => d.iter_mut().zip(xa).for_each(|(o, p)| *o = op.apply(*p, xb[0])),
+                    _ => d.iter_mut().zip(xb).for_each(|(o, q)| *o = op.apply(xa[0], *q)),
+                }
+            } else {
+                for &l in self.masks.lanes(self.mask) {
+                    let l = l as usize;
+                    let p = if ma.varying { xa[l] } else { xa[0] };
+                    let q = if mb.varying { xb[l] } else { xb[0] };
+                    d[l] = op.apply(p, q);
+                }
+            }
+        }
+        if grad {
+            self.tape.push(TapeOp::Binary(op), out, a, bq, self.mask);
+        }
+        Ok(shape.value(out))
+    }
+
+    fn map_bool(&mut self, p: PayloadId, f: impl Fn(f64) -> bool) -> Result<Value> {
+        let m = self.lanes.meta(p);
+        if !m.varying {
+            return Ok(self.bool_value(f(self.get(p, 0, 0))));
+        }
+        let out = self.lanes.alloc(1, true, false);
+        for &l in self.masks.lanes(self.mask) {
+            let x = self.lanes.get(p, 0, l as usize);
+            self.lanes.set(out, 0, l as usize, f64::from(u8::from(f(x))));
+        }
+        Ok(Value::Bool(out))
+    }
+
+    fn compare_chain(&mut self, c: Compare, base: usize, n: usize) -> Result<Value> {
+        let mut ps = Vec::with_capacity(n);
+        for i in 0..n {
+            let v = self.arg(base, i);
+            match self.numeric(v, "comparison")? {
+                (p, Shape::Scalar) => ps.push(p),
+                _ => return Err(type_error("comparison", "numbers", v)),
+            }
+        }
+        let varying = ps.iter().any(|&p| self.lanes.is_varying(p));
+        if !varying {
+            let ok = ps.windows(2).all(|w| c.apply(self.get(w[0], 0, 0), self.get(w[1], 0, 0)));
+            return Ok(self.bool_value(ok));
+        }
+        let out = self.lanes.alloc(1, true, false);
+        let lanes: Vec<u32> = self.masks.lanes(self.mask).to_vec();
+        for l in lanes {
+            let l = l as usize;
+            let ok = ps.windows(2).all(|w| c.apply(self.get(w[0], 0, l), self.get(w[1], 0, l)));
+            self.set(out, 0, l, f64::from(u8::from(ok)));
+        }
+        Ok(Value::Bool(out))
+    }
+
+    /// The value of an index argument, identical on every active lane.
+    fn uniform_index(&self, v: Value, what: &str) -> Result<usize> {
+        let Value::Num(p) = v else { return Err(type_error(what, "an index number", v)) };
+        let l0 = self.first_lane();
+        let x = self.get(p, 0, if self.lanes.is_varying(p) { l0 } else { 0 });
+        if self.lanes.is_varying(p) {
+            for &l in self.masks.lanes(self.mask) {
+                if self.get(p, 0, l as usize).trunc() != x.trunc() {
+                    return Err(err(ErrorKind::Index, format!("{what}: the index differs across lanes")));
+                }
+            }
+        }
+        if !(x >= 0.0 && x < 1e9) {
+            return Err(err(ErrorKind::Index, format!("{what}: index {x} is not a non-negative integer")));
+        }
+        Ok(x as usize)
+    }
+
+    fn eq(&mut self, x: Value, y: Value, deep: bool) -> Result<Value> {
+        match (x, y) {
+            (Value::Num(a), Value::Num(b)) | (Value::Bool(a), Value::Bool(b)) => {
+                self.argstack.push(x);
+                self.argstack.push(y);
+                let base = self.argstack.len() - 2;
+                let r = self.compare_chain(Compare::Eq, base, 2);
+                self.argstack.truncate(base);
+                let _ = (a, b);
+                r
+            }
+            (Value::Vector(a, n), Value::Vector(b, m)) if deep && n == m => self.elementwise_equal(a, b, n as usize),
+            (Value::Matrix(a, r, c), Value::Matrix(b, r2, c2)) if deep && r == r2 && c == c2 => {
+                self.elementwise_equal(a, b, r as usize * c as usize)
+            }
+            _ if deep && self.pair_of(x).is_some() && self.pair_of(y).is_some() => {
+                let (xa, xd) = self.pair_of(x).unwrap_or((Value::Nil, Value::Nil));
+                let (ya, yd) = self.pair_of(y).unwrap_or((Value::Nil, Value::Nil));
+                let head = self.eq(xa, ya, true)?;
+                let tail = self.eq(xd, yd, true)?;
+                self.and_bools(head, tail)
+            }
+            (Value::Datum(a), Value::Datum(b)) => Ok(self.bool_value(a == b || (deep && datum_equal(&self.heap, a, b)))),
+            _ => Ok(self.bool_value(x == y)),
+        }
+    }
+
+    fn elementwise_equal(&mut self, a: PayloadId, b: PayloadId, n: usize) -> Result<Value> {
+        let out = self.lanes.alloc(1, true, false);
+        for &l in self.masks.lanes(self.mask).to_vec().iter() {
+            let l = l as usize;
+            let ok = (0..n).all(|e| self.get(a, e, l) == self.get(b, e, l));
+            self.set(out, 0, l, f64::from(u8::from(ok)));
+        }
+        Ok(Value::Bool(out))
+    }
+
+    fn and_bools(&mut self, x: Value, y: Value) -> Result<Value> {
+        let (Value::Bool(a), Value::Bool(b)) = (x, y) else { return Ok(self.bool_value(false)) };
+        if !self.lanes.is_varying(a) && !self.lanes.is_varying(b) {
+            return Ok(self.bool_value(self.get(a, 0, 0) != 0.0 && self.get(b, 0, 0) != 0.0));
+        }
+        let out = self.lanes.alloc(1, true, false);
+        for &l in self.masks.lanes(self.mask).to_vec().iter() {
+            let l = l as usize;
+            let ok = self.get(a, 0, l) != 0.0 && self.get(b, 0, l) != 0.0;
+            self.set(out, 0, l, f64::from(u8::from(ok)));
+        }
+        Ok(Value::Bool(out))
+    }
+
+    // ------------------------------------------------------------ lists
+
+    /// Converts one heap datum cell to a value.
+    pub(super) fn datum_value(&mut self, n: NodeId) -> Value {
+        match self.heap.node(n) {
+            Node::Nil => Value::Nil,
+            Node::Bool(b) => self.bool_value(b),
+            Node::Num(x) => self.num(x),
+            Node::Sym(s) => Value::Sym(s),
+            Node::Pair(..) => Value::Datum(n),
+        }
+    }
+
+    /// Car and cdr of a quoted pair.
+    pub(super) fn datum_pair(&mut self, n: NodeId) -> Option<(Value, Value)> {
+        match self.heap.node(n) {
+            Node::Pair(a, d) => {
+                let a = self.datum_value(a);
+                let d = self.datum_value(d);
+                Some((a, d))
+            }
+            _ => None,
+        }
+    }
+
+    fn pair_of(&mut self, v: Value) -> Option<(Value, Value)> {
+        match v {
+            Value::Pair(i) => Some(self.pairs[i as usize]),
+            Value::Datum(n) => self.datum_pair(n),
+            _ => None,
+        }
+    }
+
+    fn car_cdr(&mut self, v: Value, car: bool, what: &str) -> Result<Value> {
+        match self.pair_of(v) {
+            Some((a, d)) => Ok(if car { a } else { d }),
+            None => Err(type_error(what, "a pair", v)),
+        }
+    }
+
+    fn list_items(&mut self, mut v: Value, what: &str) -> Result<Vec<Value>> {
+        let mut out = Vec::new();
+        loop {
+            match v {
+                Value::Nil => return Ok(out),
+                _ => match self.pair_of(v) {
+                    Some((a, d)) => {
+                        out.push(a);
+                        v = d;
+                    }
+                    None => return Err(type_error(what, "a proper list", v)),
+                },
+            }
+        }
+    }
+
+    fn list_from(&mut self, items: &[Value], tail: Value) -> Value {
+        let mut out = tail;
+        for &x in items.iter().rev() {
+            self.pairs.push((x, out));
+            out = Value::Pair(self.pairs.len() as u32 - 1);
+        }
+        out
+    }
+
+    /// `(eval datum)`: decodes run-time data in the global scope and evaluates it.
+    fn eval_datum(&mut self, v: Value) -> Result<Value> {
+        let mut heap = std::mem::take(&mut self.heap);
+        let node = self.to_heap(&mut heap, v);
+        crate::decode::intern_forms(&mut heap);
+        self.heap = heap;
+        let node = node?;
+        let tops = Decoder::new(&self.heap, &mut self.codes, self.opts.dialect, self.opts.max_depth).top_level(&[node])?;
+        self.globals.resize(self.codes.global_names.len(), Value::Unassigned);
+        let mut out = Value::Nil;
+        for t in tops {
+            out = self.eval_value(t, super::NO_FRAME)?;
+        }
+        Ok(out)
+    }
+
+    fn to_heap(&mut self, heap: &mut Heap, v: Value) -> Result<NodeId> {
+        Ok(match v {
+            Value::Nil => Heap::NIL,
+            Value::Sym(s) => heap.alloc(Node::Sym(s)),
+            Value::Datum(n) => n,
+            Value::Num(p) | Value::Bool(p) => {
+                if self.lanes.is_varying(p) {
+                    return Err(err(ErrorKind::Divergence, "eval of data holding lane-varying numbers"));
+                }
+                let x = self.get(p, 0, 0);
+                if matches!(v, Value::Bool(_)) { heap.alloc(Node::Bool(x != 0.0)) } else { heap.num(x) }
+            }
+            Value::Pair(i) => {
+                let (a, d) = self.pairs[i as usize];
+                let a = self.to_heap(heap, a)?;
+                let d = self.to_heap(heap, d)?;
+                heap.cons(a, d)
+            }
+            other => return Err(type_error("eval", "program data", other)),
+        })
+    }
+
+    // ------------------------------------------------------------ tensors
+
+    /// Concatenates the elements of `parts` into one payload (records a `Concat` node).
+    fn concat(&mut self, parts: &[PayloadId]) -> PayloadId {
+        let n: usize = parts.iter().map(|&p| self.lanes.n_elems(p)).sum();
+        let varying = parts.iter().any(|&p| self.lanes.is_varying(p));
+        let grad = self.recording && parts.iter().any(|&p| self.lanes.meta(p).grad);
+        let out = self.lanes.alloc(n, varying, grad);
+        let lanes: Vec<u32> = if varying { self.masks.lanes(self.mask).to_vec() } else { vec![0] };
+        let mut e0 = 0;
+        for &p in parts {
+            let k = self.lanes.n_elems(p);
+            for e in 0..k {
+                for &l in &lanes {
+                    let x = self.get(p, e, l as usize);
+                    self.set(out, e0 + e, l as usize, x);
+                }
+            }
+            e0 += k;
+        }
+        if grad {
+            let start = self.tape.extra.len() as u32;
+            self.tape.extra.extend_from_slice(parts);
+            self.tape.push(TapeOp::Concat { start, len: parts.len() as u32 }, out, parts[0], parts[0], self.mask);
+        }
+        out
+    }
+
+    fn scalar_items(&mut self, base: usize, n: usize, what: &str) -> Result<Vec<Value>> {
+        if n == 1 {
+            let v = self.arg(base, 0);
+            if self.pair_of(v).is_some() {
+                return self.list_items(v, what);
+            }
+        }
+        Ok(self.argstack[base..base + n].to_vec())
+    }
+
+    fn make_vec(&mut self, base: usize, n: usize) -> Result<Value> {
+        let items = self.scalar_items(base, n, "vec")?;
+        let mut parts = Vec::with_capacity(items.len());
+        for v in &items {
+            match self.numeric(*v, "vec")? {
+                (p, Shape::Scalar) => parts.push(p),
+                _ => return Err(type_error("vec", "numbers", *v)),
+            }
+        }
+        let p = self.concat(&parts);
+        Ok(Value::Vector(p, parts.len() as u32))
+    }
+
+    fn make_mat(&mut self, base: usize, n: usize) -> Result<Value> {
+        let rows = self.scalar_items(base, n, "mat")?;
+        let mut parts = Vec::with_capacity(rows.len());
+        let mut cols = None;
+        for v in &rows {
+            match *v {
+                Value::Vector(p, c) => {
+                    if cols.is_some_and(|k| k != c) {
+                        return Err(err(ErrorKind::Shape, "mat: rows must be vectors of equal length"));
+                    }
+                    cols = Some(c);
+                    parts.push(p);
+                }
+                other => return Err(type_error("mat", "row vectors", other)),
+            }
+        }
+        let c = cols.unwrap_or(0);
+        if parts.len() > u16::MAX as usize || c > u16::MAX as u32 {
+            return Err(err(ErrorKind::Shape, "mat: matrix too large"));
+        }
+        let p = self.concat(&parts);
+        Ok(Value::Matrix(p, parts.len() as u16, c as u16))
+    }
+
+    fn gather(&mut self, a: PayloadId, start: usize, n: usize) -> PayloadId {
+        let m = self.lanes.meta(a);
+        let grad = self.recording && m.grad;
+        let out = self.lanes.alloc(n, m.varying, grad);
+        let lanes: Vec<u32> = if m.varying { self.masks.lanes(self.mask).to_vec() } else { vec![0] };
+        for e in 0..n {
+            for &l in &lanes {
+                let x = self.get(a, start + e, l as usize);
+                self.set(out, e, l as usize, x);
+            }
+        }
+        if grad {
+            self.tape.push(TapeOp::Gather { start: start as u32 }, out, a, a, self.mask);
+        }
+        out
+    }
+
+    fn tensor_ref(&mut self, base: usize, n: usize) -> Result<Value> {
+        let v = self.arg(base, 0);
+        let i = self.uniform_index(self.arg(base, 1), "ref")?;
+        let range = |i: usize, k: usize| {
+            if i < k {
+                Ok(())
+            } else {
+                Err(err(ErrorKind::Index, format!("ref: index {i} out of range 0..{k}")))
+            }
+        };
+        match v {
+            Value::Vector(p, len) if n == 2 => {
+                range(i, len as usize)?;
+                Ok(Value::Num(self.gather(p, i, 1)))
+            }
+            Value::Matrix(p, r, c) => {
+                range(i, r as usize)?;
+                if n == 3 {
+                    let j = self.uniform_index(self.arg(base, 2), "ref")?;
+                    range(j, c as usize)?;
+                    Ok(Value::Num(self.gather(p, i * c as usize + j, 1)))
+                } else {
+                    Ok(Value::Vector(self.gather(p, i * c as usize, c as usize), c as u32))
+                }
+            }
+            Value::Vector(..) => Err(err(ErrorKind::Arity, "ref of a vector takes one index")),
+            other => Err(type_error("ref", "a vector or matrix", other)),
+        }
+    }
+
+    fn matvec(&mut self, a: PayloadId, sa: Shape, b: PayloadId, sb: Shape) -> Result<Value> {
+        match (sa, sb) {
+            (Shape::Matrix(m, k), Shape::Vector(k2)) if k as u32 == k2 => {
+                Ok(self.tensor(TensorOp::MatVec { m, n: k }, a, Some(b), Shape::Vector(m as u32)))
+            }
+            _ => Err(shape_error("matvec", sa, sb)),
+        }
+    }
+
+    /// Runs a per-lane tensor op and records it.
+    fn tensor(&mut self, op: TensorOp, a: PayloadId, b: Option<PayloadId>, shape: Shape) -> Value {
+        let ma = self.lanes.meta(a);
+        let mb = b.map(|b| self.lanes.meta(b));
+        let varying = ma.varying || mb.is_some_and(|m| m.varying);
+        let grad = self.recording && (ma.grad || mb.is_some_and(|m| m.grad));
+        let n_out = shape.n();
+        let out = self.lanes.alloc(n_out, varying, grad);
+        let lanes: Vec<u32> = if varying { self.masks.lanes(self.mask).to_vec() } else { vec![0] };
+        let mut bufs = std::mem::take(&mut self.fbuf);
+        let [ba, bb, bo, ..] = &mut bufs;
+        ba.resize(ma.n as usize, 0.0);
+        bb.resize(mb.map_or(0, |m| m.n as usize), 0.0);
+        bo.resize(n_out, 0.0);
+        for &l in &lanes {
+            let l = l as usize;
+            for (e, x) in ba.iter_mut().enumerate() {
+                *x = self.get(a, e, l);
+            }
+            if let Some(b) = b {
+                for (e, x) in bb.iter_mut().enumerate() {
+                    *x = self.get(b, e, l);
+                }
+            }
+            op.forward(ba, bb, bo);
+            for (e, &x) in bo.iter().enumerate() {
+                self.set(out, e, l, x);
+            }
+        }
+        self.fbuf = bufs;
+        if grad {
+            self.tape.push(TapeOp::Tensor(op), out, a, b.unwrap_or(a), self.mask);
+        }
+        shape.value(out)
+    }
+
+    fn det_family(&mut self, p: Prim, v: Value) -> Result<Value> {
+        let (a, sa) = self.tensor_arg(v, &p.name())?;
+        let Shape::Matrix(r, c) = sa else { return Err(type_error(&p.name(), "a square matrix", v)) };
+        if r != c {
+            return Err(err(ErrorKind::Shape, format!("{} needs a square matrix, got {r}x{c}", p.name())));
+        }
+        let m = r as usize;
+        let ma = self.lanes.meta(a);
+        let grad = self.recording && ma.grad;
+        let inv = self.lanes.alloc(m * m, ma.varying, grad && p != Prim::Inv);
+        let det = self.lanes.alloc(1, ma.varying, false);
+        let lanes: Vec<u32> = if ma.varying { self.masks.lanes(self.mask).to_vec() } else { vec![0] };
+        let mut bufs = std::mem::take(&mut self.fbuf);
+        let [ba, bi, bw, ..] = &mut bufs;
+        ba.resize(m * m, 0.0);
+        bi.resize(m * m, 0.0);
+        bw.resize(m * m, 0.0);
+        for &l in &lanes {
+            let l = l as usize;
+            for (e, x) in ba.iter_mut().enumerate() {
+                *x = self.get(a, e, l);
+            }
+            let d = linalg::det_inv(ba, m, bi, bw);
+            for (e, &x) in bi.iter().enumerate() {
+                self.set(inv, e, l, x);
+            }
+            self.set(det, 0, l, d);
+        }
+        self.fbuf = bufs;
+        let abs = self.opts.dialect == Dialect::Reference;
+        match p {
+            Prim::Inv => {
+                if grad {
+                    self.lanes.meta[inv.0 as usize].grad = true;
+                    self.tape.push(TapeOp::Tensor(TensorOp::Inv { m: r }), inv, a, a, self.mask);
+                }
+                Ok(Value::Matrix(inv, r, r))
+            }
+            Prim::Det => {
+                self.lanes.meta[det.0 as usize].grad = grad;
+                if grad {
+                    self.tape.push(TapeOp::Tensor(TensorOp::Det { m: r }), det, a, inv, self.mask);
+                }
+                Ok(Value::Num(det))
+            }
+            _ => {
+                let out = self.lanes.alloc(1, ma.varying, grad);
+                for &l in &lanes {
+                    let d = self.get(det, 0, l as usize);
+                    let x = if abs { d.abs().ln() } else { d.ln() };
+                    self.set(out, 0, l as usize, x);
+                }
+                if grad {
+                    self.tape.push(TapeOp::Tensor(TensorOp::LogDet { m: r, abs }), out, a, inv, self.mask);
+                }
+                Ok(Value::Num(out))
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ output
+
+    pub(super) fn output(&mut self, v: Value) -> Output {
+        let b = self.lanes.n_lanes();
+        match v {
+            Value::Num(p) => Output::Number((0..b).map(|l| self.get(p, 0, l)).collect()),
+            Value::Bool(p) => Output::Bool((0..b).map(|l| self.get(p, 0, l) != 0.0).collect()),
+            Value::Vector(p, n) => Output::Vector {
+                len: n as usize,
+                data: (0..b).flat_map(|l| (0..n as usize).map(move |e| (l, e))).map(|(l, e)| self.get(p, e, l)).collect(),
+            },
+            Value::Matrix(p, r, c) => {
+                let n = r as usize * c as usize;
+                Output::Matrix {
+                    rows: r as usize,
+                    cols: c as usize,
+                    data: (0..b).flat_map(|l| (0..n).map(move |e| (l, e))).map(|(l, e)| self.get(p, e, l)).collect(),
+                }
+            }
+            other => Output::Other(self.show(other)),
+        }
+    }
+
+    fn show(&mut self, v: Value) -> String {
+        match v {
+            Value::Nil => "()".into(),
+            Value::Num(p) => crate::print::number_to_string(self.get(p, 0, 0)),
+            Value::Bool(p) => if self.get(p, 0, 0) != 0.0 { "#t" } else { "#f" }.into(),
+            Value::Sym(s) => self.heap.symbol_name(s).to_string(),
+            Value::Datum(n) => crate::print::display(&self.heap, n),
+            Value::Closure(_) => "#<procedure>".into(),
+            Value::Prim(p) => format!("#<primitive {}>", p.name()),
+            Value::Unassigned => "#<unassigned>".into(),
+            Value::Vector(..) | Value::Matrix(..) => format!("#<{}>", v.type_name()),
+            Value::Pair(_) => {
+                let mut s = String::from("(");
+                let mut cur = v;
+                let mut first = true;
+                let mut guard = 0;
+                while let Some((a, d)) = self.pair_of(cur) {
+                    guard += 1;
+                    if guard > 10_000 {
+                        s.push_str(" ...");
+                        break;
+                    }
+                    if !first {
+                        s.push(' ');
+                    }
+                    first = false;
+                    let item = self.show(a);
+                    s.push_str(&item);
+                    cur = d;
+                }
+                if cur != Value::Nil && guard <= 10_000 {
+                    s.push_str(" . ");
+                    let t = self.show(cur);
+                    s.push_str(&t);
+                }
+                s.push(')');
+                s
+            }
+        }
+    }
+}
+
+fn shape_error(what: &str, a: Shape, b: Shape) -> CoreError {
+    let d = |s: Shape| match s {
+        Shape::Scalar => "a number".to_string(),
+        Shape::Vector(n) => format!("a vector of {n}"),
+        Shape::Matrix(r, c) => format!("a {r}x{c} matrix"),
+    };
+    err(ErrorKind::Shape, format!("{what} cannot combine {} with {}", d(a), d(b)))
+}
+
+fn datum_equal(heap: &Heap, a: NodeId, b: NodeId) -> bool {
+    let mut stack = vec![(a, b)];
+    while let Some((x, y)) = stack.pop() {
+        match (heap.node(x), heap.node(y)) {
+            (Node::Pair(xa, xd), Node::Pair(ya, yd)) => {
+                stack.push((xa, ya));
+                stack.push((xd, yd));
+            }
+            (p, q) if p == q => {}
+            _ => return false,
+        }
+    }
+    true
+}

@@ -1,0 +1,157 @@
+//! `Lanes`: the structure-of-arrays arena of numeric payloads, each uniform (one value) or B lanes wide.
+//!
+//! A payload holds `n` elements (1 for a scalar, `len` for a vector, `rows*cols` for a matrix). A
+//! uniform payload stores each element once; a varying payload stores B lanes per element,
+//! element-major (`data[off + e*B + lane]`), so lane loops are contiguous.
+
+/// Index of one payload in a [`Lanes`] arena.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PayloadId(pub u32);
+
+/// Where a payload lives and how it is shaped.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Meta {
+    /// First float in `data`.
+    pub(crate) off: u32,
+    /// Number of elements.
+    pub(crate) n: u32,
+    /// B lanes per element (true) or one value for all lanes (false).
+    pub(crate) varying: bool,
+    /// Depends on a differentiable input (gets an adjoint in the reverse sweep).
+    pub(crate) grad: bool,
+}
+
+/// A saved arena length, to release everything allocated after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LanesMark {
+    data: usize,
+    meta: usize,
+}
+
+impl LanesMark {
+    /// Number of payloads alive at the mark.
+    pub(crate) fn meta_len(self) -> usize {
+        self.meta
+    }
+}
+
+/// The payload arena of one evaluator.
+#[derive(Clone, Debug)]
+pub struct Lanes {
+    n_lanes: usize,
+    pub(crate) data: Vec<f64>,
+    pub(crate) meta: Vec<Meta>,
+}
+
+impl Lanes {
+    /// An empty arena for `n_lanes` lanes.
+    pub fn new(n_lanes: usize) -> Self {
+        Lanes { n_lanes, data: Vec::new(), meta: Vec::new() }
+    }
+
+    /// The lane count B.
+    #[inline]
+    pub fn n_lanes(&self) -> usize {
+        self.n_lanes
+    }
+
+    /// Number of payloads alive.
+    pub fn len(&self) -> usize {
+        self.meta.len()
+    }
+
+    /// True when no payload is alive.
+    pub fn is_empty(&self) -> bool {
+        self.meta.is_empty()
+    }
+
+    /// Number of floats in use (primal values).
+    pub fn n_floats(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Drops every payload (keeps capacity).
+    pub(crate) fn clear(&mut self) {
+        self.data.clear();
+        self.meta.clear();
+    }
+
+    pub(crate) fn mark(&self) -> LanesMark {
+        LanesMark { data: self.data.len(), meta: self.meta.len() }
+    }
+
+    pub(crate) fn release(&mut self, mark: LanesMark) {
+        self.data.truncate(mark.data);
+        self.meta.truncate(mark.meta);
+    }
+
+    /// Allocates a payload of `n` elements; its values are zero.
+    #[inline]
+    pub(crate) fn alloc(&mut self, n: usize, varying: bool, grad: bool) -> PayloadId {
+        let off = self.data.len();
+        let w = if varying { self.n_lanes } else { 1 };
+        self.data.resize(off + n * w, 0.0);
+        let id = PayloadId(self.meta.len() as u32);
+        self.meta.push(Meta { off: off as u32, n: n as u32, varying, grad });
+        id
+    }
+
+    /// A uniform scalar payload.
+    #[inline]
+    pub(crate) fn scalar(&mut self, x: f64) -> PayloadId {
+        let id = self.alloc(1, false, false);
+        let off = self.meta[id.0 as usize].off as usize;
+        self.data[off] = x;
+        id
+    }
+
+    #[inline]
+    pub(crate) fn meta(&self, id: PayloadId) -> Meta {
+        self.meta[id.0 as usize]
+    }
+
+    /// Element count of a payload.
+    #[inline]
+    pub fn n_elems(&self, id: PayloadId) -> usize {
+        self.meta[id.0 as usize].n as usize
+    }
+
+    /// Whether a payload is stored per lane.
+    #[inline]
+    pub fn is_varying(&self, id: PayloadId) -> bool {
+        self.meta[id.0 as usize].varying
+    }
+
+    /// Index of element `e`, lane `lane` in `data`.
+    #[inline]
+    pub(crate) fn index(&self, m: Meta, e: usize, lane: usize) -> usize {
+        if m.varying { m.off as usize + e * self.n_lanes + lane } else { m.off as usize + e }
+    }
+
+    /// Value of element `e` on `lane`.
+    #[inline]
+    pub fn get(&self, id: PayloadId, e: usize, lane: usize) -> f64 {
+        let m = self.meta(id);
+        self.data[self.index(m, e, lane)]
+    }
+
+    /// Sets element `e` on `lane`.
+    #[inline]
+    pub(crate) fn set(&mut self, id: PayloadId, e: usize, lane: usize, x: f64) {
+        let m = self.meta(id);
+        let i = self.index(m, e, lane);
+        self.data[i] = x;
+    }
+
+    /// Copies payload `src` (all elements, all lanes) into a fresh payload placed at the end.
+    pub(crate) fn copy_to_end(&mut self, src: PayloadId) -> PayloadId {
+        let m = self.meta(src);
+        let w = if m.varying { self.n_lanes } else { 1 };
+        let len = m.n as usize * w;
+        let off = self.data.len();
+        self.data.extend_from_within(m.off as usize..m.off as usize + len);
+        let id = PayloadId(self.meta.len() as u32);
+        self.meta.push(Meta { off: off as u32, ..m });
+        id
+    }
+}

@@ -1,0 +1,261 @@
+//! `Tape`: the append-only record of the executed trace, and the reverse sweep that turns it into
+//! per-lane adjoints. Each node refers only to earlier payloads and replays only on the lanes that
+//! were active when it was recorded, so a dead lane's Inf/NaN is never read.
+
+use crate::lanes::{Lanes, PayloadId};
+use crate::linalg::TensorOp;
+use crate::mask::{LaneMask, MaskId};
+use crate::prims::{Binary, Unary};
+
+/// What a tape node computed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum TapeOp {
+    /// out = f(a), elementwise.
+    Unary(Unary),
+    /// out = f(a, b), elementwise with scalar broadcast.
+    Binary(Binary),
+    /// out = a on `then` lanes, b on the node's (else) lanes.
+    Select { then: MaskId },
+    /// out = concatenation of the payloads listed at `extra[start..start+len]`.
+    Concat { start: u32, len: u32 },
+    /// out = a[start .. start + out.n].
+    Gather { start: u32 },
+    /// Per-lane tensor op; `b` is the second input (or the kept inverse for det/logdet).
+    Tensor(TensorOp),
+}
+
+/// One recorded operation.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TapeNode {
+    pub(crate) op: TapeOp,
+    pub(crate) out: PayloadId,
+    pub(crate) a: PayloadId,
+    pub(crate) b: PayloadId,
+    pub(crate) mask: MaskId,
+}
+
+/// The tape of one recorded run plus the adjoint arena of its reverse sweep.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Tape {
+    pub(crate) nodes: Vec<TapeNode>,
+    pub(crate) extra: Vec<PayloadId>,
+    adj: Vec<f64>,
+    adj_off: Vec<u32>,
+    bufs: [Vec<f64>; 6],
+}
+
+const NO_ADJ: u32 = u32::MAX;
+
+impl Tape {
+    pub(crate) fn clear(&mut self) {
+        self.nodes.clear();
+        self.extra.clear();
+    }
+
+    #[inline]
+    pub(crate) fn push(&mut self, op: TapeOp, out: PayloadId, a: PayloadId, b: PayloadId, mask: MaskId) {
+        self.nodes.push(TapeNode { op, out, a, b, mask });
+    }
+
+    /// Adjoint of element `e`, lane `l` of payload `p`, if `p` has one.
+    #[inline]
+    fn idx(&self, p: PayloadId, e: usize, l: usize, b: usize) -> Option<usize> {
+        let off = *self.adj_off.get(p.0 as usize)?;
+        (off != NO_ADJ).then_some(off as usize + e * b + l)
+    }
+
+    /// The per-lane adjoint of element 0 of `p` after `backward` (zeros when it got none).
+    pub(crate) fn grad_of(&self, p: PayloadId, n_lanes: usize, out: &mut Vec<f64>) {
+        out.clear();
+        match self.idx(p, 0, 0, n_lanes) {
+            Some(i) => out.extend_from_slice(&self.adj[i..i + n_lanes]),
+            None => out.resize(n_lanes, 0.0),
+        }
+    }
+
+    /// Reverse sweep from `root` seeded with 1 on every element of every lane.
+    pub(crate) fn backward(&mut self, lanes: &Lanes, masks: &LaneMask, root: PayloadId) {
+        let b = lanes.n_lanes();
+        self.adj_off.clear();
+        let mut total = 0usize;
+        for m in &lanes.meta {
+            if m.grad {
+                self.adj_off.push(total as u32);
+                total += m.n as usize * b;
+            } else {
+                self.adj_off.push(NO_ADJ);
+            }
+        }
+        self.adj.clear();
+        self.adj.resize(total, 0.0);
+        let rm = lanes.meta(root);
+        if !rm.grad {
+            return;
+        }
+        let start = self.adj_off[root.0 as usize] as usize;
+        self.adj[start..start + rm.n as usize * b].iter_mut().for_each(|x| *x = 1.0);
+
+        for k in (0..self.nodes.len()).rev() {
+            let node = self.nodes[k];
+            self.node_vjp(lanes, masks, node, b);
+        }
+    }
+
+    fn node_vjp(&mut self, lanes: &Lanes, masks: &LaneMask, node: TapeNode, b: usize) {
+        let Some(_) = self.idx(node.out, 0, 0, b) else { return };
+        let mo = lanes.meta(node.out);
+        let n_out = mo.n as usize;
+        let act = masks.lanes(node.mask);
+        match node.op {
+            TapeOp::Unary(op) => {
+                for e in 0..n_out {
+                    for &l in act {
+                        let l = l as usize;
+                        let g = self.adj[self.idx(node.out, e, l, b).unwrap_or(0)];
+                        if g == 0.0 {
+                            continue;
+                        }
+                        if let Some(ia) = self.idx(node.a, e, l, b) {
+                            let x = lanes.get(node.a, e, l);
+                            let y = lanes.get(node.out, e, l);
+                            self.adj[ia] += g * op.deriv(x, y);
+                        }
+                    }
+                }
+            }
+            TapeOp::Binary(op) => {
+                let na = lanes.n_elems(node.a);
+                let nb = lanes.n_elems(node.b);
+                for e in 0..n_out {
+                    let ea = if na == 1 { 0 } else { e };
+                    let eb = if nb == 1 { 0 } else { e };
+                    for &l in act {
+                        let l = l as usize;
+                        let g = self.adj[self.idx(node.out, e, l, b).unwrap_or(0)];
+                        if g == 0.0 {
+                            continue;
+                        }
+                        let x = lanes.get(node.a, ea, l);
+                        let y = lanes.get(node.b, eb, l);
+                        let z = lanes.get(node.out, e, l);
+                        let (dx, dy) = op.partials(x, y, z);
+                        if let Some(ia) = self.idx(node.a, ea, l, b) {
+                            self.adj[ia] += g * dx;
+                        }
+                        if let Some(ib) = self.idx(node.b, eb, l, b) {
+                            self.adj[ib] += g * dy;
+                        }
+                    }
+                }
+            }
+            TapeOp::Select { then } => {
+                for (src, set) in [(node.a, then), (node.b, node.mask)] {
+                    for &l in masks.lanes(set) {
+                        let l = l as usize;
+                        for e in 0..n_out {
+                            let g = self.adj[self.idx(node.out, e, l, b).unwrap_or(0)];
+                            if let Some(i) = self.idx(src, e, l, b) {
+                                self.adj[i] += g;
+                            }
+                        }
+                    }
+                }
+            }
+            TapeOp::Concat { start, len } => {
+                let mut e0 = 0;
+                for k in 0..len as usize {
+                    let src = self.extra[start as usize + k];
+                    let n = lanes.n_elems(src);
+                    for e in 0..n {
+                        for &l in act {
+                            let l = l as usize;
+                            let g = self.adj[self.idx(node.out, e0 + e, l, b).unwrap_or(0)];
+                            if let Some(i) = self.idx(src, e, l, b) {
+                                self.adj[i] += g;
+                            }
+                        }
+                    }
+                    e0 += n;
+                }
+            }
+            TapeOp::Gather { start } => {
+                for e in 0..n_out {
+                    for &l in act {
+                        let l = l as usize;
+                        let g = self.adj[self.idx(node.out, e, l, b).unwrap_or(0)];
+                        if let Some(i) = self.idx(node.a, start as usize + e, l, b) {
+                            self.adj[i] += g;
+                        }
+                    }
+                }
+            }
+            TapeOp::Tensor(op) => {
+                let na = lanes.n_elems(node.a);
+                let has_b = tensor_has_b(op);
+                let nb = if has_b { lanes.n_elems(node.b) } else { 0 };
+                let mut bufs = std::mem::take(&mut self.bufs);
+                let [ba, bb, bz, bg, bda, bdb] = &mut bufs;
+                ba.resize(na, 0.0);
+                bb.resize(nb, 0.0);
+                bz.resize(n_out, 0.0);
+                bg.resize(n_out, 0.0);
+                bda.resize(na, 0.0);
+                bdb.resize(nb, 0.0);
+                let a_grad = self.idx(node.a, 0, 0, b).is_some();
+                let b_grad = has_b && !matches!(op, TensorOp::Det { .. } | TensorOp::LogDet { .. }) && self.idx(node.b, 0, 0, b).is_some();
+                for &l in act {
+                    let l = l as usize;
+                    let mut any = false;
+                    for e in 0..n_out {
+                        bg[e] = self.adj[self.idx(node.out, e, l, b).unwrap_or(0)];
+                        any |= bg[e] != 0.0;
+                    }
+                    if !any {
+                        continue;
+                    }
+                    for e in 0..na {
+                        ba[e] = lanes.get(node.a, e, l);
+                    }
+                    for e in 0..nb {
+                        bb[e] = lanes.get(node.b, e, l);
+                    }
+                    for e in 0..n_out {
+                        bz[e] = lanes.get(node.out, e, l);
+                    }
+                    bda.iter_mut().for_each(|x| *x = 0.0);
+                    bdb.iter_mut().for_each(|x| *x = 0.0);
+                    op.vjp(ba, bb, bz, bg, bda, bdb);
+                    if a_grad {
+                        for e in 0..na {
+                            if let Some(i) = self.idx(node.a, e, l, b) {
+                                self.adj[i] += bda[e];
+                            }
+                        }
+                    }
+                    if b_grad {
+                        for e in 0..nb {
+                            if let Some(i) = self.idx(node.b, e, l, b) {
+                                self.adj[i] += bdb[e];
+                            }
+                        }
+                    }
+                }
+                self.bufs = bufs;
+            }
+        }
+    }
+}
+
+/// Whether a tensor op reads a second payload.
+pub(crate) fn tensor_has_b(op: TensorOp) -> bool {
+    matches!(
+        op,
+        TensorOp::Dot
+            | TensorOp::Cross
+            | TensorOp::MatVec { .. }
+            | TensorOp::MatMul { .. }
+            | TensorOp::Outer
+            | TensorOp::Det { .. }
+            | TensorOp::LogDet { .. }
+    )
+}

@@ -1,0 +1,3 @@
+;; error: P005 at 4:1
+#| a block comment |#
+#;(a datum comment)

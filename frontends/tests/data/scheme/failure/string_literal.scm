@@ -1,0 +1,2 @@
+;; error: P004 at 2:10
+(display "hello")

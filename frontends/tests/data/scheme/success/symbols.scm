@@ -1,0 +1,21 @@
+;; Symbols: anything that is not a number, boolean or punctuation.
++
+-
+...
+->x
+-x
++inf
+a.b
+set-car!
+null?
+x->y
+<=
+*
+/
+a1.2.3
+λ
+café
+vec3
+|a|
+{x}
+a#b

@@ -1,0 +1,5 @@
+	(a	b)   ;; tabs and spaces
+
+   (c
+
+    d)
