@@ -129,7 +129,11 @@ impl Inputs {
 
     /// Appends one binding.
     pub fn push(&mut self, name: &str, value: InputValue, grad: bool) {
-        self.entries.push(Input { name: name.to_string(), value, grad });
+        self.entries.push(Input {
+            name: name.to_string(),
+            value,
+            grad,
+        });
     }
 }
 
@@ -194,6 +198,9 @@ pub struct Evaluation {
 impl Evaluation {
     /// The gradient with respect to `name`, if it was requested.
     pub fn grad(&self, name: &str) -> Option<&[f64]> {
-        self.grads.iter().find(|g| g.name == name).map(|g| g.per_lane.as_slice())
+        self.grads
+            .iter()
+            .find(|g| g.name == name)
+            .map(|g| g.per_lane.as_slice())
     }
 }

@@ -43,24 +43,60 @@ pub(crate) enum Code {
     Sym(Symbol),
     /// Quoted pair data on the heap.
     Datum(NodeId),
-    Local { depth: u32, slot: u32 },
+    Local {
+        depth: u32,
+        slot: u32,
+    },
     Global(u32),
     PrimRef(Prim),
-    If { test: CodeId, then: CodeId, els: Option<CodeId> },
+    If {
+        test: CodeId,
+        then: CodeId,
+        els: Option<CodeId>,
+    },
     /// New frame of `n_slots`; `inits` fill slots `0..inits.len`; then `body`.
-    Let { kind: LetKind, n_slots: u32, inits: CodeList, body: CodeId },
-    Lambda { n_params: u32, rest: bool, n_slots: u32, body: CodeId },
+    Let {
+        kind: LetKind,
+        n_slots: u32,
+        inits: CodeList,
+        body: CodeId,
+    },
+    Lambda {
+        n_params: u32,
+        rest: bool,
+        n_slots: u32,
+        body: CodeId,
+    },
     Seq(CodeList),
     /// Assigns slot `slot` of the current frame.
-    Define { slot: u32, value: CodeId },
-    DefineGlobal { slot: u32, value: CodeId },
+    Define {
+        slot: u32,
+        value: CodeId,
+    },
+    DefineGlobal {
+        slot: u32,
+        value: CodeId,
+    },
     /// `params` entry: binds the global unless an input already did.
-    DeclareGlobal { slot: u32, value: CodeId },
-    App { head: CodeId, args: CodeList },
-    PrimCall { prim: Prim, args: CodeList },
+    DeclareGlobal {
+        slot: u32,
+        value: CodeId,
+    },
+    App {
+        head: CodeId,
+        args: CodeList,
+    },
+    PrimCall {
+        prim: Prim,
+        args: CodeList,
+    },
     And(CodeList),
     Or(CodeList),
-    Loop { n_slots: u32, inits: CodeList, body: CodeId },
+    Loop {
+        n_slots: u32,
+        inits: CodeList,
+        body: CodeId,
+    },
     Recur(CodeList),
 }
 
@@ -87,11 +123,6 @@ impl Codes {
         self.nodes[id.0 as usize]
     }
 
-    #[inline]
-    pub(crate) fn list(&self, l: CodeList) -> &[CodeId] {
-        &self.lists[l.start as usize..(l.start + l.len) as usize]
-    }
-
     fn push(&mut self, code: Code, node: NodeId) -> CodeId {
         self.codes.push(code);
         self.nodes.push(node);
@@ -101,7 +132,10 @@ impl Codes {
     fn push_list(&mut self, items: &[CodeId]) -> CodeList {
         let start = self.lists.len() as u32;
         self.lists.extend_from_slice(items);
-        CodeList { start, len: items.len() as u32 }
+        CodeList {
+            start,
+            len: items.len() as u32,
+        }
     }
 
     /// The slot of a global name, creating it when new.
@@ -211,8 +245,6 @@ struct Scope {
 #[derive(Clone, Copy, Debug)]
 struct LoopCtx {
     arity: usize,
-    /// `scopes.len()` when the loop frame was pushed.
-    depth: usize,
     /// A named let lowered to a loop: calls of this name are `recur`.
     alias: Option<Symbol>,
 }
@@ -240,8 +272,17 @@ pub(crate) fn intern_forms(heap: &mut Heap) {
 
 impl<'a> Decoder<'a> {
     /// A decoder over `heap` (whose form names were interned by `intern_forms`).
-    pub(crate) fn new(heap: &'a Heap, codes: &'a mut Codes, dialect: Dialect, max_depth: u32) -> Self {
-        let sym = |name: &str| heap.symbols().lookup(name).expect("special forms are interned first");
+    pub(crate) fn new(
+        heap: &'a Heap,
+        codes: &'a mut Codes,
+        dialect: Dialect,
+        max_depth: u32,
+    ) -> Self {
+        let sym = |name: &str| {
+            heap.symbols()
+                .lookup(name)
+                .expect("special forms are interned first")
+        };
         let forms = Forms {
             quote: sym("quote"),
             quasiquote: sym("quasiquote"),
@@ -267,7 +308,16 @@ impl<'a> Decoder<'a> {
             params: sym("params"),
             arrow: sym("=>"),
         };
-        Decoder { heap, codes, forms, dialect, scopes: Vec::new(), loops: vec![None], depth: 0, max_depth }
+        Decoder {
+            heap,
+            codes,
+            forms,
+            dialect,
+            scopes: Vec::new(),
+            loops: vec![None],
+            depth: 0,
+            max_depth,
+        }
     }
 
     /// Decodes the top level: pre-declares every top-level `define`/`params` name as a global,
@@ -284,7 +334,9 @@ impl<'a> Decoder<'a> {
     }
 
     fn items(&self, node: NodeId) -> Result<Vec<NodeId>> {
-        self.heap.list_items(node).ok_or_else(|| syntax(node, "improper list in a form"))
+        self.heap
+            .list_items(node)
+            .ok_or_else(|| syntax(node, "improper list in a form"))
     }
 
     fn symbol_of(&self, node: NodeId) -> Option<Symbol> {
@@ -304,14 +356,20 @@ impl<'a> Decoder<'a> {
     /// Collects names defined at body level of `node` (through `begin`, `if`, `when`, `unless`,
     /// `cond` arms, not through forms that open their own scope).
     fn scan_defines(&self, node: NodeId, out: &mut Vec<(Symbol, NodeId)>, top: bool) -> Result<()> {
-        let Some(head) = self.head_symbol(node) else { return Ok(()) };
+        let Some(head) = self.head_symbol(node) else {
+            return Ok(());
+        };
         let f = self.forms;
         if head == f.define {
             let items = self.items(node)?;
-            let target = *items.get(1).ok_or_else(|| syntax(node, "define needs a name"))?;
+            let target = *items
+                .get(1)
+                .ok_or_else(|| syntax(node, "define needs a name"))?;
             let name = match self.heap.node(target) {
                 Node::Sym(s) => s,
-                Node::Pair(h, _) => self.symbol_of(h).ok_or_else(|| syntax(target, "define needs a name"))?,
+                Node::Pair(h, _) => self
+                    .symbol_of(h)
+                    .ok_or_else(|| syntax(target, "define needs a name"))?,
                 _ => return Err(syntax(target, "define needs a name")),
             };
             out.push((name, node));
@@ -341,7 +399,10 @@ impl<'a> Decoder<'a> {
     fn lookup(&self, sym: Symbol) -> Option<Code> {
         for (d, scope) in self.scopes.iter().rev().enumerate() {
             if let Some(i) = scope.names[..scope.visible].iter().rposition(|&s| s == sym) {
-                return Some(Code::Local { depth: d as u32, slot: i as u32 });
+                return Some(Code::Local {
+                    depth: d as u32,
+                    slot: i as u32,
+                });
             }
         }
         if let Some(&slot) = self.codes.globals.get(&sym) {
@@ -350,8 +411,19 @@ impl<'a> Decoder<'a> {
         Prim::lookup(self.heap.symbol_name(sym), self.dialect).map(Code::PrimRef)
     }
 
+    fn is_loop_alias(&self, sym: Symbol) -> bool {
+        self.loops
+            .last()
+            .copied()
+            .flatten()
+            .is_some_and(|ctx| ctx.alias == Some(sym))
+    }
+
     fn shadowed_locally(&self, sym: Symbol) -> bool {
-        self.scopes.iter().any(|s| s.names[..s.visible].contains(&sym)) || self.codes.globals.contains_key(&sym)
+        self.scopes
+            .iter()
+            .any(|s| s.names[..s.visible].contains(&sym))
+            || self.codes.globals.contains_key(&sym)
     }
 
     /// Decodes one expression; `tail` marks a tail position of the innermost loop body.
@@ -359,9 +431,11 @@ impl<'a> Decoder<'a> {
         self.depth += 1;
         if self.depth > self.max_depth {
             self.depth -= 1;
-            return Err(CoreError::new(ErrorKind::DepthLimit, "program nesting is too deep").at(node));
+            return Err(
+                CoreError::new(ErrorKind::DepthLimit, "program nesting is too deep").at(node),
+            );
         }
-        let res = if self.depth % 32 == 0 {
+        let res = if self.depth.is_multiple_of(32) {
             stacker::maybe_grow(128 * 1024, 2 * 1024 * 1024, || self.expr_inner(node, tail))
         } else {
             self.expr_inner(node, tail)
@@ -384,13 +458,18 @@ impl<'a> Decoder<'a> {
                     } else {
                         format!("`{name}` is not bound")
                     };
-                    let kind = if self.forms.is_special(s) { ErrorKind::Syntax } else { ErrorKind::Unbound };
+                    let kind = if self.forms.is_special(s) {
+                        ErrorKind::Syntax
+                    } else {
+                        ErrorKind::Unbound
+                    };
                     Err(CoreError::new(kind, msg).at(node))
                 }
             },
             Node::Pair(head, _) => {
                 if let Some(s) = self.symbol_of(head)
                     && !self.shadowed_locally(s)
+                    && !self.is_loop_alias(s)
                     && let Some(code) = self.special(s, node, tail)?
                 {
                     return Ok(code);
@@ -439,7 +518,11 @@ impl<'a> Decoder<'a> {
         if args.len() != ctx.arity {
             return Err(CoreError::new(
                 ErrorKind::Arity,
-                format!("recur takes {} arguments (the loop's variables), got {}", ctx.arity, args.len()),
+                format!(
+                    "recur takes {} arguments (the loop's variables), got {}",
+                    ctx.arity,
+                    args.len()
+                ),
             )
             .at(node));
         }
@@ -496,11 +579,18 @@ impl<'a> Decoder<'a> {
             return self.quasi(items[1]).map(Some);
         } else if s == f.if_ {
             if !(3..=4).contains(&n) {
-                return Err(syntax(node, "if takes a test, a then arm and an optional else arm"));
+                return Err(syntax(
+                    node,
+                    "if takes a test, a then arm and an optional else arm",
+                ));
             }
             let test = self.expr(items[1], false)?;
             let then = self.expr(items[2], tail)?;
-            let els = if n == 4 { Some(self.expr(items[3], tail)?) } else { None };
+            let els = if n == 4 {
+                Some(self.expr(items[3], tail)?)
+            } else {
+                None
+            };
             Code::If { test, then, els }
         } else if s == f.when || s == f.unless {
             if n < 3 {
@@ -509,11 +599,25 @@ impl<'a> Decoder<'a> {
             let test = self.expr(items[1], false)?;
             let body = self.sequence(node, &items[2..], tail)?;
             if s == f.when {
-                Code::If { test, then: body, els: None }
+                Code::If {
+                    test,
+                    then: body,
+                    els: None,
+                }
             } else {
                 let args = self.one(test);
-                let test = self.codes.push(Code::PrimCall { prim: Prim::Not, args }, node);
-                Code::If { test, then: body, els: None }
+                let test = self.codes.push(
+                    Code::PrimCall {
+                        prim: Prim::Not,
+                        args,
+                    },
+                    node,
+                );
+                Code::If {
+                    test,
+                    then: body,
+                    els: None,
+                }
             }
         } else if s == f.begin {
             if n == 1 {
@@ -536,7 +640,9 @@ impl<'a> Decoder<'a> {
                 return Err(syntax(node, "let* and letrec take bindings and a body"));
             }
             let rec = s != f.let_star;
-            return self.let_frame(node, items[1], &items[2..], LetKind::Sequential, rec, tail).map(Some);
+            return self
+                .let_frame(node, items[1], &items[2..], LetKind::Sequential, rec, tail)
+                .map(Some);
         } else if s == f.cond {
             return self.cond(node, &items[1..], tail).map(Some);
         } else if s == f.case {
@@ -546,7 +652,11 @@ impl<'a> Decoder<'a> {
                 return Ok(Some(self.codes.push(Code::Bool(s == f.and), node)));
             }
             let list = self.exprs(&items[1..])?;
-            if s == f.and { Code::And(list) } else { Code::Or(list) }
+            if s == f.and {
+                Code::And(list)
+            } else {
+                Code::Or(list)
+            }
         } else if s == f.loop_ {
             if n < 3 {
                 return Err(syntax(node, "loop takes bindings and a body"));
@@ -559,7 +669,10 @@ impl<'a> Decoder<'a> {
             };
             return self.recur(node, &items[1..], tail, ctx).map(Some);
         } else if s == f.else_ || s == f.arrow || s == f.unquote || s == f.unquote_splicing {
-            return Err(syntax(node, format!("`{}` is not allowed here", self.heap.symbol_name(s))));
+            return Err(syntax(
+                node,
+                format!("`{}` is not allowed here", self.heap.symbol_name(s)),
+            ));
         } else {
             return Ok(None);
         };
@@ -609,13 +722,22 @@ impl<'a> Decoder<'a> {
                             if self.head_symbol(elem) == Some(f.unquote_splicing) {
                                 let items = self.items(elem)?;
                                 if items.len() != 2 {
-                                    return Err(syntax(elem, "unquote-splicing takes one expression"));
+                                    return Err(syntax(
+                                        elem,
+                                        "unquote-splicing takes one expression",
+                                    ));
                                 }
                                 segments.push(self.expr(items[1], false)?);
                             } else {
                                 let e = self.quasi(elem)?;
                                 let args = self.one(e);
-                                segments.push(self.codes.push(Code::PrimCall { prim: Prim::List, args }, elem));
+                                segments.push(self.codes.push(
+                                    Code::PrimCall {
+                                        prim: Prim::List,
+                                        args,
+                                    },
+                                    elem,
+                                ));
                             }
                             cur = next;
                         }
@@ -627,7 +749,13 @@ impl<'a> Decoder<'a> {
                     }
                 }
                 let args = self.codes.push_list(&segments);
-                Ok(self.codes.push(Code::PrimCall { prim: Prim::Append, args }, t))
+                Ok(self.codes.push(
+                    Code::PrimCall {
+                        prim: Prim::Append,
+                        args,
+                    },
+                    t,
+                ))
             }
             _ => {
                 let code = self.quote(t);
@@ -649,7 +777,9 @@ impl<'a> Decoder<'a> {
                 (s, self.expr(items[2], false)?)
             }
             Node::Pair(h, params) => {
-                let s = self.symbol_of(h).ok_or_else(|| syntax(target, "define needs a name"))?;
+                let s = self
+                    .symbol_of(h)
+                    .ok_or_else(|| syntax(target, "define needs a name"))?;
                 (s, self.lambda(node, params, &items[2..])?)
             }
             _ => return Err(syntax(target, "define needs a name")),
@@ -659,8 +789,19 @@ impl<'a> Decoder<'a> {
                 .names
                 .iter()
                 .rposition(|&s| s == name)
-                .ok_or_else(|| syntax(node, "define is only allowed at the start of a body or at top level"))?;
-            Ok(self.codes.push(Code::Define { slot: slot as u32, value }, node))
+                .ok_or_else(|| {
+                    syntax(
+                        node,
+                        "define is only allowed at the start of a body or at top level",
+                    )
+                })?;
+            Ok(self.codes.push(
+                Code::Define {
+                    slot: slot as u32,
+                    value,
+                },
+                node,
+            ))
         } else {
             let slot = self.codes.global_slot(name);
             Ok(self.codes.push(Code::DefineGlobal { slot, value }, node))
@@ -676,7 +817,10 @@ impl<'a> Decoder<'a> {
             let decl = crate::params::parse_entry(self.heap, entry)?;
             let init = self.codes.push(Code::Num(decl.init), entry);
             let slot = self.codes.global_slot(decl.symbol);
-            ids.push(self.codes.push(Code::DeclareGlobal { slot, value: init }, entry));
+            ids.push(
+                self.codes
+                    .push(Code::DeclareGlobal { slot, value: init }, entry),
+            );
         }
         if ids.is_empty() {
             return Ok(self.codes.push(Code::Nil, node));
@@ -698,7 +842,9 @@ impl<'a> Decoder<'a> {
                     break;
                 }
                 Node::Pair(p, next) => {
-                    let s = self.symbol_of(p).ok_or_else(|| syntax(p, "lambda parameters must be symbols"))?;
+                    let s = self
+                        .symbol_of(p)
+                        .ok_or_else(|| syntax(p, "lambda parameters must be symbols"))?;
                     names.push(s);
                     cur = next;
                 }
@@ -706,24 +852,40 @@ impl<'a> Decoder<'a> {
             }
         }
         let n_params = names.len() as u32 - rest as u32;
-        self.scopes.push(Scope { visible: names.len(), names });
+        self.scopes.push(Scope {
+            visible: names.len(),
+            names,
+        });
         self.loops.push(None);
         let body = self.body(node, body, false);
         self.loops.pop();
         let scope = self.scopes.pop().unwrap_or_default();
         let body = body?;
         let n_slots = scope.names.len() as u32;
-        Ok(self.codes.push(Code::Lambda { n_params, rest, n_slots, body }, node))
+        Ok(self.codes.push(
+            Code::Lambda {
+                n_params,
+                rest,
+                n_slots,
+                body,
+            },
+            node,
+        ))
     }
 
     fn bindings(&self, node: NodeId) -> Result<Vec<(Symbol, NodeId, NodeId)>> {
         let mut out = Vec::new();
         for b in self.items(node)? {
-            let parts = self.heap.list_items(b).ok_or_else(|| syntax(b, "a binding is (name value)"))?;
+            let parts = self
+                .heap
+                .list_items(b)
+                .ok_or_else(|| syntax(b, "a binding is (name value)"))?;
             if parts.len() != 2 {
                 return Err(syntax(b, "a binding is (name value)"));
             }
-            let s = self.symbol_of(parts[0]).ok_or_else(|| syntax(parts[0], "a binding name must be a symbol"))?;
+            let s = self
+                .symbol_of(parts[0])
+                .ok_or_else(|| syntax(parts[0], "a binding name must be a symbol"))?;
             out.push((s, parts[1], b));
         }
         Ok(out)
@@ -740,7 +902,11 @@ impl<'a> Decoder<'a> {
             }
             return self.named_let(node, name, items[2], &items[3..]);
         }
-        let kind = if self.dialect == Dialect::Reference { LetKind::Sequential } else { LetKind::Parallel };
+        let kind = if self.dialect == Dialect::Reference {
+            LetKind::Sequential
+        } else {
+            LetKind::Parallel
+        };
         self.let_frame(node, items[1], &items[2..], kind, false, tail)
     }
 
@@ -761,7 +927,10 @@ impl<'a> Decoder<'a> {
                 for b in &binds {
                     inits.push(self.expr(b.1, false)?);
                 }
-                self.scopes.push(Scope { visible: names.len(), names });
+                self.scopes.push(Scope {
+                    visible: names.len(),
+                    names,
+                });
             }
             LetKind::Sequential => {
                 let visible = if rec { names.len() } else { 0 };
@@ -785,10 +954,24 @@ impl<'a> Decoder<'a> {
         let scope = self.scopes.pop().unwrap_or_default();
         let body = body?;
         let inits = self.codes.push_list(&inits);
-        Ok(self.codes.push(Code::Let { kind, n_slots: scope.names.len() as u32, inits, body }, node))
+        Ok(self.codes.push(
+            Code::Let {
+                kind,
+                n_slots: scope.names.len() as u32,
+                inits,
+                body,
+            },
+            node,
+        ))
     }
 
-    fn loop_form(&mut self, node: NodeId, bindings: NodeId, body: &[NodeId], alias: Option<Symbol>) -> Result<CodeId> {
+    fn loop_form(
+        &mut self,
+        node: NodeId,
+        bindings: NodeId,
+        body: &[NodeId],
+        alias: Option<Symbol>,
+    ) -> Result<CodeId> {
         let binds = self.bindings(bindings)?;
         let mut inits = Vec::with_capacity(binds.len());
         for b in &binds {
@@ -796,19 +979,38 @@ impl<'a> Decoder<'a> {
         }
         let names: Vec<Symbol> = binds.iter().map(|b| b.0).collect();
         let arity = names.len();
-        self.scopes.push(Scope { visible: names.len(), names });
-        self.loops.push(Some(LoopCtx { arity, depth: self.scopes.len(), alias }));
+        self.scopes.push(Scope {
+            visible: names.len(),
+            names,
+        });
+        self.loops.push(Some(LoopCtx { arity, alias }));
         let body = self.body(node, body, true);
         self.loops.pop();
         let scope = self.scopes.pop().unwrap_or_default();
         let body = body?;
         let inits = self.codes.push_list(&inits);
-        Ok(self.codes.push(Code::Loop { n_slots: scope.names.len() as u32, inits, body }, node))
+        Ok(self.codes.push(
+            Code::Loop {
+                n_slots: scope.names.len() as u32,
+                inits,
+                body,
+            },
+            node,
+        ))
     }
 
-    fn named_let(&mut self, node: NodeId, name: Symbol, bindings: NodeId, body: &[NodeId]) -> Result<CodeId> {
+    fn named_let(
+        &mut self,
+        node: NodeId,
+        name: Symbol,
+        bindings: NodeId,
+        body: &[NodeId],
+    ) -> Result<CodeId> {
         let binds = self.bindings(bindings)?;
-        if body.iter().all(|&b| self.only_tail_calls(b, name, binds.len(), true)) {
+        if body
+            .iter()
+            .all(|&b| self.only_tail_calls(b, name, binds.len(), true))
+        {
             return self.loop_form(node, bindings, body, Some(name));
         }
         // General case: ((letrec ((name (lambda (vars...) body...))) name) inits...)
@@ -816,24 +1018,40 @@ impl<'a> Decoder<'a> {
         for b in &binds {
             inits.push(self.expr(b.1, false)?);
         }
-        self.scopes.push(Scope { names: vec![name], visible: 1 });
+        self.scopes.push(Scope {
+            names: vec![name],
+            visible: 1,
+        });
         self.loops.push(None);
         let names: Vec<Symbol> = binds.iter().map(|b| b.0).collect();
         let n_params = names.len() as u32;
-        self.scopes.push(Scope { visible: names.len(), names });
+        self.scopes.push(Scope {
+            visible: names.len(),
+            names,
+        });
         let lam_body = self.body(node, body, false);
         let lam_scope = self.scopes.pop().unwrap_or_default();
         self.loops.pop();
         let outer = self.scopes.pop().unwrap_or_default();
         let lam_body = lam_body?;
         let lam = self.codes.push(
-            Code::Lambda { n_params, rest: false, n_slots: lam_scope.names.len() as u32, body: lam_body },
+            Code::Lambda {
+                n_params,
+                rest: false,
+                n_slots: lam_scope.names.len() as u32,
+                body: lam_body,
+            },
             node,
         );
         let me = self.codes.push(Code::Local { depth: 0, slot: 0 }, node);
         let init_list = self.codes.push_list(&[lam]);
         let letrec = self.codes.push(
-            Code::Let { kind: LetKind::Sequential, n_slots: outer.names.len() as u32, inits: init_list, body: me },
+            Code::Let {
+                kind: LetKind::Sequential,
+                n_slots: outer.names.len() as u32,
+                inits: init_list,
+                body: me,
+            },
             node,
         );
         let args = self.codes.push_list(&inits);
@@ -847,51 +1065,80 @@ impl<'a> Decoder<'a> {
         match self.heap.node(node) {
             Node::Sym(s) => s != name,
             Node::Pair(h, _) => {
-                let Some(items) = self.heap.list_items(node) else { return false };
+                let Some(items) = self.heap.list_items(node) else {
+                    return false;
+                };
                 let head = self.symbol_of(h);
                 if head == Some(name) {
                     return tail
                         && items.len() == arity + 1
-                        && items[1..].iter().all(|&a| self.only_tail_calls(a, name, arity, false));
+                        && items[1..]
+                            .iter()
+                            .all(|&a| self.only_tail_calls(a, name, arity, false));
                 }
                 let all = |from: usize, tail_last: bool| {
-                    items[from..]
-                        .iter()
-                        .enumerate()
-                        .all(|(i, &a)| self.only_tail_calls(a, name, arity, tail_last && from + i + 1 == items.len()))
+                    items[from..].iter().enumerate().all(|(i, &a)| {
+                        self.only_tail_calls(
+                            a,
+                            name,
+                            arity,
+                            tail_last && from + i + 1 == items.len(),
+                        )
+                    })
                 };
                 match head {
                     Some(s) if s == f.quote => true,
                     Some(s) if s == f.if_ => {
                         items.len() >= 2
                             && self.only_tail_calls(items[1], name, arity, false)
-                            && items[2..].iter().all(|&a| self.only_tail_calls(a, name, arity, tail))
+                            && items[2..]
+                                .iter()
+                                .all(|&a| self.only_tail_calls(a, name, arity, tail))
                     }
                     Some(s) if s == f.begin || s == f.when || s == f.unless => {
-                        (s == f.begin || self.only_tail_calls(items.get(1).copied().unwrap_or(node), name, arity, false))
+                        (s == f.begin
+                            || self.only_tail_calls(
+                                items.get(1).copied().unwrap_or(node),
+                                name,
+                                arity,
+                                false,
+                            ))
                             && all(if s == f.begin { 1 } else { 2 }, tail)
                     }
-                    Some(s) if s == f.cond => items[1..].iter().all(|&c| match self.heap.list_items(c) {
-                        Some(parts) => parts.iter().enumerate().all(|(i, &p)| {
-                            (i == 0 && self.symbol_of(p) == Some(f.else_))
-                                || self.only_tail_calls(p, name, arity, tail && i > 0 && i + 1 == parts.len())
-                        }),
-                        None => false,
-                    }),
+                    Some(s) if s == f.cond => {
+                        items[1..].iter().all(|&c| match self.heap.list_items(c) {
+                            Some(parts) => parts.iter().enumerate().all(|(i, &p)| {
+                                (i == 0 && self.symbol_of(p) == Some(f.else_))
+                                    || self.only_tail_calls(
+                                        p,
+                                        name,
+                                        arity,
+                                        tail && i > 0 && i + 1 == parts.len(),
+                                    )
+                            }),
+                            None => false,
+                        })
+                    }
                     Some(s) if s == f.let_ || s == f.let_star || s == f.letrec || s == f.loop_ => {
                         // Rebinding the name or a loop (whose tail belongs to it) disqualifies.
                         if s == f.loop_ {
                             return !self.mentions(node, name);
                         }
-                        let Some(binds) = items.get(1).and_then(|&b| self.heap.list_items(b)) else { return false };
+                        let Some(binds) = items.get(1).and_then(|&b| self.heap.list_items(b))
+                        else {
+                            return false;
+                        };
                         binds.iter().all(|&b| match self.heap.list_items(b) {
                             Some(p) if p.len() == 2 => {
-                                self.symbol_of(p[0]) != Some(name) && self.only_tail_calls(p[1], name, arity, false)
+                                self.symbol_of(p[0]) != Some(name)
+                                    && self.only_tail_calls(p[1], name, arity, false)
                             }
                             _ => false,
                         }) && all(2, tail)
                     }
-                    _ => items.iter().all(|&a| self.only_tail_calls(a, name, arity, false)),
+                    _ => items
+                        .iter()
+                        .all(|&a| self.only_tail_calls(a, name, arity, false)),
                 }
             }
             _ => true,
@@ -910,7 +1157,10 @@ impl<'a> Decoder<'a> {
         let Some((&first, rest)) = clauses.split_first() else {
             return Ok(self.codes.push(Code::Bool(false), node));
         };
-        let parts = self.heap.list_items(first).ok_or_else(|| syntax(first, "a cond clause is (test body...)"))?;
+        let parts = self
+            .heap
+            .list_items(first)
+            .ok_or_else(|| syntax(first, "a cond clause is (test body...)"))?;
         if parts.is_empty() {
             return Err(syntax(first, "empty cond clause"));
         }
@@ -927,7 +1177,11 @@ impl<'a> Decoder<'a> {
             return Err(syntax(first, "cond clauses with => are not supported"));
         }
         let test = self.expr(parts[0], false)?;
-        let els = if rest.is_empty() { None } else { Some(self.cond(node, rest, tail)?) };
+        let els = if rest.is_empty() {
+            None
+        } else {
+            Some(self.cond(node, rest, tail)?)
+        };
         if parts.len() == 1 {
             // (test) yields the test's value when true.
             let mut list = vec![test];
@@ -940,7 +1194,14 @@ impl<'a> Decoder<'a> {
             Some(e) => e,
             None => self.codes.push(Code::Bool(false), node),
         };
-        Ok(self.codes.push(Code::If { test, then, els: Some(els) }, first))
+        Ok(self.codes.push(
+            Code::If {
+                test,
+                then,
+                els: Some(els),
+            },
+            first,
+        ))
     }
 
     fn case(&mut self, node: NodeId, items: &[NodeId], tail: bool) -> Result<CodeId> {
@@ -949,19 +1210,33 @@ impl<'a> Decoder<'a> {
         }
         let key = self.expr(items[1], false)?;
         // (let ((k key)) (if (or (eqv? k d)...) body (if ... )))
-        self.scopes.push(Scope { names: vec![self.forms.case], visible: 1 });
+        self.scopes.push(Scope {
+            names: vec![self.forms.case],
+            visible: 1,
+        });
         let chain = self.case_clauses(node, &items[2..], tail);
         self.scopes.pop();
         let chain = chain?;
         let inits = self.codes.push_list(&[key]);
-        Ok(self.codes.push(Code::Let { kind: LetKind::Parallel, n_slots: 1, inits, body: chain }, node))
+        Ok(self.codes.push(
+            Code::Let {
+                kind: LetKind::Parallel,
+                n_slots: 1,
+                inits,
+                body: chain,
+            },
+            node,
+        ))
     }
 
     fn case_clauses(&mut self, node: NodeId, clauses: &[NodeId], tail: bool) -> Result<CodeId> {
         let Some((&first, rest)) = clauses.split_first() else {
             return Ok(self.codes.push(Code::Bool(false), node));
         };
-        let parts = self.heap.list_items(first).ok_or_else(|| syntax(first, "a case clause is ((datum...) body...)"))?;
+        let parts = self
+            .heap
+            .list_items(first)
+            .ok_or_else(|| syntax(first, "a case clause is ((datum...) body...)"))?;
         if parts.len() < 2 {
             return Err(syntax(first, "a case clause is ((datum...) body...)"));
         }
@@ -976,12 +1251,25 @@ impl<'a> Decoder<'a> {
             let c = self.quote(d);
             let c = self.codes.push(c, d);
             let args = self.codes.push_list(&[k, c]);
-            tests.push(self.codes.push(Code::PrimCall { prim: Prim::EqP, args }, d));
+            tests.push(self.codes.push(
+                Code::PrimCall {
+                    prim: Prim::EqP,
+                    args,
+                },
+                d,
+            ));
         }
         let tests = self.codes.push_list(&tests);
         let test = self.codes.push(Code::Or(tests), first);
         let els = self.case_clauses(node, rest, tail)?;
-        Ok(self.codes.push(Code::If { test, then: body, els: Some(els) }, first))
+        Ok(self.codes.push(
+            Code::If {
+                test,
+                then: body,
+                els: Some(els),
+            },
+            first,
+        ))
     }
 }
 
@@ -993,5 +1281,8 @@ pub(crate) fn arity_error(what: &str, lo: u32, hi: u32, got: usize) -> CoreError
     } else {
         format!("{lo} to {hi}")
     };
-    CoreError::new(ErrorKind::Arity, format!("{what} takes {expected} arguments, got {got}"))
+    CoreError::new(
+        ErrorKind::Arity,
+        format!("{what} takes {expected} arguments, got {got}"),
+    )
 }

@@ -85,7 +85,11 @@ pub struct CoreError {
 impl CoreError {
     /// A new error without a location.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        CoreError { kind, message: message.into(), node: None }
+        CoreError {
+            kind,
+            message: message.into(),
+            node: None,
+        }
     }
 
     /// Attaches the offending node unless one is already attached.

@@ -4,11 +4,9 @@
 use crate::api::{Dialect, EvalOptions, Evaluation, Gradient, InputValue, Inputs, Output};
 use crate::decode::{self, Code, CodeId, CodeList, Codes, Decoder, LetKind};
 use crate::error::{CoreError, ErrorKind, Result};
-use crate::heap::{Heap, Node, NodeId, Program};
+use crate::heap::{Heap, Node, Program};
 use crate::lanes::{Lanes, LanesMark, PayloadId};
-use crate::linalg::{self, TensorOp};
 use crate::mask::{LaneMask, MaskId};
-use crate::prims::{Binary, Compare, Prim, Unary};
 use crate::tape::{Tape, TapeOp};
 use crate::value::Value;
 
@@ -36,8 +34,16 @@ enum Flow {
     /// Every active lane recurs with the arguments at `recur_args[ix..]`.
     Recur(u32),
     /// Lanes `done_mask` finished with `done`; lanes `recur_mask` recur with `recur_args[ix..]`.
-    Split { done: Value, done_mask: MaskId, ix: u32, recur_mask: MaskId },
+    Split {
+        done: Value,
+        done_mask: MaskId,
+        ix: u32,
+        recur_mask: MaskId,
+    },
 }
+
+/// The finished part (value, lanes) and the recurring part (argument index, lanes) of a flow.
+type FlowParts = (Option<(Value, MaskId)>, Option<(u32, MaskId)>);
 
 enum Truth {
     True,
@@ -82,7 +88,6 @@ pub struct Evaluator {
     false_p: PayloadId,
     true_p: PayloadId,
 }
-
 
 fn err(kind: ErrorKind, msg: impl Into<String>) -> CoreError {
     CoreError::new(kind, msg)
@@ -155,16 +160,32 @@ impl Evaluator {
     }
 
     /// Forward-only evaluation.
-    pub fn eval(&mut self, heap: &mut Heap, program: &Program, inputs: &Inputs) -> Result<Evaluation> {
+    pub fn eval(
+        &mut self,
+        heap: &mut Heap,
+        program: &Program,
+        inputs: &Inputs,
+    ) -> Result<Evaluation> {
         self.run(heap, program, inputs, false)
     }
 
     /// Evaluation with per-lane gradients for every `grad` input.
-    pub fn eval_grad(&mut self, heap: &mut Heap, program: &Program, inputs: &Inputs) -> Result<Evaluation> {
+    pub fn eval_grad(
+        &mut self,
+        heap: &mut Heap,
+        program: &Program,
+        inputs: &Inputs,
+    ) -> Result<Evaluation> {
         self.run(heap, program, inputs, true)
     }
 
-    fn run(&mut self, heap: &mut Heap, program: &Program, inputs: &Inputs, grad: bool) -> Result<Evaluation> {
+    fn run(
+        &mut self,
+        heap: &mut Heap,
+        program: &Program,
+        inputs: &Inputs,
+        grad: bool,
+    ) -> Result<Evaluation> {
         decode::intern_forms(heap);
         std::mem::swap(heap, &mut self.heap);
         let res = self.run_inner(program, inputs, grad);
@@ -199,13 +220,19 @@ impl Evaluator {
             let sym = self.heap.intern(&inp.name);
             input_slots.push(self.codes.global_slot(sym));
         }
-        let tops = Decoder::new(&self.heap, &mut self.codes, self.opts.dialect, self.opts.max_depth)
-            .top_level(&program.forms)?;
+        let tops = Decoder::new(
+            &self.heap,
+            &mut self.codes,
+            self.opts.dialect,
+            self.opts.max_depth,
+        )
+        .top_level(&program.forms)?;
         if tops.is_empty() {
             return Err(err(ErrorKind::Syntax, "empty program"));
         }
         self.globals.clear();
-        self.globals.resize(self.codes.global_names.len(), Value::Unassigned);
+        self.globals
+            .resize(self.codes.global_names.len(), Value::Unassigned);
         let b = self.lanes.n_lanes();
         let mut grad_inputs = Vec::new();
         for (inp, &slot) in inputs.entries.iter().zip(&input_slots) {
@@ -234,8 +261,15 @@ impl Evaluator {
                     Value::Vector(p, xs.len() as u32)
                 }
                 InputValue::Matrix { rows, cols, data } => {
-                    if rows * cols != data.len() || *rows > u16::MAX as usize || *cols > u16::MAX as usize {
-                        return Err(bad(format!("{rows}x{cols} matrix needs {} values, got {}", rows * cols, data.len())));
+                    if rows * cols != data.len()
+                        || *rows > u16::MAX as usize
+                        || *cols > u16::MAX as usize
+                    {
+                        return Err(bad(format!(
+                            "{rows}x{cols} matrix needs {} values, got {}",
+                            rows * cols,
+                            data.len()
+                        )));
                     }
                     let p = self.lanes.alloc(data.len(), false, false);
                     for (e, x) in data.iter().enumerate() {
@@ -260,7 +294,12 @@ impl Evaluator {
         let value = self.output(result);
         let mut grads = Vec::new();
         if grad {
-            let root = result.payload().filter(|_| matches!(result, Value::Num(_) | Value::Vector(..) | Value::Matrix(..)));
+            let root = result.payload().filter(|_| {
+                matches!(
+                    result,
+                    Value::Num(_) | Value::Vector(..) | Value::Matrix(..)
+                )
+            });
             match root {
                 Some(root) => self.tape.backward(&self.lanes, &self.masks, root),
                 None => self.tape.backward(&self.lanes, &self.masks, self.false_p),
@@ -276,7 +315,10 @@ impl Evaluator {
         }
         let mut faults = vec![false; b];
         match &value {
-            Output::Number(v) => v.iter().zip(&mut faults).for_each(|(x, f)| *f |= !x.is_finite()),
+            Output::Number(v) => v
+                .iter()
+                .zip(&mut faults)
+                .for_each(|(x, f)| *f |= !x.is_finite()),
             Output::Vector { len, data } => {
                 for (l, f) in faults.iter_mut().enumerate() {
                     *f |= data[l * len..(l + 1) * len].iter().any(|x| !x.is_finite());
@@ -291,9 +333,16 @@ impl Evaluator {
             _ => {}
         }
         for g in &grads {
-            g.per_lane.iter().zip(&mut faults).for_each(|(x, f)| *f |= !x.is_finite());
+            g.per_lane
+                .iter()
+                .zip(&mut faults)
+                .for_each(|(x, f)| *f |= !x.is_finite());
         }
-        Ok(Evaluation { value, grads, faults })
+        Ok(Evaluation {
+            value,
+            grads,
+            faults,
+        })
     }
 
     // ---------------------------------------------------------------- payload helpers
@@ -387,7 +436,8 @@ impl Evaluator {
 
     fn new_frame(&mut self, parent: u32, n_slots: u32) -> u32 {
         let base = self.slots.len() as u32;
-        self.slots.resize(self.slots.len() + n_slots as usize, Value::Unassigned);
+        self.slots
+            .resize(self.slots.len() + n_slots as usize, Value::Unassigned);
         self.frames.push(Frame { parent, base });
         self.frames.len() as u32 - 1
     }
@@ -405,7 +455,11 @@ impl Evaluator {
             Node::Sym(s) => self.heap.symbol_name(s).to_string(),
             _ => "variable".to_string(),
         };
-        err(ErrorKind::Unbound, format!("`{name}` is used before its definition")).at(self.codes.node(code))
+        err(
+            ErrorKind::Unbound,
+            format!("`{name}` is used before its definition"),
+        )
+        .at(self.codes.node(code))
     }
 
     // ---------------------------------------------------------------- the walk
@@ -413,7 +467,10 @@ impl Evaluator {
     fn eval_value(&mut self, code: CodeId, env: u32) -> Result<Value> {
         match self.walk(code, env)? {
             Flow::Val(v) => Ok(v),
-            _ => Err(err(ErrorKind::Syntax, "recur outside of a loop tail").at(self.codes.node(code))),
+            _ => {
+                Err(err(ErrorKind::Syntax, "recur outside of a loop tail")
+                    .at(self.codes.node(code)))
+            }
         }
     }
 
@@ -423,11 +480,14 @@ impl Evaluator {
             self.depth -= 1;
             return Err(err(
                 ErrorKind::DepthLimit,
-                format!("non-tail recursion deeper than {} levels", self.opts.max_depth),
+                format!(
+                    "non-tail recursion deeper than {} levels",
+                    self.opts.max_depth
+                ),
             )
             .at(self.codes.node(code)));
         }
-        let res = if self.depth % 16 == 0 {
+        let res = if self.depth.is_multiple_of(16) {
             stacker::maybe_grow(256 * 1024, 4 * 1024 * 1024, || self.eval_loop(code, env))
         } else {
             self.eval_loop(code, env)
@@ -440,8 +500,11 @@ impl Evaluator {
         loop {
             self.steps += 1;
             if self.steps > self.opts.max_steps {
-                return Err(err(ErrorKind::StepBudget, format!("more than {} evaluation steps", self.opts.max_steps))
-                    .at(self.codes.node(code)));
+                return Err(err(
+                    ErrorKind::StepBudget,
+                    format!("more than {} evaluation steps", self.opts.max_steps),
+                )
+                .at(self.codes.node(code)));
             }
             let v = match self.codes.get(code) {
                 Code::Num(x) => self.num(x),
@@ -478,10 +541,17 @@ impl Evaluator {
                             }
                             None => Value::Nil,
                         },
-                        Truth::Mixed(tm, em) => return self.eval_mixed(then, els, env, tm, em, code),
+                        Truth::Mixed(tm, em) => {
+                            return self.eval_mixed(then, els, env, tm, em, code);
+                        }
                     }
                 }
-                Code::Let { kind, n_slots, inits, body } => {
+                Code::Let {
+                    kind,
+                    n_slots,
+                    inits,
+                    body,
+                } => {
                     match kind {
                         LetKind::Parallel => {
                             let base = self.argstack.len();
@@ -553,7 +623,9 @@ impl Evaluator {
                             let clo = self.closures[ci as usize];
                             let frame = self.bind_closure(clo, base, code)?;
                             self.argstack.truncate(base);
-                            let Code::Lambda { body, .. } = self.codes.get(clo.lambda) else { unreachable!() };
+                            let Code::Lambda { body, .. } = self.codes.get(clo.lambda) else {
+                                unreachable!()
+                            };
                             env = frame;
                             code = body;
                             continue;
@@ -562,7 +634,8 @@ impl Evaluator {
                             let n = self.argstack.len() - base;
                             let (lo, hi) = p.arity();
                             if (n as u32) < lo || n as u32 > hi {
-                                return Err(decode::arity_error(&p.name(), lo, hi, n).at(self.codes.node(code)));
+                                return Err(decode::arity_error(&p.name(), lo, hi, n)
+                                    .at(self.codes.node(code)));
                             }
                             let v = self.call_prim(p, base, code)?;
                             self.argstack.truncate(base);
@@ -584,9 +657,17 @@ impl Evaluator {
                     self.argstack.truncate(base);
                     v
                 }
-                Code::And(list) => return self.eval_and_or(list, 0, env, true, code).map(Flow::Val),
-                Code::Or(list) => return self.eval_and_or(list, 0, env, false, code).map(Flow::Val),
-                Code::Loop { n_slots, inits, body } => self.eval_loop_form(n_slots, inits, body, env, code)?,
+                Code::And(list) => {
+                    return self.eval_and_or(list, 0, env, true, code).map(Flow::Val);
+                }
+                Code::Or(list) => {
+                    return self.eval_and_or(list, 0, env, false, code).map(Flow::Val);
+                }
+                Code::Loop {
+                    n_slots,
+                    inits,
+                    body,
+                } => self.eval_loop_form(n_slots, inits, body, env, code)?,
                 Code::Recur(list) => {
                     let base = self.argstack.len();
                     self.eval_args(list, env)?;
@@ -611,7 +692,15 @@ impl Evaluator {
 
     /// A frame for calling `clo` with the arguments at `argstack[base..]`.
     fn bind_closure(&mut self, clo: Closure, base: usize, call: CodeId) -> Result<u32> {
-        let Code::Lambda { n_params, rest, n_slots, .. } = self.codes.get(clo.lambda) else { unreachable!() };
+        let Code::Lambda {
+            n_params,
+            rest,
+            n_slots,
+            ..
+        } = self.codes.get(clo.lambda)
+        else {
+            unreachable!()
+        };
         let n = self.argstack.len() - base;
         if (!rest && n != n_params as usize) || (rest && n < n_params as usize) {
             let hi = if rest { u32::MAX } else { n_params };
@@ -642,20 +731,26 @@ impl Evaluator {
                 let clo = self.closures[ci as usize];
                 let frame = self.bind_closure(clo, base, call)?;
                 self.argstack.truncate(base);
-                let Code::Lambda { body, .. } = self.codes.get(clo.lambda) else { unreachable!() };
+                let Code::Lambda { body, .. } = self.codes.get(clo.lambda) else {
+                    unreachable!()
+                };
                 self.eval_value(body, frame)
             }
             Value::Prim(p) => {
                 let (lo, hi) = p.arity();
                 if (args.len() as u32) < lo || args.len() as u32 > hi {
-                    return Err(decode::arity_error(&p.name(), lo, hi, args.len()).at(self.codes.node(call)));
+                    return Err(decode::arity_error(&p.name(), lo, hi, args.len())
+                        .at(self.codes.node(call)));
                 }
                 let v = self.call_prim(p, base, call);
                 self.argstack.truncate(base);
                 v
             }
-            other => Err(err(ErrorKind::NotProcedure, format!("cannot apply a {} as a procedure", other.type_name()))
-                .at(self.codes.node(call))),
+            other => Err(err(
+                ErrorKind::NotProcedure,
+                format!("cannot apply a {} as a procedure", other.type_name()),
+            )
+            .at(self.codes.node(call))),
         };
         self.argstack.truncate(base);
         res
@@ -675,7 +770,11 @@ impl Evaluator {
             _ => return Truth::True,
         };
         if !self.lanes.is_varying(p) {
-            return if self.is_true_lane(p, 0) { Truth::True } else { Truth::False };
+            return if self.is_true_lane(p, 0) {
+                Truth::True
+            } else {
+                Truth::False
+            };
         }
         let mut t = std::mem::take(&mut self.scratch_a);
         let mut f = std::mem::take(&mut self.scratch_b);
@@ -731,15 +830,27 @@ impl Evaluator {
     }
 
     /// The done and recur parts of a flow evaluated under `mask`.
-    fn parts(flow: Flow, mask: MaskId) -> (Option<(Value, MaskId)>, Option<(u32, MaskId)>) {
+    fn parts(flow: Flow, mask: MaskId) -> FlowParts {
         match flow {
             Flow::Val(v) => (Some((v, mask)), None),
             Flow::Recur(ix) => (None, Some((ix, mask))),
-            Flow::Split { done, done_mask, ix, recur_mask } => (Some((done, done_mask)), Some((ix, recur_mask))),
+            Flow::Split {
+                done,
+                done_mask,
+                ix,
+                recur_mask,
+            } => (Some((done, done_mask)), Some((ix, recur_mask))),
         }
     }
 
-    fn merge_flows(&mut self, a: Flow, am: MaskId, b: Flow, bm: MaskId, at: CodeId) -> Result<Flow> {
+    fn merge_flows(
+        &mut self,
+        a: Flow,
+        am: MaskId,
+        b: Flow,
+        bm: MaskId,
+        at: CodeId,
+    ) -> Result<Flow> {
         let (da, ra) = Self::parts(a, am);
         let (db, rb) = Self::parts(b, bm);
         let done = match (da, db) {
@@ -772,7 +883,12 @@ impl Evaluator {
         Ok(match (done, recur) {
             (Some((v, _)), None) => Flow::Val(v),
             (None, Some((ix, _))) => Flow::Recur(ix),
-            (Some((done, done_mask)), Some((ix, recur_mask))) => Flow::Split { done, done_mask, ix, recur_mask },
+            (Some((done, done_mask)), Some((ix, recur_mask))) => Flow::Split {
+                done,
+                done_mask,
+                ix,
+                recur_mask,
+            },
             (None, None) => Flow::Val(Value::Nil),
         })
     }
@@ -845,7 +961,11 @@ impl Evaluator {
         }
         Err(err(
             ErrorKind::Divergence,
-            format!("lanes disagree on structure: a {} on some lanes, a {} on others", x.type_name(), y.type_name()),
+            format!(
+                "lanes disagree on structure: a {} on some lanes, a {} on others",
+                x.type_name(),
+                y.type_name()
+            ),
         )
         .at(self.codes.node(at)))
     }
@@ -864,7 +984,14 @@ impl Evaluator {
         self.select(new, self.mask, old, rm, at)
     }
 
-    fn eval_and_or(&mut self, list: CodeList, from: u32, env: u32, is_and: bool, at: CodeId) -> Result<Value> {
+    fn eval_and_or(
+        &mut self,
+        list: CodeList,
+        from: u32,
+        env: u32,
+        is_and: bool,
+        at: CodeId,
+    ) -> Result<Value> {
         let mut i = from;
         loop {
             let c = self.codes.lists[(list.start + i) as usize];
@@ -890,7 +1017,14 @@ impl Evaluator {
         }
     }
 
-    fn eval_loop_form(&mut self, n_slots: u32, inits: CodeList, body: CodeId, env: u32, at: CodeId) -> Result<Value> {
+    fn eval_loop_form(
+        &mut self,
+        n_slots: u32,
+        inits: CodeList,
+        body: CodeId,
+        env: u32,
+        at: CodeId,
+    ) -> Result<Value> {
         let base = self.argstack.len();
         self.eval_args(inits, env)?;
         let n = inits.len as usize;
@@ -898,8 +1032,10 @@ impl Evaluator {
         let mut acc: Option<(Value, MaskId)> = None;
         let mut carried: Vec<Value> = self.argstack[base..].to_vec();
         self.argstack.truncate(base);
+        // Everything an iteration allocates lies above `floor`; when the carried values are plain
+        // numbers, the next iteration starts from the floor again with just those values copied down.
+        let floor = self.mark();
         let result = loop {
-            let mark = self.mark();
             let frame = self.new_frame(env, n_slots);
             let fb = self.frames[frame as usize].base as usize;
             self.slots[fb..fb + n].copy_from_slice(&carried);
@@ -932,12 +1068,15 @@ impl Evaluator {
             carried.extend_from_slice(&self.recur_args[ix as usize..ix as usize + n]);
             self.recur_args.truncate(rbase);
             self.mask = rm;
-            if !self.recording && carried.iter().all(|v| v.is_plain()) && acc.is_none_or(|a| a.0.is_plain()) {
+            if !self.recording
+                && carried.iter().all(|v| v.is_plain())
+                && acc.is_none_or(|a| a.0.is_plain())
+            {
                 let mut keep = carried.clone();
                 if let Some((a, _)) = acc {
                     keep.push(a);
                 }
-                self.release_keeping(mark, &mut keep);
+                self.release_keeping(floor, &mut keep);
                 carried.copy_from_slice(&keep[..n]);
                 if let Some(a) = acc.as_mut() {
                     a.0 = keep[n];

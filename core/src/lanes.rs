@@ -46,7 +46,11 @@ pub struct Lanes {
 impl Lanes {
     /// An empty arena for `n_lanes` lanes.
     pub fn new(n_lanes: usize) -> Self {
-        Lanes { n_lanes, data: Vec::new(), meta: Vec::new() }
+        Lanes {
+            n_lanes,
+            data: Vec::new(),
+            meta: Vec::new(),
+        }
     }
 
     /// The lane count B.
@@ -77,7 +81,10 @@ impl Lanes {
     }
 
     pub(crate) fn mark(&self) -> LanesMark {
-        LanesMark { data: self.data.len(), meta: self.meta.len() }
+        LanesMark {
+            data: self.data.len(),
+            meta: self.meta.len(),
+        }
     }
 
     pub(crate) fn release(&mut self, mark: LanesMark) {
@@ -92,7 +99,12 @@ impl Lanes {
         let w = if varying { self.n_lanes } else { 1 };
         self.data.resize(off + n * w, 0.0);
         let id = PayloadId(self.meta.len() as u32);
-        self.meta.push(Meta { off: off as u32, n: n as u32, varying, grad });
+        self.meta.push(Meta {
+            off: off as u32,
+            n: n as u32,
+            varying,
+            grad,
+        });
         id
     }
 
@@ -125,7 +137,11 @@ impl Lanes {
     /// Index of element `e`, lane `lane` in `data`.
     #[inline]
     pub(crate) fn index(&self, m: Meta, e: usize, lane: usize) -> usize {
-        if m.varying { m.off as usize + e * self.n_lanes + lane } else { m.off as usize + e }
+        if m.varying {
+            m.off as usize + e * self.n_lanes + lane
+        } else {
+            m.off as usize + e
+        }
     }
 
     /// Value of element `e` on `lane`.
@@ -141,17 +157,5 @@ impl Lanes {
         let m = self.meta(id);
         let i = self.index(m, e, lane);
         self.data[i] = x;
-    }
-
-    /// Copies payload `src` (all elements, all lanes) into a fresh payload placed at the end.
-    pub(crate) fn copy_to_end(&mut self, src: PayloadId) -> PayloadId {
-        let m = self.meta(src);
-        let w = if m.varying { self.n_lanes } else { 1 };
-        let len = m.n as usize * w;
-        let off = self.data.len();
-        self.data.extend_from_within(m.off as usize..m.off as usize + len);
-        let id = PayloadId(self.meta.len() as u32);
-        self.meta.push(Meta { off: off as u32, ..m });
-        id
     }
 }

@@ -23,6 +23,6 @@ mod value;
 pub use api::{Dialect, EvalOptions, Evaluation, Gradient, Input, InputValue, Inputs, Output};
 pub use error::{CoreError, ErrorKind, Result};
 pub use eval::Evaluator;
-pub use params::{ParamDecl, ParamKind};
 pub use heap::{Heap, Node, NodeId, Program, SrcSpan};
+pub use params::{ParamDecl, ParamKind};
 pub use symbol::{Interner, Symbol};

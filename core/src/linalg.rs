@@ -3,6 +3,8 @@
 //! Vectors are `n` elements; matrices are row-major `rows * cols`. The evaluator gathers a lane's
 //! elements into small buffers, calls these, and scatters the results (see `eval.rs`).
 
+#![allow(clippy::needless_range_loop)] // index arithmetic mirrors the maths
+
 /// The tensor ops that record a tape node (besides elementwise `Unary`/`Binary` and `Select`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum TensorOp {
@@ -95,7 +97,15 @@ impl TensorOp {
 
     /// VJP on one lane: given inputs `a`, `b`, output `z` and its adjoint `g`, accumulate into
     /// `da`, `db` (zeroed by the caller; `db` empty when unused). For det/logdet `b` is A⁻¹.
-    pub(crate) fn vjp(self, a: &[f64], b: &[f64], z: &[f64], g: &[f64], da: &mut [f64], db: &mut [f64]) {
+    pub(crate) fn vjp(
+        self,
+        a: &[f64],
+        b: &[f64],
+        z: &[f64],
+        g: &[f64],
+        da: &mut [f64],
+        db: &mut [f64],
+    ) {
         match self {
             TensorOp::Dot => {
                 for i in 0..a.len() {
@@ -310,7 +320,11 @@ mod tests {
                 op.forward(&ap, b, &mut zp);
                 op.forward(&am, b, &mut zm);
                 let fd = (zp[k] - zm[k]) / (2.0 * h);
-                assert!((fd - da[i]).abs() < 1e-6, "{op:?} da[{i}] out {k}: {} vs {fd}", da[i]);
+                assert!(
+                    (fd - da[i]).abs() < 1e-6,
+                    "{op:?} da[{i}] out {k}: {} vs {fd}",
+                    da[i]
+                );
             }
             for i in 0..b.len() {
                 let (mut bp, mut bm) = (b.to_vec(), b.to_vec());
@@ -320,7 +334,11 @@ mod tests {
                 op.forward(a, &bp, &mut zp);
                 op.forward(a, &bm, &mut zm);
                 let fd = (zp[k] - zm[k]) / (2.0 * h);
-                assert!((fd - db[i]).abs() < 1e-6, "{op:?} db[{i}] out {k}: {} vs {fd}", db[i]);
+                assert!(
+                    (fd - db[i]).abs() < 1e-6,
+                    "{op:?} db[{i}] out {k}: {} vs {fd}",
+                    db[i]
+                );
             }
         }
     }
@@ -336,7 +354,12 @@ mod tests {
         fd_check(TensorOp::Cross, &v3, &w3, 3);
         let m23 = [1.0, 2.0, -0.5, 0.3, 0.9, 1.7];
         fd_check(TensorOp::MatVec { m: 2, n: 3 }, &m23, &w3, 2);
-        fd_check(TensorOp::MatMul { m: 2, k: 3, n: 2 }, &m23, &[0.2, 1.0, -1.0, 0.5, 0.7, 0.1], 4);
+        fd_check(
+            TensorOp::MatMul { m: 2, k: 3, n: 2 },
+            &m23,
+            &[0.2, 1.0, -1.0, 0.5, 0.7, 0.1],
+            4,
+        );
         fd_check(TensorOp::Transpose { r: 2, c: 3 }, &m23, &[], 6);
         fd_check(TensorOp::Trace { r: 2, c: 3 }, &m23, &[], 1);
         fd_check(TensorOp::Outer, &v3, &w3, 9);
@@ -344,7 +367,10 @@ mod tests {
 
     #[test]
     fn det_inverse_and_their_vjps() {
-        for a in [vec![2.0, 0.5, 0.5, 1.5], vec![2.0, 0.1, -0.3, 0.4, 1.5, 0.2, 0.0, 0.7, 3.0]] {
+        for a in [
+            vec![2.0, 0.5, 0.5, 1.5],
+            vec![2.0, 0.1, -0.3, 0.4, 1.5, 0.2, 0.0, 0.7, 3.0],
+        ] {
             let m = if a.len() == 4 { 2 } else { 3 };
             let mut inv = vec![0.0; m * m];
             let mut work = vec![0.0; m * m];

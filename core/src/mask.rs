@@ -19,7 +19,12 @@ pub(crate) struct LaneMask {
 
 impl LaneMask {
     pub(crate) fn new(n_lanes: usize) -> Self {
-        LaneMask { n_lanes, full: (0..n_lanes as u32).collect(), starts: vec![0, 0], lanes: Vec::new() }
+        LaneMask {
+            n_lanes,
+            full: (0..n_lanes as u32).collect(),
+            starts: vec![0, 0],
+            lanes: Vec::new(),
+        }
     }
 
     pub(crate) fn clear(&mut self) {

@@ -61,7 +61,10 @@ pub(crate) fn parse_entry(heap: &Heap, entry: NodeId) -> Result<ParamDecl> {
         "positive" if parts.len() == 3 => ParamKind::Positive,
         "unit" if parts.len() == 3 => ParamKind::Unit,
         "bounded" if parts.len() == 5 => {
-            let (lo, hi) = (num(3).ok_or_else(|| bad(entry, SHAPE))?, num(4).ok_or_else(|| bad(entry, SHAPE))?);
+            let (lo, hi) = (
+                num(3).ok_or_else(|| bad(entry, SHAPE))?,
+                num(4).ok_or_else(|| bad(entry, SHAPE))?,
+            );
             if lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less) {
                 return Err(bad(entry, "bounded parameter needs lo < hi"));
             }
@@ -76,21 +79,34 @@ pub(crate) fn parse_entry(heap: &Heap, entry: NodeId) -> Result<ParamDecl> {
         ParamKind::Bounded { lo, hi } => init > lo && init < hi,
     };
     if !ok {
-        return Err(bad(entry, "the initial value lies outside the parameter's domain"));
+        return Err(bad(
+            entry,
+            "the initial value lies outside the parameter's domain",
+        ));
     }
-    Ok(ParamDecl { name: heap.symbol_name(symbol).to_string(), kind, init, node: entry, symbol })
+    Ok(ParamDecl {
+        name: heap.symbol_name(symbol).to_string(),
+        kind,
+        init,
+        node: entry,
+        symbol,
+    })
 }
 
 /// Every parameter declared by top-level `params` forms of `program`, in order.
 pub fn declarations(heap: &Heap, program: &Program) -> Result<Vec<ParamDecl>> {
     let mut out = Vec::new();
     for &form in &program.forms {
-        let Node::Pair(h, _) = heap.node(form) else { continue };
+        let Node::Pair(h, _) = heap.node(form) else {
+            continue;
+        };
         let Node::Sym(s) = heap.node(h) else { continue };
         if heap.symbol_name(s) != "params" {
             continue;
         }
-        let items = heap.list_items(form).ok_or_else(|| bad(form, "improper params form"))?;
+        let items = heap
+            .list_items(form)
+            .ok_or_else(|| bad(form, "improper params form"))?;
         for &entry in &items[1..] {
             out.push(parse_entry(heap, entry)?);
         }

@@ -2,6 +2,8 @@
 //! per-lane adjoints. Each node refers only to earlier payloads and replays only on the lanes that
 //! were active when it was recorded, so a dead lane's Inf/NaN is never read.
 
+#![allow(clippy::needless_range_loop)] // index arithmetic mirrors the maths
+
 use crate::lanes::{Lanes, PayloadId};
 use crate::linalg::TensorOp;
 use crate::mask::{LaneMask, MaskId};
@@ -53,8 +55,21 @@ impl Tape {
     }
 
     #[inline]
-    pub(crate) fn push(&mut self, op: TapeOp, out: PayloadId, a: PayloadId, b: PayloadId, mask: MaskId) {
-        self.nodes.push(TapeNode { op, out, a, b, mask });
+    pub(crate) fn push(
+        &mut self,
+        op: TapeOp,
+        out: PayloadId,
+        a: PayloadId,
+        b: PayloadId,
+        mask: MaskId,
+    ) {
+        self.nodes.push(TapeNode {
+            op,
+            out,
+            a,
+            b,
+            mask,
+        });
     }
 
     /// Adjoint of element `e`, lane `l` of payload `p`, if `p` has one.
@@ -93,7 +108,9 @@ impl Tape {
             return;
         }
         let start = self.adj_off[root.0 as usize] as usize;
-        self.adj[start..start + rm.n as usize * b].iter_mut().for_each(|x| *x = 1.0);
+        self.adj[start..start + rm.n as usize * b]
+            .iter_mut()
+            .for_each(|x| *x = 1.0);
 
         for k in (0..self.nodes.len()).rev() {
             let node = self.nodes[k];
@@ -102,7 +119,9 @@ impl Tape {
     }
 
     fn node_vjp(&mut self, lanes: &Lanes, masks: &LaneMask, node: TapeNode, b: usize) {
-        let Some(_) = self.idx(node.out, 0, 0, b) else { return };
+        let Some(_) = self.idx(node.out, 0, 0, b) else {
+            return;
+        };
         let mo = lanes.meta(node.out);
         let n_out = mo.n as usize;
         let act = masks.lanes(node.mask);
@@ -202,7 +221,9 @@ impl Tape {
                 bda.resize(na, 0.0);
                 bdb.resize(nb, 0.0);
                 let a_grad = self.idx(node.a, 0, 0, b).is_some();
-                let b_grad = has_b && !matches!(op, TensorOp::Det { .. } | TensorOp::LogDet { .. }) && self.idx(node.b, 0, 0, b).is_some();
+                let b_grad = has_b
+                    && !matches!(op, TensorOp::Det { .. } | TensorOp::LogDet { .. })
+                    && self.idx(node.b, 0, 0, b).is_some();
                 for &l in act {
                     let l = l as usize;
                     let mut any = false;

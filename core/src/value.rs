@@ -51,7 +51,9 @@ impl Value {
     /// The numeric payload, for numbers, booleans, vectors and matrices.
     pub(crate) fn payload(self) -> Option<PayloadId> {
         match self {
-            Value::Num(p) | Value::Bool(p) | Value::Vector(p, _) | Value::Matrix(p, _, _) => Some(p),
+            Value::Num(p) | Value::Bool(p) | Value::Vector(p, _) | Value::Matrix(p, _, _) => {
+                Some(p)
+            }
             _ => None,
         }
     }

@@ -22,15 +22,29 @@ struct ErrCase {
 }
 
 const fn case(src: &'static str, kind: ErrorKind, at: &'static str) -> ErrCase {
-    ErrCase { src, kind, at: Some(at), x: &[], max_steps: None }
+    ErrCase {
+        src,
+        kind,
+        at: Some(at),
+        x: &[],
+        max_steps: None,
+    }
 }
 
 const CASES: &[ErrCase] = &[
     // Unbound `y` on line 3, column 11; detected when the program is decoded.
-    case("(define (f x)\n  (+ x 1.0))\n(* 2.0 (f y))", ErrorKind::Unbound, "3:11"),
+    case(
+        "(define (f x)\n  (+ x 1.0))\n(* 2.0 (f y))",
+        ErrorKind::Unbound,
+        "3:11",
+    ),
     case("(let ((a 1.0))\n  (+ a b))", ErrorKind::Unbound, "2:8"),
     // Unbound even in an arm that never runs (decode-time check).
-    case("(if (> x 0.0) 1.0 undefined-thing)", ErrorKind::Unbound, "1:19"),
+    case(
+        "(if (> x 0.0) 1.0 undefined-thing)",
+        ErrorKind::Unbound,
+        "1:19",
+    ),
     // Arity: a closure called with two arguments names the call form.
     case("(define (f x) x)\n(f 1.0 2.0)", ErrorKind::Arity, "2:1"),
     case("((lambda (a b) a) 1.0)", ErrorKind::Arity, "1:1"),
@@ -44,13 +58,18 @@ const CASES: &[ErrCase] = &[
     // Shape mismatch.
     case("(+ (vec 1 2) (vec 1 2 3))", ErrorKind::Shape, "1:1"),
     case("(dot (vec 1 2) (vec 1 2 3))", ErrorKind::Shape, "1:1"),
-    case("(det (mat (vec 1 2 3) (vec 4 5 6)))", ErrorKind::Shape, "1:1"),
+    case(
+        "(det (mat (vec 1 2 3) (vec 4 5 6)))",
+        ErrorKind::Shape,
+        "1:1",
+    ),
     // Not a procedure.
     case("(1.0 2)", ErrorKind::NotProcedure, "1:1"),
     case("(let ((f 2.0))\n  (f 1.0))", ErrorKind::NotProcedure, "2:3"),
     // Malformed special forms.
-    case("(let ((x)) x)", ErrorKind::Syntax, "1:1"),
-    case("(let (x 1.0) x)", ErrorKind::Syntax, "1:1"),
+    // The malformed binding itself is named.
+    case("(let ((x)) x)", ErrorKind::Syntax, "1:7"),
+    case("(let (x 1.0) x)", ErrorKind::Syntax, "1:7"),
     case("(lambda)", ErrorKind::Syntax, "1:1"),
     case("(if)", ErrorKind::Syntax, "1:1"),
     // `recur` outside a loop and not in tail position.
@@ -94,19 +113,37 @@ fn check_error(c: &ErrCase) -> Result<(), String> {
     if let Some(s) = c.max_steps {
         o.max_steps = s;
     }
-    let inputs = if c.x.is_empty() { Inputs::new().param("x", 1.0) } else { Inputs::new().param_lanes("x", c.x.to_vec()) };
+    let inputs = if c.x.is_empty() {
+        Inputs::new().param("x", 1.0)
+    } else {
+        Inputs::new().param_lanes("x", c.x.to_vec())
+    };
     let result = catch_unwind(AssertUnwindSafe(|| run(c.src, o, &inputs, true)))
         .map_err(|_| format!("{:?}: PANICKED", c.src))?;
     match result {
-        Ok(e) => Err(format!("{:?}: expected {}, got a value {:?}", c.src, c.kind.code(), e.value)),
+        Ok(e) => Err(format!(
+            "{:?}: expected {}, got a value {:?}",
+            c.src,
+            c.kind.code(),
+            e.value
+        )),
         Err(Failure::Eval { kind, at, message }) => {
             if kind != c.kind {
-                return Err(format!("{:?}: expected {}, got {} ({message})", c.src, c.kind.code(), kind.code()));
+                return Err(format!(
+                    "{:?}: expected {}, got {} ({message})",
+                    c.src,
+                    c.kind.code(),
+                    kind.code()
+                ));
             }
             match (c.at, at) {
                 (None, _) => Ok(()),
                 (Some(want), Some(got)) if want == got => Ok(()),
-                (Some(want), got) => Err(format!("{:?}: {} at {got:?}, expected at {want} ({message})", c.src, kind.code())),
+                (Some(want), got) => Err(format!(
+                    "{:?}: {} at {got:?}, expected at {want} ({message})",
+                    c.src,
+                    kind.code()
+                )),
             }
         }
         Err(f) => Err(format!("{:?}: expected {}, got {f}", c.src, c.kind.code())),
@@ -116,7 +153,13 @@ fn check_error(c: &ErrCase) -> Result<(), String> {
 #[test]
 fn bad_programs_give_the_expected_error_kind_and_location() {
     let failures: Vec<String> = CASES.iter().filter_map(|c| check_error(c).err()).collect();
-    assert!(failures.is_empty(), "{} of {} error cases wrong:\n{}", failures.len(), CASES.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} error cases wrong:\n{}",
+        failures.len(),
+        CASES.len(),
+        failures.join("\n")
+    );
 }
 
 /// Good programs whose truncations and mutations are swept below; each uses the parameter `x`.
@@ -237,14 +280,24 @@ fn truncated_and_mutated_programs_never_panic() {
         o.max_depth = 200;
         o
     };
-    let one = Inputs::new().param("x", 0.7).param("a", 1.5).param("b", -0.5);
-    let three = Inputs::new().param_lanes("x", vec![-1.0, 0.3, 2.0]).param("a", 1.5).param("b", -0.5);
+    let one = Inputs::new()
+        .param("x", 0.7)
+        .param("a", 1.5)
+        .param("b", -0.5);
+    let three = Inputs::new()
+        .param_lanes("x", vec![-1.0, 0.3, 2.0])
+        .param("a", 1.5)
+        .param("b", -0.5);
     let mut panicked = Vec::new();
     let (mut n_run, mut n_ok) = (0usize, 0usize);
     for good in GOOD {
         for (o, inputs) in [(small(1), &one), (small(3), &three)] {
             let r = catch_unwind(AssertUnwindSafe(|| run(good, o, inputs, true)));
-            assert!(matches!(r, Ok(Ok(_))), "good program must evaluate: {good:?} gives {:?}", r.map(|x| x.err()));
+            assert!(
+                matches!(r, Ok(Ok(_))),
+                "good program must evaluate: {good:?} gives {:?}",
+                r.map(|x| x.err())
+            );
         }
         for m in mutations(good) {
             for (o, inputs) in [(small(1), &one), (small(3), &three)] {
@@ -260,6 +313,14 @@ fn truncated_and_mutated_programs_never_panic() {
         }
     }
     eprintln!("evaluated {n_run} parsed mutants, {n_ok} of them without error");
-    assert!(panicked.is_empty(), "{} inputs panicked:\n{}", panicked.len(), panicked.join("\n"));
-    assert!(n_run > 3000, "the sweep must evaluate thousands of mutants, ran {n_run}");
+    assert!(
+        panicked.is_empty(),
+        "{} inputs panicked:\n{}",
+        panicked.len(),
+        panicked.join("\n")
+    );
+    assert!(
+        n_run > 3000,
+        "the sweep must evaluate thousands of mutants, ran {n_run}"
+    );
 }

@@ -37,8 +37,13 @@ struct Header {
 fn pairs(s: &str, ctx: &str) -> Vec<(String, f64)> {
     s.split_whitespace()
         .map(|kv| {
-            let (k, v) = kv.split_once('=').unwrap_or_else(|| panic!("{ctx}: `{kv}` is not name=value"));
-            (k.to_string(), v.parse().unwrap_or_else(|e| panic!("{ctx}: `{v}`: {e}")))
+            let (k, v) = kv
+                .split_once('=')
+                .unwrap_or_else(|| panic!("{ctx}: `{kv}` is not name=value"));
+            (
+                k.to_string(),
+                v.parse().unwrap_or_else(|e| panic!("{ctx}: `{v}`: {e}")),
+            )
         })
         .collect()
 }
@@ -46,7 +51,9 @@ fn pairs(s: &str, ctx: &str) -> Vec<(String, f64)> {
 fn header(src: &str, ctx: &str) -> Header {
     let mut h = Header::default();
     for line in src.lines().map_while(|l| l.strip_prefix(";;")) {
-        let Some((key, rest)) = line.trim().split_once(':') else { continue };
+        let Some((key, rest)) = line.trim().split_once(':') else {
+            continue;
+        };
         let rest = rest.trim();
         match key {
             "dialect" => h.dialect = Some(rest.to_string()),
@@ -100,8 +107,12 @@ fn check_file(path: &Path) {
                     }
                 }
                 (s, v) => {
-                    let want: f64 = s.parse().unwrap_or_else(|err| panic!("{ctx}: expect `{s}`: {err}"));
-                    let got = v.number(0).unwrap_or_else(|| panic!("{ctx}: expected {want}, got {v:?}"));
+                    let want: f64 = s
+                        .parse()
+                        .unwrap_or_else(|err| panic!("{ctx}: expect `{s}`: {err}"));
+                    let got = v
+                        .number(0)
+                        .unwrap_or_else(|| panic!("{ctx}: expected {want}, got {v:?}"));
                     assert_close(got, want, TOL, TOL, &ctx);
                 }
             }
@@ -109,18 +120,33 @@ fn check_file(path: &Path) {
             let mut bound: Vec<&str> = h.bind.iter().map(|(n, _)| n.as_str()).collect();
             want_names.sort_unstable();
             bound.sort_unstable();
-            assert_eq!(want_names, bound, "{ctx}: `grad:` must list every bound parameter");
+            assert_eq!(
+                want_names, bound,
+                "{ctx}: `grad:` must list every bound parameter"
+            );
             for (name, g) in &h.grad {
-                let got = e.grad(name).unwrap_or_else(|| panic!("{ctx}: no gradient for {name}"))[0];
+                let got = e
+                    .grad(name)
+                    .unwrap_or_else(|| panic!("{ctx}: no gradient for {name}"))[0];
                 assert_close(got, *g, TOL, TOL, &format!("{ctx} d/d{name}"));
             }
         }
         (None, Some(error)) => {
-            let (code, at) = error.split_once(' ').unwrap_or_else(|| panic!("{ctx}: `error: CODE line:col`"));
+            let (code, at) = error
+                .split_once(' ')
+                .unwrap_or_else(|| panic!("{ctx}: `error: CODE line:col`"));
             match result {
-                Err(Failure::Eval { kind, at: got_at, message }) => {
+                Err(Failure::Eval {
+                    kind,
+                    at: got_at,
+                    message,
+                }) => {
                     assert_eq!(kind.code(), code, "{ctx}: error code ({message})");
-                    assert_eq!(got_at.as_deref(), Some(at), "{ctx}: error location ({message})");
+                    assert_eq!(
+                        got_at.as_deref(),
+                        Some(at),
+                        "{ctx}: error location ({message})"
+                    );
                 }
                 other => panic!("{ctx}: expected {code} at {at}, got {other:?}"),
             }
@@ -143,7 +169,11 @@ fn data_files() -> Vec<PathBuf> {
 #[test]
 fn eval_data_files() {
     let files = data_files();
-    assert!(files.len() >= 25, "expected the eval data set, found {} files", files.len());
+    assert!(
+        files.len() >= 25,
+        "expected the eval data set, found {} files",
+        files.len()
+    );
     let failures: Vec<String> = files
         .iter()
         .filter_map(|f| {
@@ -155,5 +185,11 @@ fn eval_data_files() {
             })
         })
         .collect();
-    assert!(failures.is_empty(), "{} of {} data files failed:\n{}", failures.len(), files.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} data files failed:\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n")
+    );
 }

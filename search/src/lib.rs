@@ -1,2 +1,26 @@
-//! ndvm-search: the outer loop and the only crate that touches files (placeholder).
+//! ndvm-search: the outer layer and the only crate that touches files; today it holds the `eval`
+//! command (one program file, or a JSONL batch) behind the `ndvm-search` binary.
+//!
+//! The co-search itself (task specs, proposers, caches, engine, results) is not built yet.
+//!
+//! ```
+//! use ndvm_core::Dialect;
+//! use ndvm_search::batch;
+//!
+//! // One JSONL request in, one result line out: the value and its gradient for every parameter.
+//! let line = batch::eval_line(r#"{"src": "(* p p 3)", "params": {"p": 2}}"#, Dialect::Default);
+//! assert_eq!(line, r#"{"value":12.0,"grads":{"p":12.0}}"#);
+//!
+//! // Errors are lines too, located inside the source text.
+//! let line = batch::eval_line(r#"{"src": "(+ p\n   y)", "params": {"p": 2}}"#, Dialect::Default);
+//! assert!(line.starts_with(r#"{"error":"src:2:4: "#), "{line}");
+//! ```
 #![forbid(unsafe_code)]
+
+pub mod batch;
+pub mod error;
+pub mod evalcmd;
+pub mod matrix_csv;
+pub mod report;
+
+pub use error::{Result, SearchError};

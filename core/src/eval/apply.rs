@@ -14,7 +14,10 @@ use crate::tape::TapeOp;
 use crate::value::Value;
 
 fn type_error(what: &str, expected: &str, got: Value) -> CoreError {
-    err(ErrorKind::Type, format!("{what} expects {expected}, got a {}", got.type_name()))
+    err(
+        ErrorKind::Type,
+        format!("{what} expects {expected}, got a {}", got.type_name()),
+    )
 }
 
 impl Evaluator {
@@ -35,15 +38,27 @@ impl Evaluator {
                 if n == 0 {
                     return Ok(self.num(if p == Prim::Add { 0.0 } else { 1.0 }));
                 }
-                let op = if p == Prim::Add { Binary::Add } else { Binary::Mul };
+                let op = if p == Prim::Add {
+                    Binary::Add
+                } else {
+                    Binary::Mul
+                };
                 self.fold(op, base, n, &name())
             }
             Prim::Sub | Prim::Div => {
                 if n == 1 {
-                    let u = if p == Prim::Sub { Unary::Neg } else { Unary::Recip };
+                    let u = if p == Prim::Sub {
+                        Unary::Neg
+                    } else {
+                        Unary::Recip
+                    };
                     return self.unary(u, self.arg(base, 0), &name());
                 }
-                let op = if p == Prim::Sub { Binary::Sub } else { Binary::Div };
+                let op = if p == Prim::Sub {
+                    Binary::Sub
+                } else {
+                    Binary::Div
+                };
                 self.fold(op, base, n, &name())
             }
             Prim::Min => self.fold(Binary::Min, base, n, "min"),
@@ -58,14 +73,20 @@ impl Evaluator {
                 let v = self.arg(base, 0);
                 match v {
                     Value::Bool(p) => self.map_bool(p, |x| x == 0.0),
-                    Value::Num(p) if self.opts.dialect == Dialect::Reference => self.map_bool(p, |x| x == 0.0),
-                    Value::Nil if self.opts.dialect == Dialect::Reference => Ok(self.bool_value(true)),
+                    Value::Num(p) if self.opts.dialect == Dialect::Reference => {
+                        self.map_bool(p, |x| x == 0.0)
+                    }
+                    Value::Nil if self.opts.dialect == Dialect::Reference => {
+                        Ok(self.bool_value(true))
+                    }
                     _ => Ok(self.bool_value(false)),
                 }
             }
             Prim::ZeroP | Prim::PositiveP | Prim::NegativeP => {
                 let v = self.arg(base, 0);
-                let Value::Num(q) = v else { return Err(type_error(&name(), "a number", v)) };
+                let Value::Num(q) = v else {
+                    return Err(type_error(&name(), "a number", v));
+                };
                 match p {
                     Prim::ZeroP => self.map_bool(q, |x| x == 0.0),
                     Prim::PositiveP => self.map_bool(q, |x| x > 0.0),
@@ -76,9 +97,18 @@ impl Evaluator {
             Prim::BooleanP => Ok(self.bool_value(matches!(self.arg(base, 0), Value::Bool(_)))),
             Prim::SymbolP => Ok(self.bool_value(matches!(self.arg(base, 0), Value::Sym(_)))),
             Prim::NullP => Ok(self.bool_value(matches!(self.arg(base, 0), Value::Nil))),
-            Prim::PairP => Ok(self.bool_value(matches!(self.arg(base, 0), Value::Pair(_) | Value::Datum(_)))),
-            Prim::ProcedureP => Ok(self.bool_value(matches!(self.arg(base, 0), Value::Closure(_) | Value::Prim(_)))),
-            Prim::VectorP => Ok(self.bool_value(matches!(self.arg(base, 0), Value::Vector(..) | Value::Matrix(..)))),
+            Prim::PairP => Ok(self.bool_value(matches!(
+                self.arg(base, 0),
+                Value::Pair(_) | Value::Datum(_)
+            ))),
+            Prim::ProcedureP => Ok(self.bool_value(matches!(
+                self.arg(base, 0),
+                Value::Closure(_) | Value::Prim(_)
+            ))),
+            Prim::VectorP => Ok(self.bool_value(matches!(
+                self.arg(base, 0),
+                Value::Vector(..) | Value::Matrix(..)
+            ))),
             Prim::EqP => self.eq(self.arg(base, 0), self.arg(base, 1), false),
             Prim::EqualP => self.eq(self.arg(base, 0), self.arg(base, 1), true),
             Prim::Cons => {
@@ -129,12 +159,19 @@ impl Evaluator {
                 let items = self.list_items(self.arg(base, 0), "list-ref")?;
                 let i = self.uniform_index(self.arg(base, 1), "list-ref")?;
                 items.get(i).copied().ok_or_else(|| {
-                    err(ErrorKind::Index, format!("list-ref index {i} out of range for a list of {}", items.len()))
+                    err(
+                        ErrorKind::Index,
+                        format!(
+                            "list-ref index {i} out of range for a list of {}",
+                            items.len()
+                        ),
+                    )
                 })
             }
             Prim::Apply => {
                 let f = self.arg(base, 0);
-                let items = self.list_items(self.arg(base, 1), "apply")?;
+                let mut items: Vec<Value> = self.argstack[base + 1..base + n - 1].to_vec();
+                items.extend(self.list_items(self.arg(base, n - 1), "apply")?);
                 self.apply_value(f, &items, self.current_call())
             }
             Prim::Map => {
@@ -180,7 +217,11 @@ impl Evaluator {
                     items.reverse();
                 }
                 for x in items {
-                    let args = if p == Prim::FoldLeft { [acc, x] } else { [x, acc] };
+                    let args = if p == Prim::FoldLeft {
+                        [acc, x]
+                    } else {
+                        [x, acc]
+                    };
                     acc = self.apply_value(f, &args, self.current_call())?;
                 }
                 Ok(acc)
@@ -205,7 +246,9 @@ impl Evaluator {
             }
             Prim::Norm | Prim::Normalize => {
                 let (a, sa) = self.tensor_arg(self.arg(base, 0), &name())?;
-                let Shape::Vector(_) = sa else { return Err(type_error(&name(), "a vector", self.arg(base, 0))) };
+                let Shape::Vector(_) = sa else {
+                    return Err(type_error(&name(), "a vector", self.arg(base, 0)));
+                };
                 Ok(if p == Prim::Norm {
                     self.tensor(TensorOp::Norm, a, None, Shape::Scalar)
                 } else {
@@ -236,9 +279,12 @@ impl Evaluator {
                 let (a, sa) = self.tensor_arg(self.arg(base, 0), "matmul")?;
                 let (b, sb) = self.tensor_arg(self.arg(base, 1), "matmul")?;
                 match (sa, sb) {
-                    (Shape::Matrix(m, k), Shape::Matrix(k2, nn)) if k == k2 => {
-                        Ok(self.tensor(TensorOp::MatMul { m, k, n: nn }, a, Some(b), Shape::Matrix(m, nn)))
-                    }
+                    (Shape::Matrix(m, k), Shape::Matrix(k2, nn)) if k == k2 => Ok(self.tensor(
+                        TensorOp::MatMul { m, k, n: nn },
+                        a,
+                        Some(b),
+                        Shape::Matrix(m, nn),
+                    )),
                     (Shape::Matrix(..), Shape::Vector(_)) => self.matvec(a, sa, b, sb),
                     _ => Err(shape_error("matmul", sa, sb)),
                 }
@@ -247,7 +293,9 @@ impl Evaluator {
                 let v = self.arg(base, 0);
                 let (a, sa) = self.tensor_arg(v, "transpose")?;
                 match sa {
-                    Shape::Matrix(r, c) => Ok(self.tensor(TensorOp::Transpose { r, c }, a, None, Shape::Matrix(c, r))),
+                    Shape::Matrix(r, c) => {
+                        Ok(self.tensor(TensorOp::Transpose { r, c }, a, None, Shape::Matrix(c, r)))
+                    }
                     _ => Err(type_error("transpose", "a matrix", v)),
                 }
             }
@@ -255,7 +303,9 @@ impl Evaluator {
                 let v = self.arg(base, 0);
                 let (a, sa) = self.tensor_arg(v, "trace")?;
                 match sa {
-                    Shape::Matrix(r, c) => Ok(self.tensor(TensorOp::Trace { r, c }, a, None, Shape::Scalar)),
+                    Shape::Matrix(r, c) => {
+                        Ok(self.tensor(TensorOp::Trace { r, c }, a, None, Shape::Scalar))
+                    }
                     _ => Err(type_error("trace", "a matrix", v)),
                 }
             }
@@ -263,8 +313,15 @@ impl Evaluator {
                 let (a, sa) = self.tensor_arg(self.arg(base, 0), "outer")?;
                 let (b, sb) = self.tensor_arg(self.arg(base, 1), "outer")?;
                 match (sa, sb) {
-                    (Shape::Vector(m), Shape::Vector(k)) if m <= u16::MAX as u32 && k <= u16::MAX as u32 => {
-                        Ok(self.tensor(TensorOp::Outer, a, Some(b), Shape::Matrix(m as u16, k as u16)))
+                    (Shape::Vector(m), Shape::Vector(k))
+                        if m <= u16::MAX as u32 && k <= u16::MAX as u32 =>
+                    {
+                        Ok(self.tensor(
+                            TensorOp::Outer,
+                            a,
+                            Some(b),
+                            Shape::Matrix(m as u16, k as u16),
+                        ))
                     }
                     _ => Err(shape_error("outer", sa, sb)),
                 }
@@ -273,7 +330,10 @@ impl Evaluator {
             Prim::Eye | Prim::Zeros | Prim::Ones => {
                 let k = self.uniform_index(self.arg(base, 0), &name())?;
                 if k > 4096 {
-                    return Err(err(ErrorKind::Index, format!("{} size {k} is too large", name())));
+                    return Err(err(
+                        ErrorKind::Index,
+                        format!("{} size {k} is too large", name()),
+                    ));
                 }
                 let (nel, shape) = if p == Prim::Eye {
                     (k * k, Shape::Matrix(k as u16, k as u16))
@@ -399,9 +459,18 @@ impl Evaluator {
             let d = &mut dst[e * b..(e + 1) * b];
             if self.mask == MaskId::FULL {
                 match (ma.varying, mb.varying) {
-                    (true, true) => d.iter_mut().zip(xa.iter().zip(xb)).for_each(|(o, (p, q))| *o = op.apply(*p, *q)),
-                    (true, false) => d.iter_mut().zip(xa).for_each(|(o, p)| *o = op.apply(*p, xb[0])),
-                    _ => d.iter_mut().zip(xb).for_each(|(o, q)| *o = op.apply(xa[0], *q)),
+                    (true, true) => d
+                        .iter_mut()
+                        .zip(xa.iter().zip(xb))
+                        .for_each(|(o, (p, q))| *o = op.apply(*p, *q)),
+                    (true, false) => d
+                        .iter_mut()
+                        .zip(xa)
+                        .for_each(|(o, p)| *o = op.apply(*p, xb[0])),
+                    _ => d
+                        .iter_mut()
+                        .zip(xb)
+                        .for_each(|(o, q)| *o = op.apply(xa[0], *q)),
                 }
             } else {
                 for &l in self.masks.lanes(self.mask) {
@@ -426,7 +495,8 @@ impl Evaluator {
         let out = self.lanes.alloc(1, true, false);
         for &l in self.masks.lanes(self.mask) {
             let x = self.lanes.get(p, 0, l as usize);
-            self.lanes.set(out, 0, l as usize, f64::from(u8::from(f(x))));
+            self.lanes
+                .set(out, 0, l as usize, f64::from(u8::from(f(x))));
         }
         Ok(Value::Bool(out))
     }
@@ -442,14 +512,18 @@ impl Evaluator {
         }
         let varying = ps.iter().any(|&p| self.lanes.is_varying(p));
         if !varying {
-            let ok = ps.windows(2).all(|w| c.apply(self.get(w[0], 0, 0), self.get(w[1], 0, 0)));
+            let ok = ps
+                .windows(2)
+                .all(|w| c.apply(self.get(w[0], 0, 0), self.get(w[1], 0, 0)));
             return Ok(self.bool_value(ok));
         }
         let out = self.lanes.alloc(1, true, false);
         let lanes: Vec<u32> = self.masks.lanes(self.mask).to_vec();
         for l in lanes {
             let l = l as usize;
-            let ok = ps.windows(2).all(|w| c.apply(self.get(w[0], 0, l), self.get(w[1], 0, l)));
+            let ok = ps
+                .windows(2)
+                .all(|w| c.apply(self.get(w[0], 0, l), self.get(w[1], 0, l)));
             self.set(out, 0, l, f64::from(u8::from(ok)));
         }
         Ok(Value::Bool(out))
@@ -457,18 +531,26 @@ impl Evaluator {
 
     /// The value of an index argument, identical on every active lane.
     fn uniform_index(&self, v: Value, what: &str) -> Result<usize> {
-        let Value::Num(p) = v else { return Err(type_error(what, "an index number", v)) };
+        let Value::Num(p) = v else {
+            return Err(type_error(what, "an index number", v));
+        };
         let l0 = self.first_lane();
         let x = self.get(p, 0, if self.lanes.is_varying(p) { l0 } else { 0 });
         if self.lanes.is_varying(p) {
             for &l in self.masks.lanes(self.mask) {
                 if self.get(p, 0, l as usize).trunc() != x.trunc() {
-                    return Err(err(ErrorKind::Index, format!("{what}: the index differs across lanes")));
+                    return Err(err(
+                        ErrorKind::Index,
+                        format!("{what}: the index differs across lanes"),
+                    ));
                 }
             }
         }
-        if !(x >= 0.0 && x < 1e9) {
-            return Err(err(ErrorKind::Index, format!("{what}: index {x} is not a non-negative integer")));
+        if !(0.0..1e9).contains(&x) {
+            return Err(err(
+                ErrorKind::Index,
+                format!("{what}: index {x} is not a non-negative integer"),
+            ));
         }
         Ok(x as usize)
     }
@@ -484,7 +566,9 @@ impl Evaluator {
                 let _ = (a, b);
                 r
             }
-            (Value::Vector(a, n), Value::Vector(b, m)) if deep && n == m => self.elementwise_equal(a, b, n as usize),
+            (Value::Vector(a, n), Value::Vector(b, m)) if deep && n == m => {
+                self.elementwise_equal(a, b, n as usize)
+            }
             (Value::Matrix(a, r, c), Value::Matrix(b, r2, c2)) if deep && r == r2 && c == c2 => {
                 self.elementwise_equal(a, b, r as usize * c as usize)
             }
@@ -495,7 +579,9 @@ impl Evaluator {
                 let tail = self.eq(xd, yd, true)?;
                 self.and_bools(head, tail)
             }
-            (Value::Datum(a), Value::Datum(b)) => Ok(self.bool_value(a == b || (deep && datum_equal(&self.heap, a, b)))),
+            (Value::Datum(a), Value::Datum(b)) => {
+                Ok(self.bool_value(a == b || (deep && datum_equal(&self.heap, a, b))))
+            }
             _ => Ok(self.bool_value(x == y)),
         }
     }
@@ -511,7 +597,9 @@ impl Evaluator {
     }
 
     fn and_bools(&mut self, x: Value, y: Value) -> Result<Value> {
-        let (Value::Bool(a), Value::Bool(b)) = (x, y) else { return Ok(self.bool_value(false)) };
+        let (Value::Bool(a), Value::Bool(b)) = (x, y) else {
+            return Ok(self.bool_value(false));
+        };
         if !self.lanes.is_varying(a) && !self.lanes.is_varying(b) {
             return Ok(self.bool_value(self.get(a, 0, 0) != 0.0 && self.get(b, 0, 0) != 0.0));
         }
@@ -592,12 +680,19 @@ impl Evaluator {
     /// `(eval datum)`: decodes run-time data in the global scope and evaluates it.
     fn eval_datum(&mut self, v: Value) -> Result<Value> {
         let mut heap = std::mem::take(&mut self.heap);
-        let node = self.to_heap(&mut heap, v);
+        let node = self.store_in_heap(&mut heap, v);
         crate::decode::intern_forms(&mut heap);
         self.heap = heap;
         let node = node?;
-        let tops = Decoder::new(&self.heap, &mut self.codes, self.opts.dialect, self.opts.max_depth).top_level(&[node])?;
-        self.globals.resize(self.codes.global_names.len(), Value::Unassigned);
+        let tops = Decoder::new(
+            &self.heap,
+            &mut self.codes,
+            self.opts.dialect,
+            self.opts.max_depth,
+        )
+        .top_level(&[node])?;
+        self.globals
+            .resize(self.codes.global_names.len(), Value::Unassigned);
         let mut out = Value::Nil;
         for t in tops {
             out = self.eval_value(t, super::NO_FRAME)?;
@@ -605,22 +700,29 @@ impl Evaluator {
         Ok(out)
     }
 
-    fn to_heap(&mut self, heap: &mut Heap, v: Value) -> Result<NodeId> {
+    fn store_in_heap(&mut self, heap: &mut Heap, v: Value) -> Result<NodeId> {
         Ok(match v {
             Value::Nil => Heap::NIL,
             Value::Sym(s) => heap.alloc(Node::Sym(s)),
             Value::Datum(n) => n,
             Value::Num(p) | Value::Bool(p) => {
                 if self.lanes.is_varying(p) {
-                    return Err(err(ErrorKind::Divergence, "eval of data holding lane-varying numbers"));
+                    return Err(err(
+                        ErrorKind::Divergence,
+                        "eval of data holding lane-varying numbers",
+                    ));
                 }
                 let x = self.get(p, 0, 0);
-                if matches!(v, Value::Bool(_)) { heap.alloc(Node::Bool(x != 0.0)) } else { heap.num(x) }
+                if matches!(v, Value::Bool(_)) {
+                    heap.alloc(Node::Bool(x != 0.0))
+                } else {
+                    heap.num(x)
+                }
             }
             Value::Pair(i) => {
                 let (a, d) = self.pairs[i as usize];
-                let a = self.to_heap(heap, a)?;
-                let d = self.to_heap(heap, d)?;
+                let a = self.store_in_heap(heap, a)?;
+                let d = self.store_in_heap(heap, d)?;
                 heap.cons(a, d)
             }
             other => return Err(type_error("eval", "program data", other)),
@@ -635,7 +737,11 @@ impl Evaluator {
         let varying = parts.iter().any(|&p| self.lanes.is_varying(p));
         let grad = self.recording && parts.iter().any(|&p| self.lanes.meta(p).grad);
         let out = self.lanes.alloc(n, varying, grad);
-        let lanes: Vec<u32> = if varying { self.masks.lanes(self.mask).to_vec() } else { vec![0] };
+        let lanes: Vec<u32> = if varying {
+            self.masks.lanes(self.mask).to_vec()
+        } else {
+            vec![0]
+        };
         let mut e0 = 0;
         for &p in parts {
             let k = self.lanes.n_elems(p);
@@ -650,7 +756,16 @@ impl Evaluator {
         if grad {
             let start = self.tape.extra.len() as u32;
             self.tape.extra.extend_from_slice(parts);
-            self.tape.push(TapeOp::Concat { start, len: parts.len() as u32 }, out, parts[0], parts[0], self.mask);
+            self.tape.push(
+                TapeOp::Concat {
+                    start,
+                    len: parts.len() as u32,
+                },
+                out,
+                parts[0],
+                parts[0],
+                self.mask,
+            );
         }
         out
     }
@@ -686,7 +801,10 @@ impl Evaluator {
             match *v {
                 Value::Vector(p, c) => {
                     if cols.is_some_and(|k| k != c) {
-                        return Err(err(ErrorKind::Shape, "mat: rows must be vectors of equal length"));
+                        return Err(err(
+                            ErrorKind::Shape,
+                            "mat: rows must be vectors of equal length",
+                        ));
                     }
                     cols = Some(c);
                     parts.push(p);
@@ -706,7 +824,11 @@ impl Evaluator {
         let m = self.lanes.meta(a);
         let grad = self.recording && m.grad;
         let out = self.lanes.alloc(n, m.varying, grad);
-        let lanes: Vec<u32> = if m.varying { self.masks.lanes(self.mask).to_vec() } else { vec![0] };
+        let lanes: Vec<u32> = if m.varying {
+            self.masks.lanes(self.mask).to_vec()
+        } else {
+            vec![0]
+        };
         for e in 0..n {
             for &l in &lanes {
                 let x = self.get(a, start + e, l as usize);
@@ -714,7 +836,15 @@ impl Evaluator {
             }
         }
         if grad {
-            self.tape.push(TapeOp::Gather { start: start as u32 }, out, a, a, self.mask);
+            self.tape.push(
+                TapeOp::Gather {
+                    start: start as u32,
+                },
+                out,
+                a,
+                a,
+                self.mask,
+            );
         }
         out
     }
@@ -726,7 +856,10 @@ impl Evaluator {
             if i < k {
                 Ok(())
             } else {
-                Err(err(ErrorKind::Index, format!("ref: index {i} out of range 0..{k}")))
+                Err(err(
+                    ErrorKind::Index,
+                    format!("ref: index {i} out of range 0..{k}"),
+                ))
             }
         };
         match v {
@@ -741,7 +874,10 @@ impl Evaluator {
                     range(j, c as usize)?;
                     Ok(Value::Num(self.gather(p, i * c as usize + j, 1)))
                 } else {
-                    Ok(Value::Vector(self.gather(p, i * c as usize, c as usize), c as u32))
+                    Ok(Value::Vector(
+                        self.gather(p, i * c as usize, c as usize),
+                        c as u32,
+                    ))
                 }
             }
             Value::Vector(..) => Err(err(ErrorKind::Arity, "ref of a vector takes one index")),
@@ -751,9 +887,12 @@ impl Evaluator {
 
     fn matvec(&mut self, a: PayloadId, sa: Shape, b: PayloadId, sb: Shape) -> Result<Value> {
         match (sa, sb) {
-            (Shape::Matrix(m, k), Shape::Vector(k2)) if k as u32 == k2 => {
-                Ok(self.tensor(TensorOp::MatVec { m, n: k }, a, Some(b), Shape::Vector(m as u32)))
-            }
+            (Shape::Matrix(m, k), Shape::Vector(k2)) if k as u32 == k2 => Ok(self.tensor(
+                TensorOp::MatVec { m, n: k },
+                a,
+                Some(b),
+                Shape::Vector(m as u32),
+            )),
             _ => Err(shape_error("matvec", sa, sb)),
         }
     }
@@ -766,7 +905,11 @@ impl Evaluator {
         let grad = self.recording && (ma.grad || mb.is_some_and(|m| m.grad));
         let n_out = shape.n();
         let out = self.lanes.alloc(n_out, varying, grad);
-        let lanes: Vec<u32> = if varying { self.masks.lanes(self.mask).to_vec() } else { vec![0] };
+        let lanes: Vec<u32> = if varying {
+            self.masks.lanes(self.mask).to_vec()
+        } else {
+            vec![0]
+        };
         let mut bufs = std::mem::take(&mut self.fbuf);
         let [ba, bb, bo, ..] = &mut bufs;
         ba.resize(ma.n as usize, 0.0);
@@ -789,23 +932,33 @@ impl Evaluator {
         }
         self.fbuf = bufs;
         if grad {
-            self.tape.push(TapeOp::Tensor(op), out, a, b.unwrap_or(a), self.mask);
+            self.tape
+                .push(TapeOp::Tensor(op), out, a, b.unwrap_or(a), self.mask);
         }
         shape.value(out)
     }
 
     fn det_family(&mut self, p: Prim, v: Value) -> Result<Value> {
         let (a, sa) = self.tensor_arg(v, &p.name())?;
-        let Shape::Matrix(r, c) = sa else { return Err(type_error(&p.name(), "a square matrix", v)) };
+        let Shape::Matrix(r, c) = sa else {
+            return Err(type_error(&p.name(), "a square matrix", v));
+        };
         if r != c {
-            return Err(err(ErrorKind::Shape, format!("{} needs a square matrix, got {r}x{c}", p.name())));
+            return Err(err(
+                ErrorKind::Shape,
+                format!("{} needs a square matrix, got {r}x{c}", p.name()),
+            ));
         }
         let m = r as usize;
         let ma = self.lanes.meta(a);
         let grad = self.recording && ma.grad;
         let inv = self.lanes.alloc(m * m, ma.varying, grad && p != Prim::Inv);
         let det = self.lanes.alloc(1, ma.varying, false);
-        let lanes: Vec<u32> = if ma.varying { self.masks.lanes(self.mask).to_vec() } else { vec![0] };
+        let lanes: Vec<u32> = if ma.varying {
+            self.masks.lanes(self.mask).to_vec()
+        } else {
+            vec![0]
+        };
         let mut bufs = std::mem::take(&mut self.fbuf);
         let [ba, bi, bw, ..] = &mut bufs;
         ba.resize(m * m, 0.0);
@@ -828,14 +981,21 @@ impl Evaluator {
             Prim::Inv => {
                 if grad {
                     self.lanes.meta[inv.0 as usize].grad = true;
-                    self.tape.push(TapeOp::Tensor(TensorOp::Inv { m: r }), inv, a, a, self.mask);
+                    self.tape
+                        .push(TapeOp::Tensor(TensorOp::Inv { m: r }), inv, a, a, self.mask);
                 }
                 Ok(Value::Matrix(inv, r, r))
             }
             Prim::Det => {
                 self.lanes.meta[det.0 as usize].grad = grad;
                 if grad {
-                    self.tape.push(TapeOp::Tensor(TensorOp::Det { m: r }), det, a, inv, self.mask);
+                    self.tape.push(
+                        TapeOp::Tensor(TensorOp::Det { m: r }),
+                        det,
+                        a,
+                        inv,
+                        self.mask,
+                    );
                 }
                 Ok(Value::Num(det))
             }
@@ -847,7 +1007,13 @@ impl Evaluator {
                     self.set(out, 0, l as usize, x);
                 }
                 if grad {
-                    self.tape.push(TapeOp::Tensor(TensorOp::LogDet { m: r, abs }), out, a, inv, self.mask);
+                    self.tape.push(
+                        TapeOp::Tensor(TensorOp::LogDet { m: r, abs }),
+                        out,
+                        a,
+                        inv,
+                        self.mask,
+                    );
                 }
                 Ok(Value::Num(out))
             }
@@ -863,14 +1029,20 @@ impl Evaluator {
             Value::Bool(p) => Output::Bool((0..b).map(|l| self.get(p, 0, l) != 0.0).collect()),
             Value::Vector(p, n) => Output::Vector {
                 len: n as usize,
-                data: (0..b).flat_map(|l| (0..n as usize).map(move |e| (l, e))).map(|(l, e)| self.get(p, e, l)).collect(),
+                data: (0..b)
+                    .flat_map(|l| (0..n as usize).map(move |e| (l, e)))
+                    .map(|(l, e)| self.get(p, e, l))
+                    .collect(),
             },
             Value::Matrix(p, r, c) => {
                 let n = r as usize * c as usize;
                 Output::Matrix {
                     rows: r as usize,
                     cols: c as usize,
-                    data: (0..b).flat_map(|l| (0..n).map(move |e| (l, e))).map(|(l, e)| self.get(p, e, l)).collect(),
+                    data: (0..b)
+                        .flat_map(|l| (0..n).map(move |e| (l, e)))
+                        .map(|(l, e)| self.get(p, e, l))
+                        .collect(),
                 }
             }
             other => Output::Other(self.show(other)),
@@ -925,7 +1097,10 @@ fn shape_error(what: &str, a: Shape, b: Shape) -> CoreError {
         Shape::Vector(n) => format!("a vector of {n}"),
         Shape::Matrix(r, c) => format!("a {r}x{c} matrix"),
     };
-    err(ErrorKind::Shape, format!("{what} cannot combine {} with {}", d(a), d(b)))
+    err(
+        ErrorKind::Shape,
+        format!("{what} cannot combine {} with {}", d(a), d(b)),
+    )
 }
 
 fn datum_equal(heap: &Heap, a: NodeId, b: NodeId) -> bool {

@@ -1,2 +1,200 @@
-//! The `ndvm-search` command line (placeholder).
-fn main() {}
+//! The `ndvm-search` command line: argument parsing, printing, and exit codes (0 success or closed
+//! pipe, 1 failure, 2 usage error). All logic lives in the `ndvm_search` library.
+#![allow(clippy::print_stdout)]
+
+use std::io::{self, BufReader, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use ndvm_core::Dialect;
+use ndvm_search::evalcmd::{self, Binding, DataBinding, EvalArgs};
+use ndvm_search::{SearchError, batch};
+
+/// Differentiable batched Scheme evaluation and program co-search.
+#[derive(Debug, Parser)]
+#[command(name = "ndvm-search", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Evaluate one program (value and gradients), or a JSONL batch of programs.
+    ///
+    /// Examples:
+    ///   ndvm-search eval model.scm --bind q=0.05 --bind r=0.1 --grad
+    ///   ndvm-search eval model.scm --lanes 3 --bind q=0.05,0.06,0.07 --data obs=obs.csv --grad
+    ///   ndvm-search eval --jsonl requests.jsonl > results.jsonl
+    #[command(verbatim_doc_comment)]
+    Eval(EvalCli),
+}
+
+#[derive(Debug, clap::Args)]
+struct EvalCli {
+    /// The program file; its extension picks the front end (Scheme when unknown).
+    #[arg(required_unless_present = "jsonl", conflicts_with = "jsonl")]
+    file: Option<PathBuf>,
+
+    /// A differentiable parameter: one value for every lane, or one value per lane.
+    #[arg(long = "bind", value_name = "NAME=V[,V...]", value_parser = |s: &str| usage(Binding::parse_param(s)))]
+    binds: Vec<Binding>,
+
+    /// A non-differentiated input: one value for every lane, or one value per lane.
+    #[arg(long = "input", value_name = "NAME=V[,V...]", value_parser = |s: &str| usage(Binding::parse_input(s)))]
+    inputs: Vec<Binding>,
+
+    /// A shared matrix read from a numeric CSV file (optional header line).
+    #[arg(long = "data", value_name = "NAME=FILE.csv", value_parser = |s: &str| usage(DataBinding::parse(s)))]
+    data: Vec<DataBinding>,
+
+    /// Compute gradients with respect to every --bind parameter (always on with --jsonl).
+    #[arg(long)]
+    grad: bool,
+
+    /// Number of lanes B (default: the value count of per-lane bindings, else 1).
+    #[arg(long, value_name = "B", conflicts_with = "jsonl")]
+    lanes: Option<usize>,
+
+    /// Numeric and naming conventions (with --jsonl: for lines without a "dialect" key).
+    #[arg(long, value_enum, default_value_t = DialectArg::Default)]
+    dialect: DialectArg,
+
+    /// Print one JSON object instead of text.
+    #[arg(long, conflicts_with = "jsonl")]
+    json: bool,
+
+    /// Batch mode: read one JSON request per line from FILE (`-` for stdin), write one result line each.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["binds", "inputs", "data"])]
+    jsonl: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum DialectArg {
+    /// R7RS naming and truthiness.
+    Default,
+    /// The seed system's conventions (reproduces its oracle values).
+    Reference,
+}
+
+impl From<DialectArg> for Dialect {
+    fn from(d: DialectArg) -> Dialect {
+        match d {
+            DialectArg::Default => Dialect::Default,
+            DialectArg::Reference => Dialect::Reference,
+        }
+    }
+}
+
+/// The argument parser names the argument itself; keep only what is wrong with it.
+fn usage<T>(res: Result<T, SearchError>) -> Result<T, String> {
+    res.map_err(|err| match err {
+        SearchError::BadArgument { message, .. } => message,
+        other => other.to_string(),
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) => {
+            if is_diagnostic(&err) {
+                // Already `file:line:col: error[CODE]: …` with the source excerpt.
+                eprintln!("{err:#}");
+            } else {
+                eprintln!("error: {err:#}");
+            }
+            if is_usage_error(&err) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+/// Program diagnostics carry their own `error[CODE]` header.
+fn is_diagnostic(err: &anyhow::Error) -> bool {
+    matches!(
+        err.downcast_ref::<SearchError>(),
+        Some(SearchError::Parse { .. } | SearchError::Eval { .. })
+    )
+}
+
+/// Bad bindings and lane counts are usage errors (exit 2), like the ones the parser reports.
+fn is_usage_error(err: &anyhow::Error) -> bool {
+    matches!(
+        err.downcast_ref::<SearchError>(),
+        Some(
+            SearchError::BadArgument { .. }
+                | SearchError::LaneCount { .. }
+                | SearchError::DuplicateBinding { .. }
+        )
+    )
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Eval(args) => eval(args),
+    }
+}
+
+fn eval(args: EvalCli) -> anyhow::Result<()> {
+    let dialect = Dialect::from(args.dialect);
+    if let Some(path) = args.jsonl {
+        let stdout = io::stdout().lock();
+        let summary = if path.as_os_str() == "-" {
+            batch::run(io::stdin().lock(), stdout, dialect)?
+        } else {
+            let file = std::fs::File::open(&path).map_err(|source| SearchError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            batch::run(BufReader::new(file), stdout, dialect)
+                .with_context(|| format!("batch {}", path.display()))?
+        };
+        if summary.n_errors > 0 {
+            eprintln!(
+                "{} of {} lines gave an error",
+                summary.n_errors, summary.n_lines
+            );
+        }
+        return Ok(());
+    }
+    let Some(program) = args.file else {
+        anyhow::bail!("no program file given");
+    };
+    let mut bindings = args.binds;
+    bindings.extend(args.inputs);
+    let report = evalcmd::run(&EvalArgs {
+        program,
+        bindings,
+        data: args.data,
+        n_lanes: args.lanes,
+        grad: args.grad,
+        dialect,
+    })?;
+    let text = if args.json {
+        report.to_json() + "\n"
+    } else {
+        report.to_human()
+    };
+    let mut stdout = io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|source| SearchError::Write { source })?;
+    Ok(())
+}

@@ -1,0 +1,73 @@
+//! Kalman benchmark: `kalman2d_T80` forward+gradient time per lane at B = 1 … 1024 (median of runs).
+//!
+//! Run with `cargo bench -p ndvm-frontends --bench kalman`. Reads the program and its 80×2
+//! observations from `../shared/seed-data/oracle_refs.json`.
+
+#![allow(clippy::print_stdout)] // a benchmark reports on stdout
+
+use std::time::{Duration, Instant};
+
+use ndvm_core::{Dialect, EvalOptions, Evaluator, Heap, Inputs};
+
+fn main() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/seed-data/oracle_refs.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "cannot read {}: {e} (the shared seed data must sit beside the checkout)",
+            path.display()
+        )
+    });
+    let json: serde_json::Value =
+        serde_json::from_str(&text.replace("Infinity", "null")).expect("oracle json");
+    let prog = json["programs"]
+        .as_array()
+        .expect("programs")
+        .iter()
+        .find(|p| p["name"] == "kalman2d_T80")
+        .expect("kalman2d_T80 in oracle_refs.json");
+    let src = prog["src"].as_str().expect("src");
+    let m = &prog["matrix"];
+    let obs: Vec<f64> = m["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|x| x.as_f64().expect("number"))
+        .collect();
+    let (rows, cols) = (
+        m["rows"].as_u64().expect("rows") as usize,
+        m["cols"].as_u64().expect("cols") as usize,
+    );
+
+    let mut heap = Heap::new();
+    let program = ndvm_frontends::scheme::parse(&mut heap, src).expect("parse");
+    println!("kalman2d_T80 forward+gradient (reference dialect), median of runs");
+    println!("{:>6} {:>14} {:>16}", "B", "per call (us)", "per lane (us)");
+    for b in [1usize, 8, 64, 256, 1024] {
+        let mut ev = Evaluator::new(EvalOptions::new(b).with_dialect(Dialect::Reference));
+        let q: Vec<f64> = (0..b).map(|l| 0.05 * (1.0 + 0.001 * l as f64)).collect();
+        let r: Vec<f64> = (0..b).map(|l| 0.10 * (1.0 + 0.001 * l as f64)).collect();
+        let inputs = Inputs::new()
+            .param_lanes("q", q)
+            .param_lanes("r", r)
+            .matrix("obs", rows, cols, obs.clone());
+        let res = ev
+            .eval_grad(&mut heap, &program, &inputs)
+            .expect("kalman runs");
+        assert!(res.faults.iter().all(|f| !f));
+        let budget = Duration::from_millis(if b >= 256 { 3000 } else { 1500 });
+        let mut samples = Vec::new();
+        let start = Instant::now();
+        while start.elapsed() < budget || samples.len() < 5 {
+            let t = Instant::now();
+            let res = ev
+                .eval_grad(&mut heap, &program, &inputs)
+                .expect("kalman runs");
+            std::hint::black_box(&res);
+            samples.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        samples.sort_by(f64::total_cmp);
+        let med = samples[samples.len() / 2];
+        println!("{b:>6} {med:>14.1} {:>16.3}", med / b as f64);
+    }
+}

@@ -1,0 +1,92 @@
+//! `SearchError`: every failure of the search layer (files, bindings, data, program diagnostics).
+
+use std::io;
+use std::path::PathBuf;
+
+use ndvm_core::CoreError;
+use ndvm_frontends::ParseError;
+
+/// A failure of the search layer. Program problems arrive already rendered as
+/// `file:line:col: error[CODE]: message` diagnostics.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SearchError {
+    /// A file could not be read.
+    #[error("cannot read {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The underlying I/O error.
+        #[source]
+        source: io::Error,
+    },
+    /// Output could not be written (a closed pipe shows up here as `BrokenPipe`).
+    #[error("cannot write output")]
+    Write {
+        /// The underlying I/O error.
+        #[source]
+        source: io::Error,
+    },
+    /// A CSV data file is malformed.
+    #[error("{}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+    Csv {
+        /// The file.
+        path: PathBuf,
+        /// One-based number of the offending line; `None` when the whole file is at fault.
+        line: Option<usize>,
+        /// What is wrong, lowercase.
+        message: String,
+    },
+    /// A command-line argument such as `--bind q=0.05` or `--lanes 0` is malformed.
+    #[error("bad argument `{arg}`: {message}")]
+    BadArgument {
+        /// The argument as given.
+        arg: String,
+        /// What is wrong, lowercase.
+        message: String,
+    },
+    /// The same name was bound twice (by `--bind`, `--input` or `--data`).
+    #[error("`{name}` is bound more than once")]
+    DuplicateBinding {
+        /// The name.
+        name: String,
+    },
+    /// A per-lane binding has a value count different from the lane count.
+    #[error("`{name}` has {found} values but there are {n_lanes} lanes")]
+    LaneCount {
+        /// The binding name.
+        name: String,
+        /// How many values it has.
+        found: usize,
+        /// How many lanes the run has.
+        n_lanes: usize,
+    },
+    /// The program text does not parse; `rendered` is the full diagnostic with file, line and column.
+    #[error("{rendered}")]
+    Parse {
+        /// The front end's error.
+        error: ParseError,
+        /// The rendered diagnostic.
+        rendered: String,
+    },
+    /// The evaluator rejected the program; `rendered` is the full diagnostic with file, line and column.
+    #[error("{rendered}")]
+    Eval {
+        /// The evaluator's error.
+        error: CoreError,
+        /// The rendered diagnostic.
+        rendered: String,
+    },
+}
+
+/// Result alias for this crate.
+pub type Result<T, E = SearchError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn search_error_is_send_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<super::SearchError>();
+    }
+}

@@ -1,0 +1,324 @@
+//! The `eval` subcommand: one program file, bindings from the command line (`--bind`, `--input`,
+//! `--data`), lanes and dialect; returns the value and gradients as an [`EvalReport`].
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use ndvm_core::{Dialect, EvalOptions, Evaluation, Evaluator, Heap, InputValue, Inputs, Program};
+
+use ndvm_frontends::{Frontend, scheme};
+
+use crate::error::{Result, SearchError};
+use crate::matrix_csv;
+use crate::report::EvalReport;
+
+/// One `--bind NAME=V[,V…]` (differentiable) or `--input NAME=V[,V…]` (not differentiated)
+/// argument: one value for every lane, or one value per lane.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Binding {
+    /// The variable name the program refers to.
+    pub name: String,
+    /// One value (uniform) or one per lane.
+    pub values: Vec<f64>,
+    /// Whether gradients with respect to it are computed.
+    pub grad: bool,
+}
+
+impl Binding {
+    /// Parses `--bind` syntax, `q=0.05` or `q=0.05,0.06,0.07`, as a differentiable parameter.
+    pub fn parse_param(arg: &str) -> Result<Binding> {
+        Self::parse(arg, true)
+    }
+
+    /// Parses `--input` syntax, `x=1.5` or `x=1,2,3`, as a non-differentiated input.
+    pub fn parse_input(arg: &str) -> Result<Binding> {
+        Self::parse(arg, false)
+    }
+
+    fn parse(arg: &str, grad: bool) -> Result<Binding> {
+        let bad = |message: String| SearchError::BadArgument {
+            arg: arg.to_string(),
+            message,
+        };
+        let (name, rhs) = split_name(arg).map_err(bad)?;
+        if rhs.trim().is_empty() {
+            return Err(bad("expected NAME=VALUE[,VALUE…]".to_string()));
+        }
+        let values = rhs
+            .split(',')
+            .map(|field| {
+                let field = field.trim();
+                field
+                    .parse::<f64>()
+                    .map_err(|_| bad(format!("`{field}` is not a number")))
+            })
+            .collect::<Result<Vec<f64>>>()?;
+        Ok(Binding {
+            name: name.to_string(),
+            values,
+            grad,
+        })
+    }
+}
+
+/// One `--data NAME=FILE.csv` argument: a shared matrix read from a CSV file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataBinding {
+    /// The variable name the program refers to.
+    pub name: String,
+    /// The CSV file.
+    pub path: PathBuf,
+}
+
+impl DataBinding {
+    /// Parses `obs=obs.csv`.
+    pub fn parse(arg: &str) -> Result<DataBinding> {
+        let (name, path) = split_name(arg).map_err(|message| SearchError::BadArgument {
+            arg: arg.to_string(),
+            message,
+        })?;
+        if path.is_empty() {
+            return Err(SearchError::BadArgument {
+                arg: arg.to_string(),
+                message: "expected NAME=FILE.csv".to_string(),
+            });
+        }
+        Ok(DataBinding {
+            name: name.to_string(),
+            path: PathBuf::from(path),
+        })
+    }
+}
+
+/// Splits `name=rest` and checks that `name` can be a variable.
+fn split_name(arg: &str) -> std::result::Result<(&str, &str), String> {
+    let Some((name, rest)) = arg.split_once('=') else {
+        return Err("expected NAME=VALUE".to_string());
+    };
+    let name = name.trim();
+    if name.is_empty() {
+        return Err("the name is empty".to_string());
+    }
+    if name.parse::<f64>().is_ok()
+        || name
+            .chars()
+            .any(|c| c.is_whitespace() || "()[]'`,\";#".contains(c))
+    {
+        return Err(format!("`{name}` is not a variable name"));
+    }
+    Ok((name, rest))
+}
+
+/// Parses a dialect name: `default` or `reference`.
+pub fn parse_dialect(name: &str) -> Option<Dialect> {
+    match name {
+        "default" => Some(Dialect::Default),
+        "reference" => Some(Dialect::Reference),
+        _ => None,
+    }
+}
+
+/// Everything `ndvm-search eval FILE` needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalArgs {
+    /// The program file; its extension picks the front end (Scheme when unknown).
+    pub program: PathBuf,
+    /// `--bind` and `--input` bindings, in command-line order.
+    pub bindings: Vec<Binding>,
+    /// `--data` matrices.
+    pub data: Vec<DataBinding>,
+    /// `--lanes B`; when absent B is the value count of the per-lane bindings (or 1).
+    pub n_lanes: Option<usize>,
+    /// `--grad`: compute gradients with respect to every `--bind` parameter.
+    pub grad: bool,
+    /// `--dialect`.
+    pub dialect: Dialect,
+}
+
+/// The lane count: `n_lanes` when given, else the common length of the multi-valued bindings, else 1.
+/// Every binding must have one value or exactly that many.
+pub fn lane_count(bindings: &[Binding], n_lanes: Option<usize>) -> Result<usize> {
+    if n_lanes == Some(0) {
+        return Err(SearchError::BadArgument {
+            arg: "--lanes 0".to_string(),
+            message: "there must be at least one lane".to_string(),
+        });
+    }
+    let mut resolved = n_lanes;
+    for b in bindings {
+        if b.values.len() == 1 {
+            continue;
+        }
+        match resolved {
+            None => resolved = Some(b.values.len()),
+            Some(n) if n != b.values.len() => {
+                return Err(SearchError::LaneCount {
+                    name: b.name.clone(),
+                    found: b.values.len(),
+                    n_lanes: n,
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(resolved.unwrap_or(1))
+}
+
+/// Runs `ndvm-search eval FILE`: reads the program and data files, binds, evaluates.
+pub fn run(args: &EvalArgs) -> Result<EvalReport> {
+    let src = std::fs::read_to_string(&args.program).map_err(|source| SearchError::Read {
+        path: args.program.clone(),
+        source,
+    })?;
+    let n_lanes = lane_count(&args.bindings, args.n_lanes)?;
+
+    let mut seen = HashSet::new();
+    let names = args
+        .bindings
+        .iter()
+        .map(|b| &b.name)
+        .chain(args.data.iter().map(|d| &d.name));
+    for name in names {
+        if !seen.insert(name.as_str()) {
+            return Err(SearchError::DuplicateBinding { name: name.clone() });
+        }
+    }
+
+    let mut inputs = Inputs::new();
+    for b in &args.bindings {
+        let value = match b.values.as_slice() {
+            [x] => InputValue::Uniform(*x),
+            xs => InputValue::Lanes(xs.to_vec()),
+        };
+        inputs.push(&b.name, value, b.grad);
+    }
+    for d in &args.data {
+        let m = matrix_csv::read(&d.path)?;
+        inputs.push(
+            &d.name,
+            InputValue::Matrix {
+                rows: m.rows,
+                cols: m.cols,
+                data: m.data,
+            },
+            false,
+        );
+    }
+
+    let label = args.program.display().to_string();
+    let mut heap = Heap::new();
+    let program = parse_program(&mut heap, &label, &src)?;
+    let opts = EvalOptions::new(n_lanes).with_dialect(args.dialect);
+    let evaluation = evaluate(&mut heap, &program, &inputs, opts, args.grad, &label, &src)?;
+    Ok(EvalReport {
+        n_lanes,
+        grad: args.grad,
+        evaluation,
+    })
+}
+
+/// Parses `src` with the front end registered for the extension of `label` (Scheme when there is
+/// none); a failure becomes [`SearchError::Parse`] rendered as `label:line:col: error[…]`.
+pub(crate) fn parse_program(heap: &mut Heap, label: &str, src: &str) -> Result<Program> {
+    let registry = ndvm_frontends::Registry::default();
+    let by_ext = Path::new(label)
+        .extension()
+        .and_then(|e| e.to_str())
+        .and_then(|ext| registry.by_extension(ext));
+    let frontend: &dyn Frontend = by_ext.unwrap_or(&scheme::Scheme);
+    frontend
+        .parse(heap, src)
+        .map_err(|error| SearchError::Parse {
+            rendered: ndvm_frontends::render_parse_error(label, src, &error),
+            error,
+        })
+}
+
+/// Evaluates (with gradients when `grad`); a failure becomes [`SearchError::Eval`] rendered as
+/// `label:line:col: error[…]`.
+pub(crate) fn evaluate(
+    heap: &mut Heap,
+    program: &Program,
+    inputs: &Inputs,
+    opts: EvalOptions,
+    grad: bool,
+    label: &str,
+    src: &str,
+) -> Result<Evaluation> {
+    let mut evaluator = Evaluator::new(opts);
+    let res = if grad {
+        evaluator.eval_grad(heap, program, inputs)
+    } else {
+        evaluator.eval(heap, program, inputs)
+    };
+    res.map_err(|error| SearchError::Eval {
+        rendered: ndvm_frontends::render_core_error(label, src, heap, &error),
+        error,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn binding(arg: &str) -> std::result::Result<Binding, String> {
+        Binding::parse_param(arg).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn bindings_parse() {
+        assert_eq!(
+            binding("q=0.05").unwrap(),
+            Binding {
+                name: "q".into(),
+                values: vec![0.05],
+                grad: true
+            }
+        );
+        assert_eq!(binding("q = 1, 2,3").unwrap().values, vec![1.0, 2.0, 3.0]);
+        assert!(!Binding::parse_input("x=1").unwrap().grad);
+        assert_eq!(
+            binding("q").unwrap_err(),
+            "bad argument `q`: expected NAME=VALUE"
+        );
+        assert_eq!(
+            binding("q=").unwrap_err(),
+            "bad argument `q=`: expected NAME=VALUE[,VALUE…]"
+        );
+        assert_eq!(
+            binding("q=1,,2").unwrap_err(),
+            "bad argument `q=1,,2`: `` is not a number"
+        );
+        assert_eq!(
+            binding("(q)=1").unwrap_err(),
+            "bad argument `(q)=1`: `(q)` is not a variable name"
+        );
+        assert_eq!(
+            DataBinding::parse("obs=data/obs.csv").unwrap().path,
+            PathBuf::from("data/obs.csv")
+        );
+    }
+
+    #[test]
+    fn lane_counts() {
+        let b = |name: &str, n: usize| Binding {
+            name: name.into(),
+            values: vec![0.5; n],
+            grad: true,
+        };
+        assert_eq!(lane_count(&[b("q", 1)], None).unwrap(), 1);
+        assert_eq!(lane_count(&[b("q", 1), b("r", 4)], None).unwrap(), 4);
+        assert_eq!(lane_count(&[b("q", 1)], Some(8)).unwrap(), 8);
+        assert_eq!(
+            lane_count(&[b("q", 3)], Some(4)).unwrap_err().to_string(),
+            "`q` has 3 values but there are 4 lanes"
+        );
+        assert_eq!(
+            lane_count(&[b("q", 3), b("r", 2)], None)
+                .unwrap_err()
+                .to_string(),
+            "`r` has 2 values but there are 3 lanes"
+        );
+        assert!(lane_count(&[], Some(0)).is_err());
+    }
+}
