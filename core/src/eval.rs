@@ -84,9 +84,21 @@ pub struct Evaluator {
     depth: u32,
     scratch_a: Vec<u32>,
     scratch_b: Vec<u32>,
+    lane_buf: Vec<u32>,
     fbuf: [Vec<f64>; 5],
     false_p: PayloadId,
     true_p: PayloadId,
+    cache: Option<DecodeKey>,
+    cached_tops: Vec<CodeId>,
+    cached_input_slots: Vec<u32>,
+}
+
+/// What a decoded program depends on: the heap, the forms, the input names and the dialect.
+#[derive(Debug, PartialEq)]
+struct DecodeKey {
+    heap: u64,
+    forms: Vec<crate::heap::NodeId>,
+    inputs: Vec<String>,
 }
 
 fn err(kind: ErrorKind, msg: impl Into<String>) -> CoreError {
@@ -142,9 +154,13 @@ impl Evaluator {
             depth: 0,
             scratch_a: Vec::new(),
             scratch_b: Vec::new(),
+            lane_buf: Vec::new(),
             fbuf: Default::default(),
             false_p: PayloadId(0),
             true_p: PayloadId(1),
+            cache: None,
+            cached_tops: Vec::new(),
+            cached_input_slots: Vec::new(),
             opts: EvalOptions { n_lanes: b, ..opts },
         }
     }
@@ -213,20 +229,53 @@ impl Evaluator {
     fn run_inner(&mut self, program: &Program, inputs: &Inputs, grad: bool) -> Result<Evaluation> {
         self.reset();
         self.recording = grad;
-        // Globals: inputs first, then decoded top-level names.
-        self.codes = Codes::default();
-        let mut input_slots = Vec::with_capacity(inputs.entries.len());
-        for inp in &inputs.entries {
-            let sym = self.heap.intern(&inp.name);
-            input_slots.push(self.codes.global_slot(sym));
+        // Globals: inputs first, then decoded top-level names. The decoded forms are reused while
+        // the heap, the forms and the input names stay the same.
+        let hit = self.cache.as_ref().is_some_and(|k| {
+            k.heap == self.heap.id()
+                && k.forms == program.forms
+                && k.inputs.len() == inputs.entries.len()
+                && k.inputs
+                    .iter()
+                    .zip(&inputs.entries)
+                    .all(|(a, b)| *a == b.name)
+        });
+        if !hit {
+            self.cache = None;
+            self.codes = Codes::default();
+            self.cached_input_slots.clear();
+            for inp in &inputs.entries {
+                let sym = self.heap.intern(&inp.name);
+                self.cached_input_slots.push(self.codes.global_slot(sym));
+            }
+            self.cached_tops = Decoder::new(
+                &self.heap,
+                &mut self.codes,
+                self.opts.dialect,
+                self.opts.max_depth,
+            )
+            .top_level(&program.forms)?;
+            self.cache = Some(DecodeKey {
+                heap: self.heap.id(),
+                forms: program.forms.clone(),
+                inputs: inputs.entries.iter().map(|e| e.name.clone()).collect(),
+            });
         }
-        let tops = Decoder::new(
-            &self.heap,
-            &mut self.codes,
-            self.opts.dialect,
-            self.opts.max_depth,
-        )
-        .top_level(&program.forms)?;
+        let tops = std::mem::take(&mut self.cached_tops);
+        let input_slots = std::mem::take(&mut self.cached_input_slots);
+        let res = self.run_decoded(&tops, &input_slots, inputs, grad);
+        self.cached_tops = tops;
+        self.cached_input_slots = input_slots;
+        res
+    }
+
+    fn run_decoded(
+        &mut self,
+        tops: &[CodeId],
+        input_slots: &[u32],
+        inputs: &Inputs,
+        grad: bool,
+    ) -> Result<Evaluation> {
         if tops.is_empty() {
             return Err(err(ErrorKind::Syntax, "empty program"));
         }
@@ -235,7 +284,7 @@ impl Evaluator {
             .resize(self.codes.global_names.len(), Value::Unassigned);
         let b = self.lanes.n_lanes();
         let mut grad_inputs = Vec::new();
-        for (inp, &slot) in inputs.entries.iter().zip(&input_slots) {
+        for (inp, &slot) in inputs.entries.iter().zip(input_slots) {
             let bad = |m: String| err(ErrorKind::Input, format!("input `{}`: {m}", inp.name));
             let v = match &inp.value {
                 InputValue::Uniform(x) => {
@@ -288,7 +337,7 @@ impl Evaluator {
             self.globals[slot as usize] = v;
         }
         let mut result = Value::Nil;
-        for &top in &tops {
+        for &top in tops {
             result = self.eval_value(top, NO_FRAME)?;
         }
         let value = self.output(result);

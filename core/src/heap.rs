@@ -31,9 +31,19 @@ pub struct SrcSpan {
     pub end: u32,
 }
 
+static NEXT_HEAP_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+fn fresh_heap_id() -> u64 {
+    NEXT_HEAP_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The arena holding program data (and data built at run time that is handed back to `eval`).
-#[derive(Clone, Debug)]
+///
+/// Cells are immutable once allocated, so a decoded form stays valid for the life of the heap;
+/// every heap (and every clone) has its own identity for the evaluator's decoded-form cache.
+#[derive(Debug)]
 pub struct Heap {
+    id: u64,
     nodes: Vec<Node>,
     spans: Vec<Option<SrcSpan>>,
     symbols: Interner,
@@ -56,10 +66,16 @@ impl Heap {
     /// An empty heap holding only the shared `()`, `#f` and `#t` cells.
     pub fn new() -> Self {
         Heap {
+            id: fresh_heap_id(),
             nodes: vec![Node::Nil, Node::Bool(false), Node::Bool(true)],
             spans: vec![None, None, None],
             symbols: Interner::default(),
         }
+    }
+
+    /// This heap's identity (fresh for every new or cloned heap).
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// Allocates a cell.
@@ -157,6 +173,17 @@ impl Heap {
     /// Where a node came from, if it was read from text.
     pub fn span(&self, id: NodeId) -> Option<SrcSpan> {
         self.spans.get(id.0 as usize).copied().flatten()
+    }
+}
+
+impl Clone for Heap {
+    fn clone(&self) -> Self {
+        Heap {
+            id: fresh_heap_id(),
+            nodes: self.nodes.clone(),
+            spans: self.spans.clone(),
+            symbols: self.symbols.clone(),
+        }
     }
 }
 

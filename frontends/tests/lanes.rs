@@ -280,7 +280,13 @@ fn divergent_programs_batch_equals_single_lane_runs_and_known_answers() {
     let (case, e) = find("newton");
     for (lane, x) in case.params[0].1.iter().enumerate() {
         let g = e.value.number(lane).unwrap();
-        common::assert_close(g, x.sqrt(), 1e-12 / x.sqrt(), 1e-15, &format!("newton lane {lane}"));
+        common::assert_close(
+            g,
+            x.sqrt(),
+            1e-12 / x.sqrt(),
+            1e-15,
+            &format!("newton lane {lane}"),
+        );
         common::assert_close(
             e.grad("x").unwrap()[lane],
             0.5 / x.sqrt(),

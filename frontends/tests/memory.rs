@@ -14,7 +14,11 @@ fn arena_after(n_iter: u64, n_lanes: usize, grad: bool) -> (usize, Output) {
     let mut ev = Evaluator::new(EvalOptions::new(n_lanes));
     let a: Vec<f64> = (0..n_lanes).map(|l| 1.0 + l as f64).collect();
     let inputs = Inputs::new().param_lanes("a", a);
-    let res = if grad { ev.eval_grad(&mut heap, &program, &inputs) } else { ev.eval(&mut heap, &program, &inputs) };
+    let res = if grad {
+        ev.eval_grad(&mut heap, &program, &inputs)
+    } else {
+        ev.eval(&mut heap, &program, &inputs)
+    };
     (ev.arena_floats(), res.expect("runs").value)
 }
 
@@ -22,7 +26,10 @@ fn arena_after(n_iter: u64, n_lanes: usize, grad: bool) -> (usize, Output) {
 fn million_iteration_forward_loop_runs_in_bounded_memory() {
     let (small, _) = arena_after(1_000, 1, false);
     let (big, value) = arena_after(1_000_000, 1, false);
-    assert_eq!(big, small, "arena grew with the trip count: {small} floats after 1e3 iterations, {big} after 1e6");
+    assert_eq!(
+        big, small,
+        "arena grew with the trip count: {small} floats after 1e3 iterations, {big} after 1e6"
+    );
     assert_eq!(value, Output::Number(vec![500_000.0 + 3.0]));
 }
 
@@ -31,7 +38,9 @@ fn batched_forward_loop_runs_in_bounded_memory() {
     let (small, _) = arena_after(100, 64, false);
     let (big, value) = arena_after(20_000, 64, false);
     assert_eq!(big, small);
-    let Output::Number(v) = value else { panic!("number expected") };
+    let Output::Number(v) = value else {
+        panic!("number expected")
+    };
     for (l, x) in v.iter().enumerate() {
         assert_eq!(*x, 20_000.0 * 0.5 * (1.0 + l as f64) + 3.0);
     }

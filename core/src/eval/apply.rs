@@ -737,11 +737,7 @@ impl Evaluator {
         let varying = parts.iter().any(|&p| self.lanes.is_varying(p));
         let grad = self.recording && parts.iter().any(|&p| self.lanes.meta(p).grad);
         let out = self.lanes.alloc(n, varying, grad);
-        let lanes: Vec<u32> = if varying {
-            self.masks.lanes(self.mask).to_vec()
-        } else {
-            vec![0]
-        };
+        let lanes = self.take_lanes(varying);
         let mut e0 = 0;
         for &p in parts {
             let k = self.lanes.n_elems(p);
@@ -753,6 +749,7 @@ impl Evaluator {
             }
             e0 += k;
         }
+        self.lane_buf = lanes;
         if grad {
             let start = self.tape.extra.len() as u32;
             self.tape.extra.extend_from_slice(parts);
@@ -824,17 +821,14 @@ impl Evaluator {
         let m = self.lanes.meta(a);
         let grad = self.recording && m.grad;
         let out = self.lanes.alloc(n, m.varying, grad);
-        let lanes: Vec<u32> = if m.varying {
-            self.masks.lanes(self.mask).to_vec()
-        } else {
-            vec![0]
-        };
+        let lanes = self.take_lanes(m.varying);
         for e in 0..n {
             for &l in &lanes {
                 let x = self.get(a, start + e, l as usize);
                 self.set(out, e, l as usize, x);
             }
         }
+        self.lane_buf = lanes;
         if grad {
             self.tape.push(
                 TapeOp::Gather {
@@ -905,11 +899,7 @@ impl Evaluator {
         let grad = self.recording && (ma.grad || mb.is_some_and(|m| m.grad));
         let n_out = shape.n();
         let out = self.lanes.alloc(n_out, varying, grad);
-        let lanes: Vec<u32> = if varying {
-            self.masks.lanes(self.mask).to_vec()
-        } else {
-            vec![0]
-        };
+        let lanes = self.take_lanes(varying);
         let mut bufs = std::mem::take(&mut self.fbuf);
         let [ba, bb, bo, ..] = &mut bufs;
         ba.resize(ma.n as usize, 0.0);
@@ -931,6 +921,7 @@ impl Evaluator {
             }
         }
         self.fbuf = bufs;
+        self.lane_buf = lanes;
         if grad {
             self.tape
                 .push(TapeOp::Tensor(op), out, a, b.unwrap_or(a), self.mask);
@@ -954,11 +945,7 @@ impl Evaluator {
         let grad = self.recording && ma.grad;
         let inv = self.lanes.alloc(m * m, ma.varying, grad && p != Prim::Inv);
         let det = self.lanes.alloc(1, ma.varying, false);
-        let lanes: Vec<u32> = if ma.varying {
-            self.masks.lanes(self.mask).to_vec()
-        } else {
-            vec![0]
-        };
+        let lanes = self.take_lanes(ma.varying);
         let mut bufs = std::mem::take(&mut self.fbuf);
         let [ba, bi, bw, ..] = &mut bufs;
         ba.resize(m * m, 0.0);
@@ -1018,6 +1005,19 @@ impl Evaluator {
                 Ok(Value::Num(out))
             }
         }
+    }
+
+    /// The lanes to compute on: the active lanes for a varying result, lane 0 for a uniform one.
+    /// Hand the vector back through `lane_buf` to reuse its capacity.
+    fn take_lanes(&mut self, varying: bool) -> Vec<u32> {
+        let mut v = std::mem::take(&mut self.lane_buf);
+        v.clear();
+        if varying {
+            v.extend_from_slice(self.masks.lanes(self.mask));
+        } else {
+            v.push(0);
+        }
+        v
     }
 
     // ------------------------------------------------------------ output
