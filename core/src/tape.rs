@@ -127,42 +127,61 @@ impl Tape {
         let act = masks.lanes(node.mask);
         match node.op {
             TapeOp::Unary(op) => {
+                let ma = lanes.meta(node.a);
+                let Some(ia0) = self.idx(node.a, 0, 0, b) else {
+                    return;
+                };
+                let go0 = self.adj_off[node.out.0 as usize] as usize;
+                let (wa, sa) = if ma.varying { (b, 1) } else { (1, 0) };
+                let (wo, so) = if mo.varying { (b, 1) } else { (1, 0) };
                 for e in 0..n_out {
+                    let xb = ma.off as usize + e * wa;
+                    let zb = mo.off as usize + e * wo;
+                    let gb = go0 + e * b;
+                    let ib = ia0 + e * b;
                     for &l in act {
                         let l = l as usize;
-                        let g = self.adj[self.idx(node.out, e, l, b).unwrap_or(0)];
+                        let g = self.adj[gb + l];
                         if g == 0.0 {
                             continue;
                         }
-                        if let Some(ia) = self.idx(node.a, e, l, b) {
-                            let x = lanes.get(node.a, e, l);
-                            let y = lanes.get(node.out, e, l);
-                            self.adj[ia] += g * op.deriv(x, y);
-                        }
+                        let x = lanes.data[xb + l * sa];
+                        let y = lanes.data[zb + l * so];
+                        self.adj[ib + l] += g * op.deriv(x, y);
                     }
                 }
             }
             TapeOp::Binary(op) => {
-                let na = lanes.n_elems(node.a);
-                let nb = lanes.n_elems(node.b);
+                let ma = lanes.meta(node.a);
+                let mb = lanes.meta(node.b);
+                let ia0 = self.idx(node.a, 0, 0, b);
+                let ib0 = self.idx(node.b, 0, 0, b);
+                let go0 = self.adj_off[node.out.0 as usize] as usize;
+                let (wa, sa) = if ma.varying { (b, 1) } else { (1, 0) };
+                let (wb, sb) = if mb.varying { (b, 1) } else { (1, 0) };
+                let (wo, so) = if mo.varying { (b, 1) } else { (1, 0) };
                 for e in 0..n_out {
-                    let ea = if na == 1 { 0 } else { e };
-                    let eb = if nb == 1 { 0 } else { e };
+                    let ea = if ma.n == 1 { 0 } else { e };
+                    let eb = if mb.n == 1 { 0 } else { e };
+                    let xb = ma.off as usize + ea * wa;
+                    let yb = mb.off as usize + eb * wb;
+                    let zb = mo.off as usize + e * wo;
+                    let gb = go0 + e * b;
                     for &l in act {
                         let l = l as usize;
-                        let g = self.adj[self.idx(node.out, e, l, b).unwrap_or(0)];
+                        let g = self.adj[gb + l];
                         if g == 0.0 {
                             continue;
                         }
-                        let x = lanes.get(node.a, ea, l);
-                        let y = lanes.get(node.b, eb, l);
-                        let z = lanes.get(node.out, e, l);
+                        let x = lanes.data[xb + l * sa];
+                        let y = lanes.data[yb + l * sb];
+                        let z = lanes.data[zb + l * so];
                         let (dx, dy) = op.partials(x, y, z);
-                        if let Some(ia) = self.idx(node.a, ea, l, b) {
-                            self.adj[ia] += g * dx;
+                        if let Some(i) = ia0 {
+                            self.adj[i + ea * b + l] += g * dx;
                         }
-                        if let Some(ib) = self.idx(node.b, eb, l, b) {
-                            self.adj[ib] += g * dy;
+                        if let Some(i) = ib0 {
+                            self.adj[i + eb * b + l] += g * dy;
                         }
                     }
                 }
