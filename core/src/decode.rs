@@ -503,7 +503,7 @@ impl<'a> Decoder<'a> {
             let (lo, hi) = prim.arity();
             let n = args.len;
             if n < lo || n > hi {
-                return Err(arity_error(&prim.name(), lo, hi, n as usize).at(node));
+                return Err(arity_error(prim.name(), lo, hi, n as usize).at(node));
             }
             return Ok(self.codes.push(Code::PrimCall { prim, args }, node));
         }

@@ -683,7 +683,7 @@ impl Evaluator {
                             let n = self.argstack.len() - base;
                             let (lo, hi) = p.arity();
                             if (n as u32) < lo || n as u32 > hi {
-                                return Err(decode::arity_error(&p.name(), lo, hi, n)
+                                return Err(decode::arity_error(p.name(), lo, hi, n)
                                     .at(self.codes.node(code)));
                             }
                             let v = self.call_prim(p, base, code)?;
@@ -788,8 +788,9 @@ impl Evaluator {
             Value::Prim(p) => {
                 let (lo, hi) = p.arity();
                 if (args.len() as u32) < lo || args.len() as u32 > hi {
-                    return Err(decode::arity_error(&p.name(), lo, hi, args.len())
-                        .at(self.codes.node(call)));
+                    return Err(
+                        decode::arity_error(p.name(), lo, hi, args.len()).at(self.codes.node(call))
+                    );
                 }
                 let v = self.call_prim(p, base, call);
                 self.argstack.truncate(base);

@@ -43,7 +43,7 @@ impl Evaluator {
                 } else {
                     Binary::Mul
                 };
-                self.fold(op, base, n, &name())
+                self.fold(op, base, n, name())
             }
             Prim::Sub | Prim::Div => {
                 if n == 1 {
@@ -52,22 +52,22 @@ impl Evaluator {
                     } else {
                         Unary::Recip
                     };
-                    return self.unary(u, self.arg(base, 0), &name());
+                    return self.unary(u, self.arg(base, 0), name());
                 }
                 let op = if p == Prim::Sub {
                     Binary::Sub
                 } else {
                     Binary::Div
                 };
-                self.fold(op, base, n, &name())
+                self.fold(op, base, n, name())
             }
             Prim::Min => self.fold(Binary::Min, base, n, "min"),
             Prim::Max => self.fold(Binary::Max, base, n, "max"),
             Prim::Unary(Unary::Atan) if n == 2 => {
                 self.binary(Binary::Atan2, self.arg(base, 0), self.arg(base, 1), "atan")
             }
-            Prim::Unary(u) => self.unary(u, self.arg(base, 0), &name()),
-            Prim::Binary(b) => self.binary(b, self.arg(base, 0), self.arg(base, 1), &name()),
+            Prim::Unary(u) => self.unary(u, self.arg(base, 0), name()),
+            Prim::Binary(b) => self.binary(b, self.arg(base, 0), self.arg(base, 1), name()),
             Prim::Compare(c) => self.compare_chain(c, base, n),
             Prim::Not => {
                 let v = self.arg(base, 0);
@@ -85,7 +85,7 @@ impl Evaluator {
             Prim::ZeroP | Prim::PositiveP | Prim::NegativeP => {
                 let v = self.arg(base, 0);
                 let Value::Num(q) = v else {
-                    return Err(type_error(&name(), "a number", v));
+                    return Err(type_error(name(), "a number", v));
                 };
                 match p {
                     Prim::ZeroP => self.map_bool(q, |x| x == 0.0),
@@ -127,7 +127,7 @@ impl Evaluator {
                 };
                 let mut v = self.arg(base, 0);
                 for &is_car in path {
-                    v = self.car_cdr(v, is_car, &name())?;
+                    v = self.car_cdr(v, is_car, name())?;
                 }
                 Ok(v)
             }
@@ -212,7 +212,7 @@ impl Evaluator {
             Prim::FoldLeft | Prim::FoldRight => {
                 let f = self.arg(base, 0);
                 let mut acc = self.arg(base, 1);
-                let mut items = self.list_items(self.arg(base, 2), &name())?;
+                let mut items = self.list_items(self.arg(base, 2), name())?;
                 if p == Prim::FoldRight {
                     items.reverse();
                 }
@@ -245,9 +245,9 @@ impl Evaluator {
                 Ok(self.tensor(TensorOp::Sum, a, None, Shape::Scalar))
             }
             Prim::Norm | Prim::Normalize => {
-                let (a, sa) = self.tensor_arg(self.arg(base, 0), &name())?;
+                let (a, sa) = self.tensor_arg(self.arg(base, 0), name())?;
                 let Shape::Vector(_) = sa else {
-                    return Err(type_error(&name(), "a vector", self.arg(base, 0)));
+                    return Err(type_error(name(), "a vector", self.arg(base, 0)));
                 };
                 Ok(if p == Prim::Norm {
                     self.tensor(TensorOp::Norm, a, None, Shape::Scalar)
@@ -328,7 +328,7 @@ impl Evaluator {
             }
             Prim::Det | Prim::LogDet | Prim::Inv => self.det_family(p, self.arg(base, 0)),
             Prim::Eye | Prim::Zeros | Prim::Ones => {
-                let k = self.uniform_index(self.arg(base, 0), &name())?;
+                let k = self.uniform_index(self.arg(base, 0), name())?;
                 if k > 4096 {
                     return Err(err(
                         ErrorKind::Index,
@@ -930,9 +930,9 @@ impl Evaluator {
     }
 
     fn det_family(&mut self, p: Prim, v: Value) -> Result<Value> {
-        let (a, sa) = self.tensor_arg(v, &p.name())?;
+        let (a, sa) = self.tensor_arg(v, p.name())?;
         let Shape::Matrix(r, c) = sa else {
-            return Err(type_error(&p.name(), "a square matrix", v));
+            return Err(type_error(p.name(), "a square matrix", v));
         };
         if r != c {
             return Err(err(
