@@ -243,40 +243,49 @@ impl Tape {
                 let b_grad = has_b
                     && !matches!(op, TensorOp::Det { .. } | TensorOp::LogDet { .. })
                     && self.idx(node.b, 0, 0, b).is_some();
+                let stride = |m: crate::lanes::Meta| {
+                    if m.varying {
+                        (m.off as usize, b, 1)
+                    } else {
+                        (m.off as usize, 1, 0)
+                    }
+                };
+                let (ao, aw, al) = stride(lanes.meta(node.a));
+                let (bo, bw, bl) = stride(lanes.meta(node.b));
+                let (oo, ow, ol) = stride(mo);
+                let go0 = self.adj_off[node.out.0 as usize] as usize;
+                let ia0 = self.idx(node.a, 0, 0, b);
+                let ib0 = self.idx(node.b, 0, 0, b);
                 for &l in act {
                     let l = l as usize;
                     let mut any = false;
                     for e in 0..n_out {
-                        bg[e] = self.adj[self.idx(node.out, e, l, b).unwrap_or(0)];
+                        bg[e] = self.adj[go0 + e * b + l];
                         any |= bg[e] != 0.0;
                     }
                     if !any {
                         continue;
                     }
                     for e in 0..na {
-                        ba[e] = lanes.get(node.a, e, l);
+                        ba[e] = lanes.data[ao + e * aw + l * al];
                     }
                     for e in 0..nb {
-                        bb[e] = lanes.get(node.b, e, l);
+                        bb[e] = lanes.data[bo + e * bw + l * bl];
                     }
                     for e in 0..n_out {
-                        bz[e] = lanes.get(node.out, e, l);
+                        bz[e] = lanes.data[oo + e * ow + l * ol];
                     }
                     bda.iter_mut().for_each(|x| *x = 0.0);
                     bdb.iter_mut().for_each(|x| *x = 0.0);
                     op.vjp(ba, bb, bz, bg, bda, bdb);
-                    if a_grad {
+                    if a_grad && let Some(i0) = ia0 {
                         for e in 0..na {
-                            if let Some(i) = self.idx(node.a, e, l, b) {
-                                self.adj[i] += bda[e];
-                            }
+                            self.adj[i0 + e * b + l] += bda[e];
                         }
                     }
-                    if b_grad {
+                    if b_grad && let Some(i0) = ib0 {
                         for e in 0..nb {
-                            if let Some(i) = self.idx(node.b, e, l, b) {
-                                self.adj[i] += bdb[e];
-                            }
+                            self.adj[i0 + e * b + l] += bdb[e];
                         }
                     }
                 }

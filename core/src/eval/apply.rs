@@ -27,10 +27,10 @@ impl Evaluator {
 
     pub(super) fn call_prim(&mut self, p: Prim, base: usize, at: CodeId) -> Result<Value> {
         let node = self.codes.node(at);
-        self.call_prim_inner(p, base).map_err(|e| e.at(node))
+        self.call_prim_inner(p, base, at).map_err(|e| e.at(node))
     }
 
-    fn call_prim_inner(&mut self, p: Prim, base: usize) -> Result<Value> {
+    fn call_prim_inner(&mut self, p: Prim, base: usize, site: CodeId) -> Result<Value> {
         let n = self.argstack.len() - base;
         let name = || p.name();
         match p {
@@ -172,7 +172,7 @@ impl Evaluator {
                 let f = self.arg(base, 0);
                 let mut items: Vec<Value> = self.argstack[base + 1..base + n - 1].to_vec();
                 items.extend(self.list_items(self.arg(base, n - 1), "apply")?);
-                self.apply_value(f, &items, self.current_call())
+                self.apply_value(f, &items, site)
             }
             Prim::Map => {
                 let f = self.arg(base, 0);
@@ -186,7 +186,7 @@ impl Evaluator {
                 for k in 0..len {
                     args.clear();
                     args.extend(lists.iter().map(|l| l[k]));
-                    out.push(self.apply_value(f, &args, self.current_call())?);
+                    out.push(self.apply_value(f, &args, site)?);
                 }
                 Ok(self.list_from(&out, Value::Nil))
             }
@@ -195,7 +195,7 @@ impl Evaluator {
                 let items = self.list_items(self.arg(base, 1), "filter")?;
                 let mut out = Vec::new();
                 for x in items {
-                    let keep = self.apply_value(f, &[x], self.current_call())?;
+                    let keep = self.apply_value(f, &[x], site)?;
                     match self.classify(keep) {
                         super::Truth::True => out.push(x),
                         super::Truth::False => {}
@@ -222,7 +222,7 @@ impl Evaluator {
                     } else {
                         [x, acc]
                     };
-                    acc = self.apply_value(f, &args, self.current_call())?;
+                    acc = self.apply_value(f, &args, site)?;
                 }
                 Ok(acc)
             }
@@ -357,11 +357,6 @@ impl Evaluator {
                 v => Err(type_error("vlen", "a vector", v)),
             },
         }
-    }
-
-    /// The call form being applied (for errors raised inside higher-order primitives).
-    fn current_call(&self) -> CodeId {
-        CodeId(0)
     }
 
     // ------------------------------------------------------------ numbers
@@ -905,19 +900,30 @@ impl Evaluator {
         ba.resize(ma.n as usize, 0.0);
         bb.resize(mb.map_or(0, |m| m.n as usize), 0.0);
         bo.resize(n_out, 0.0);
+        let nl = self.lanes.n_lanes();
+        let stride = |m: crate::lanes::Meta| {
+            if m.varying {
+                (m.off as usize, nl, 1)
+            } else {
+                (m.off as usize, 1, 0)
+            }
+        };
+        let (ao, aw, al) = stride(ma);
+        let (bo_, bw, bl) = mb.map_or((0, 0, 0), stride);
+        let (oo, ow, ol) = stride(self.lanes.meta(out));
         for &l in &lanes {
             let l = l as usize;
+            let data = &self.lanes.data;
             for (e, x) in ba.iter_mut().enumerate() {
-                *x = self.get(a, e, l);
+                *x = data[ao + e * aw + l * al];
             }
-            if let Some(b) = b {
-                for (e, x) in bb.iter_mut().enumerate() {
-                    *x = self.get(b, e, l);
-                }
+            for (e, x) in bb.iter_mut().enumerate() {
+                *x = data[bo_ + e * bw + l * bl];
             }
             op.forward(ba, bb, bo);
+            let data = &mut self.lanes.data;
             for (e, &x) in bo.iter().enumerate() {
-                self.set(out, e, l, x);
+                data[oo + e * ow + l * ol] = x;
             }
         }
         self.fbuf = bufs;
