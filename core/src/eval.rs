@@ -85,6 +85,7 @@ pub struct Evaluator {
     scratch_a: Vec<u32>,
     scratch_b: Vec<u32>,
     lane_buf: Vec<u32>,
+    kept: Vec<(usize, crate::lanes::Meta, usize)>,
     fbuf: [Vec<f64>; 5],
     false_p: PayloadId,
     true_p: PayloadId,
@@ -155,6 +156,7 @@ impl Evaluator {
             scratch_a: Vec::new(),
             scratch_b: Vec::new(),
             lane_buf: Vec::new(),
+            kept: Vec::new(),
             fbuf: Default::default(),
             false_p: PayloadId(0),
             true_p: PayloadId(1),
@@ -434,34 +436,30 @@ impl Evaluator {
     /// Releases everything allocated since `mark` except the plain values in `keep`, which are
     /// moved down and rewritten in place. Only valid when not recording.
     fn release_keeping(&mut self, mark: Mark, keep: &mut [Value]) {
-        let floor = mark.lanes;
-        let mut saved: Vec<(usize, PayloadId)> = Vec::new();
+        let floor = mark.lanes.meta_len();
         let mut tmp = std::mem::take(&mut self.fbuf[4]);
+        let mut kept = std::mem::take(&mut self.kept);
         tmp.clear();
+        kept.clear();
+        // Copy the kept payloads' data out, release, then re-allocate them in order.
         for (i, v) in keep.iter().enumerate() {
             if let Some(p) = v.payload()
-                && p.0 as usize >= self.meta_len_at(floor)
+                && p.0 as usize >= floor
             {
-                saved.push((i, p));
+                let m = self.lanes.meta(p);
+                let w = if m.varying { self.lanes.n_lanes() } else { 1 };
+                let len = m.n as usize * w;
+                tmp.extend_from_slice(&self.lanes.data[m.off as usize..m.off as usize + len]);
+                kept.push((i, m, len));
             }
         }
-        // Copy the kept payloads' data out, release, then re-allocate them in order.
-        let mut metas = Vec::with_capacity(saved.len());
-        for &(_, p) in &saved {
-            let m = self.lanes.meta(p);
-            let w = if m.varying { self.lanes.n_lanes() } else { 1 };
-            let len = m.n as usize * w;
-            tmp.extend_from_slice(&self.lanes.data[m.off as usize..m.off as usize + len]);
-            metas.push((m, len));
-        }
-        self.lanes.release(floor);
+        self.lanes.release(mark.lanes);
         self.frames.truncate(mark.frames);
         self.slots.truncate(mark.slots);
         self.pairs.truncate(mark.pairs);
         self.closures.truncate(mark.closures);
         let mut off = 0;
-        for (k, &(i, _)) in saved.iter().enumerate() {
-            let (m, len) = metas[k];
+        for &(i, m, len) in &kept {
             let np = self.lanes.alloc(m.n as usize, m.varying, m.grad);
             let start = self.lanes.meta(np).off as usize;
             self.lanes.data[start..start + len].copy_from_slice(&tmp[off..off + len]);
@@ -475,10 +473,7 @@ impl Evaluator {
             };
         }
         self.fbuf[4] = tmp;
-    }
-
-    fn meta_len_at(&self, mark: LanesMark) -> usize {
-        mark.meta_len()
+        self.kept = kept;
     }
 
     // ---------------------------------------------------------------- environments
@@ -1122,15 +1117,15 @@ impl Evaluator {
                 && carried.iter().all(|v| v.is_plain())
                 && acc.is_none_or(|a| a.0.is_plain())
             {
-                let mut keep = carried.clone();
+                // The finished lanes' value rides along at the end while the arena is released.
                 if let Some((a, _)) = acc {
-                    keep.push(a);
+                    carried.push(a);
                 }
-                self.release_keeping(floor, &mut keep);
-                carried.copy_from_slice(&keep[..n]);
+                self.release_keeping(floor, &mut carried);
                 if let Some(a) = acc.as_mut() {
-                    a.0 = keep[n];
+                    a.0 = carried[n];
                 }
+                carried.truncate(n);
             }
         };
         self.mask = outer;
