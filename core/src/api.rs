@@ -196,6 +196,15 @@ pub struct Evaluation {
 }
 
 impl Evaluation {
+    /// An evaluation with no value yet, to be filled by `Evaluator::eval_into`.
+    pub fn empty() -> Self {
+        Evaluation {
+            value: Output::Number(Vec::new()),
+            grads: Vec::new(),
+            faults: Vec::new(),
+        }
+    }
+
     /// The gradient with respect to `name`, if it was requested.
     pub fn grad(&self, name: &str) -> Option<&[f64]> {
         self.grads

@@ -86,6 +86,7 @@ pub struct Evaluator {
     scratch_b: Vec<u32>,
     lane_buf: Vec<u32>,
     kept: Vec<(usize, crate::lanes::Meta, usize)>,
+    grad_inputs: Vec<(usize, PayloadId)>,
     fbuf: [Vec<f64>; 5],
     false_p: PayloadId,
     true_p: PayloadId,
@@ -157,6 +158,7 @@ impl Evaluator {
             scratch_b: Vec::new(),
             lane_buf: Vec::new(),
             kept: Vec::new(),
+            grad_inputs: Vec::new(),
             fbuf: Default::default(),
             false_p: PayloadId(0),
             true_p: PayloadId(1),
@@ -184,7 +186,9 @@ impl Evaluator {
         program: &Program,
         inputs: &Inputs,
     ) -> Result<Evaluation> {
-        self.run(heap, program, inputs, false)
+        let mut out = Evaluation::empty();
+        self.run(heap, program, inputs, false, &mut out)?;
+        Ok(out)
     }
 
     /// Evaluation with per-lane gradients for every `grad` input.
@@ -194,7 +198,22 @@ impl Evaluator {
         program: &Program,
         inputs: &Inputs,
     ) -> Result<Evaluation> {
-        self.run(heap, program, inputs, true)
+        let mut out = Evaluation::empty();
+        self.run(heap, program, inputs, true, &mut out)?;
+        Ok(out)
+    }
+
+    /// Like [`Evaluator::eval`] or (with `grad`) [`Evaluator::eval_grad`], writing into `out` and
+    /// reusing its buffers: repeated runs of one program allocate nothing once warmed up.
+    pub fn eval_into(
+        &mut self,
+        heap: &mut Heap,
+        program: &Program,
+        inputs: &Inputs,
+        grad: bool,
+        out: &mut Evaluation,
+    ) -> Result<()> {
+        self.run(heap, program, inputs, grad, out)
     }
 
     fn run(
@@ -203,10 +222,13 @@ impl Evaluator {
         program: &Program,
         inputs: &Inputs,
         grad: bool,
-    ) -> Result<Evaluation> {
-        decode::intern_forms(heap);
+        out: &mut Evaluation,
+    ) -> Result<()> {
+        if heap.symbols().lookup(decode::LAST_FORM_NAME).is_none() {
+            decode::intern_forms(heap);
+        }
         std::mem::swap(heap, &mut self.heap);
-        let res = self.run_inner(program, inputs, grad);
+        let res = self.run_inner(program, inputs, grad, out);
         std::mem::swap(heap, &mut self.heap);
         res
     }
@@ -228,7 +250,13 @@ impl Evaluator {
         self.true_p = self.lanes.scalar(1.0);
     }
 
-    fn run_inner(&mut self, program: &Program, inputs: &Inputs, grad: bool) -> Result<Evaluation> {
+    fn run_inner(
+        &mut self,
+        program: &Program,
+        inputs: &Inputs,
+        grad: bool,
+        out: &mut Evaluation,
+    ) -> Result<()> {
         self.reset();
         self.recording = grad;
         // Globals: inputs first, then decoded top-level names. The decoded forms are reused while
@@ -265,7 +293,7 @@ impl Evaluator {
         }
         let tops = std::mem::take(&mut self.cached_tops);
         let input_slots = std::mem::take(&mut self.cached_input_slots);
-        let res = self.run_decoded(&tops, &input_slots, inputs, grad);
+        let res = self.run_decoded(&tops, &input_slots, inputs, grad, out);
         self.cached_tops = tops;
         self.cached_input_slots = input_slots;
         res
@@ -277,7 +305,8 @@ impl Evaluator {
         input_slots: &[u32],
         inputs: &Inputs,
         grad: bool,
-    ) -> Result<Evaluation> {
+        out: &mut Evaluation,
+    ) -> Result<()> {
         if tops.is_empty() {
             return Err(err(ErrorKind::Syntax, "empty program"));
         }
@@ -285,8 +314,9 @@ impl Evaluator {
         self.globals
             .resize(self.codes.global_names.len(), Value::Unassigned);
         let b = self.lanes.n_lanes();
-        let mut grad_inputs = Vec::new();
-        for (inp, &slot) in inputs.entries.iter().zip(input_slots) {
+        let mut grad_inputs = std::mem::take(&mut self.grad_inputs);
+        grad_inputs.clear();
+        for (k, (inp, &slot)) in inputs.entries.iter().zip(input_slots).enumerate() {
             let bad = |m: String| err(ErrorKind::Input, format!("input `{}`: {m}", inp.name));
             let v = match &inp.value {
                 InputValue::Uniform(x) => {
@@ -331,7 +361,7 @@ impl Evaluator {
             };
             if inp.grad && grad {
                 if let Value::Num(p) = v {
-                    grad_inputs.push((inp.name.clone(), p));
+                    grad_inputs.push((k, p));
                 } else {
                     return Err(bad("only scalar inputs can be differentiated".into()));
                 }
@@ -342,33 +372,39 @@ impl Evaluator {
         for &top in tops {
             result = self.eval_value(top, NO_FRAME)?;
         }
-        let value = self.output(result);
-        let mut grads = Vec::new();
-        if grad {
-            let root = result.payload().filter(|_| {
-                matches!(
-                    result,
-                    Value::Num(_) | Value::Vector(..) | Value::Matrix(..)
-                )
+        self.output_into(result, &mut out.value);
+        let n_grads = if grad { grad_inputs.len() } else { 0 };
+        out.grads.truncate(n_grads);
+        while out.grads.len() < n_grads {
+            out.grads.push(Gradient {
+                name: String::new(),
+                per_lane: Vec::new(),
             });
-            match root {
-                Some(root) => self.tape.backward(&self.lanes, &self.masks, root),
-                None => self.tape.backward(&self.lanes, &self.masks, self.false_p),
-            }
-            for (name, p) in grad_inputs {
-                let mut per_lane = Vec::with_capacity(b);
-                self.tape.grad_of(p, b, &mut per_lane);
+        }
+        if grad {
+            let root = match result {
+                Value::Num(p) | Value::Vector(p, _) | Value::Matrix(p, _, _) => Some(p),
+                _ => None,
+            };
+            self.tape
+                .backward(&self.lanes, &self.masks, root.unwrap_or(self.false_p));
+            for (g, &(k, p)) in out.grads.iter_mut().zip(&grad_inputs) {
+                g.name.clear();
+                g.name.push_str(&inputs.entries[k].name);
+                self.tape.grad_of(p, b, &mut g.per_lane);
                 if root.is_none() {
-                    per_lane.iter_mut().for_each(|x| *x = 0.0);
+                    g.per_lane.iter_mut().for_each(|x| *x = 0.0);
                 }
-                grads.push(Gradient { name, per_lane });
             }
         }
-        let mut faults = vec![false; b];
-        match &value {
+        self.grad_inputs = grad_inputs;
+        let faults = &mut out.faults;
+        faults.clear();
+        faults.resize(b, false);
+        match &out.value {
             Output::Number(v) => v
                 .iter()
-                .zip(&mut faults)
+                .zip(faults.iter_mut())
                 .for_each(|(x, f)| *f |= !x.is_finite()),
             Output::Vector { len, data } => {
                 for (l, f) in faults.iter_mut().enumerate() {
@@ -383,17 +419,13 @@ impl Evaluator {
             }
             _ => {}
         }
-        for g in &grads {
+        for g in &out.grads {
             g.per_lane
                 .iter()
-                .zip(&mut faults)
+                .zip(faults.iter_mut())
                 .for_each(|(x, f)| *f |= !x.is_finite());
         }
-        Ok(Evaluation {
-            value,
-            grads,
-            faults,
-        })
+        Ok(())
     }
 
     // ---------------------------------------------------------------- payload helpers

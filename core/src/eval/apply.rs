@@ -1028,31 +1028,46 @@ impl Evaluator {
 
     // ------------------------------------------------------------ output
 
-    pub(super) fn output(&mut self, v: Value) -> Output {
+    /// Writes the per-lane value of `v` into `out`, reusing its buffer when the kind matches.
+    pub(super) fn output_into(&mut self, v: Value, out: &mut Output) {
         let b = self.lanes.n_lanes();
-        match v {
-            Value::Num(p) => Output::Number((0..b).map(|l| self.get(p, 0, l)).collect()),
-            Value::Bool(p) => Output::Bool((0..b).map(|l| self.get(p, 0, l) != 0.0).collect()),
-            Value::Vector(p, n) => Output::Vector {
-                len: n as usize,
-                data: (0..b)
-                    .flat_map(|l| (0..n as usize).map(move |e| (l, e)))
-                    .map(|(l, e)| self.get(p, e, l))
-                    .collect(),
-            },
-            Value::Matrix(p, r, c) => {
-                let n = r as usize * c as usize;
-                Output::Matrix {
-                    rows: r as usize,
-                    cols: c as usize,
-                    data: (0..b)
-                        .flat_map(|l| (0..n).map(move |e| (l, e)))
-                        .map(|(l, e)| self.get(p, e, l))
-                        .collect(),
-                }
+        let mut buf = match std::mem::replace(out, Output::Bool(Vec::new())) {
+            Output::Number(d) | Output::Vector { data: d, .. } | Output::Matrix { data: d, .. } => {
+                d
             }
-            other => Output::Other(self.show(other)),
+            _ => Vec::new(),
+        };
+        buf.clear();
+        let (p, n) = match v {
+            Value::Num(p) => (p, 1),
+            Value::Vector(p, n) => (p, n as usize),
+            Value::Matrix(p, r, c) => (p, r as usize * c as usize),
+            Value::Bool(p) => {
+                *out = Output::Bool((0..b).map(|l| self.get(p, 0, l) != 0.0).collect());
+                return;
+            }
+            other => {
+                *out = Output::Other(self.show(other));
+                return;
+            }
+        };
+        for l in 0..b {
+            for e in 0..n {
+                buf.push(self.get(p, e, l));
+            }
         }
+        *out = match v {
+            Value::Vector(_, n) => Output::Vector {
+                len: n as usize,
+                data: buf,
+            },
+            Value::Matrix(_, r, c) => Output::Matrix {
+                rows: r as usize,
+                cols: c as usize,
+                data: buf,
+            },
+            _ => Output::Number(buf),
+        };
     }
 
     fn show(&mut self, v: Value) -> String {
