@@ -174,6 +174,16 @@ impl Evaluator {
         &self.opts
     }
 
+    /// Evaluation steps (form visits) the last run took.
+    pub fn last_steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Number of tape nodes the last recorded run appended.
+    pub fn last_tape_len(&self) -> usize {
+        self.tape.nodes.len()
+    }
+
     /// Number of floats the payload arena held at the end of the last run (a memory gauge).
     pub fn arena_floats(&self) -> usize {
         self.lanes.n_floats()
@@ -760,10 +770,34 @@ impl Evaluator {
     fn eval_args(&mut self, args: CodeList, env: u32) -> Result<()> {
         for i in 0..args.len {
             let c = self.codes.lists[(args.start + i) as usize];
-            let v = self.eval_value(c, env)?;
+            let v = self.eval_operand(c, env)?;
             self.argstack.push(v);
         }
         Ok(())
+    }
+
+    /// Evaluates an operand, with the walk's own semantics, but without a nested walk for the
+    /// common leaves (variables and literals).
+    #[inline]
+    fn eval_operand(&mut self, code: CodeId, env: u32) -> Result<Value> {
+        let v = match self.codes.get(code) {
+            Code::Local { depth, slot } => self.slots[self.slot_index(env, depth, slot)],
+            Code::Global(slot) => self.globals[slot as usize],
+            Code::Num(x) => self.num(x),
+            _ => return self.eval_value(code, env),
+        };
+        self.steps += 1;
+        if v == Value::Unassigned {
+            return Err(self.unassigned(code));
+        }
+        if self.steps > self.opts.max_steps {
+            return Err(err(
+                ErrorKind::StepBudget,
+                format!("more than {} evaluation steps", self.opts.max_steps),
+            )
+            .at(self.codes.node(code)));
+        }
+        Ok(v)
     }
 
     /// A frame for calling `clo` with the arguments at `argstack[base..]`.

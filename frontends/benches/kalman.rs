@@ -43,7 +43,13 @@ fn main() {
     let program = ndvm_frontends::scheme::parse(&mut heap, src).expect("parse");
     println!("kalman2d_T80 forward+gradient (reference dialect), median of runs");
     println!("{:>6} {:>14} {:>16}", "B", "per call (us)", "per lane (us)");
+    let only: Option<usize> = std::env::var("NDVM_BENCH_B")
+        .ok()
+        .and_then(|v| v.parse().ok());
     for b in [1usize, 8, 64, 256, 1024] {
+        if only.is_some_and(|o| o != b) {
+            continue;
+        }
         let mut ev = Evaluator::new(EvalOptions::new(b).with_dialect(Dialect::Reference));
         let q: Vec<f64> = (0..b).map(|l| 0.05 * (1.0 + 0.001 * l as f64)).collect();
         let r: Vec<f64> = (0..b).map(|l| 0.10 * (1.0 + 0.001 * l as f64)).collect();
@@ -58,7 +64,12 @@ fn main() {
         let budget = Duration::from_millis(if b >= 256 { 3000 } else { 1500 });
         let mut samples = Vec::new();
         let start = Instant::now();
-        while start.elapsed() < budget || samples.len() < 5 {
+        let fixed_runs: Option<usize> = std::env::var("NDVM_BENCH_RUNS")
+            .ok()
+            .and_then(|v| v.parse().ok());
+        while fixed_runs.map_or(start.elapsed() < budget || samples.len() < 5, |n| {
+            samples.len() < n
+        }) {
             let t = Instant::now();
             let res = ev
                 .eval_grad(&mut heap, &program, &inputs)
@@ -68,6 +79,14 @@ fn main() {
         }
         samples.sort_by(f64::total_cmp);
         let med = samples[samples.len() / 2];
+        if b == 1 {
+            println!(
+                "(steps per run: {}, tape nodes: {}, arena floats: {})",
+                ev.last_steps(),
+                ev.last_tape_len(),
+                ev.arena_floats()
+            );
+        }
         println!("{b:>6} {med:>14.1} {:>16.3}", med / b as f64);
     }
 }
