@@ -87,6 +87,8 @@ pub struct Evaluator {
     lane_buf: Vec<u32>,
     kept: Vec<(usize, crate::lanes::Meta, usize)>,
     grad_inputs: Vec<(usize, PayloadId)>,
+    carried_pool: Vec<Vec<Value>>,
+    payload_buf: Vec<PayloadId>,
     fbuf: [Vec<f64>; 5],
     false_p: PayloadId,
     true_p: PayloadId,
@@ -159,6 +161,8 @@ impl Evaluator {
             lane_buf: Vec::new(),
             kept: Vec::new(),
             grad_inputs: Vec::new(),
+            carried_pool: Vec::new(),
+            payload_buf: Vec::new(),
             fbuf: Default::default(),
             false_p: PayloadId(0),
             true_p: PayloadId(1),
@@ -1141,7 +1145,10 @@ impl Evaluator {
         let n = inits.len as usize;
         let outer = self.mask;
         let mut acc: Option<(Value, MaskId)> = None;
-        let mut carried: Vec<Value> = self.argstack[base..].to_vec();
+        // The carried values live on a pooled stack (loops nest: an inner loop works above us).
+        let mut carried = self.carried_pool.pop().unwrap_or_default();
+        carried.clear();
+        carried.extend_from_slice(&self.argstack[base..]);
         self.argstack.truncate(base);
         // Everything an iteration allocates lies above `floor`; when the carried values are plain
         // numbers, the next iteration starts from the floor again with just those values copied down.
@@ -1195,6 +1202,7 @@ impl Evaluator {
             }
         };
         self.mask = outer;
+        self.carried_pool.push(carried);
         Ok(result)
     }
 }

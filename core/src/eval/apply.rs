@@ -497,30 +497,34 @@ impl Evaluator {
     }
 
     fn compare_chain(&mut self, c: Compare, base: usize, n: usize) -> Result<Value> {
-        let mut ps = Vec::with_capacity(n);
+        let mut varying = false;
         for i in 0..n {
             let v = self.arg(base, i);
             match self.numeric(v, "comparison")? {
-                (p, Shape::Scalar) => ps.push(p),
+                (p, Shape::Scalar) => varying |= self.lanes.is_varying(p),
                 _ => return Err(type_error("comparison", "numbers", v)),
             }
         }
-        let varying = ps.iter().any(|&p| self.lanes.is_varying(p));
+        let payload = |ev: &Self, i: usize| ev.arg(base, i).payload().unwrap_or(ev.false_p);
+        let holds = |ev: &Self, l: usize| {
+            (1..n).all(|i| {
+                c.apply(
+                    ev.get(payload(ev, i - 1), 0, l),
+                    ev.get(payload(ev, i), 0, l),
+                )
+            })
+        };
         if !varying {
-            let ok = ps
-                .windows(2)
-                .all(|w| c.apply(self.get(w[0], 0, 0), self.get(w[1], 0, 0)));
+            let ok = holds(self, 0);
             return Ok(self.bool_value(ok));
         }
         let out = self.lanes.alloc(1, true, false);
-        let lanes: Vec<u32> = self.masks.lanes(self.mask).to_vec();
-        for l in lanes {
-            let l = l as usize;
-            let ok = ps
-                .windows(2)
-                .all(|w| c.apply(self.get(w[0], 0, l), self.get(w[1], 0, l)));
-            self.set(out, 0, l, f64::from(u8::from(ok)));
+        let lanes = self.take_lanes(true);
+        for &l in &lanes {
+            let ok = holds(self, l as usize);
+            self.set(out, 0, l as usize, f64::from(u8::from(ok)));
         }
+        self.lane_buf = lanes;
         Ok(Value::Bool(out))
     }
 
@@ -762,35 +766,45 @@ impl Evaluator {
         out
     }
 
-    fn scalar_items(&mut self, base: usize, n: usize, what: &str) -> Result<Vec<Value>> {
+    /// The items of `(vec a b …)` / `(mat r1 r2 …)` as a range of the argument stack: the
+    /// arguments themselves, or the elements of a single list argument pushed above them.
+    fn items_range(&mut self, base: usize, n: usize, what: &str) -> Result<(usize, usize)> {
         if n == 1 {
             let v = self.arg(base, 0);
             if self.pair_of(v).is_some() {
-                return self.list_items(v, what);
+                let items = self.list_items(v, what)?;
+                let start = self.argstack.len();
+                self.argstack.extend_from_slice(&items);
+                return Ok((start, items.len()));
             }
         }
-        Ok(self.argstack[base..base + n].to_vec())
+        Ok((base, n))
     }
 
     fn make_vec(&mut self, base: usize, n: usize) -> Result<Value> {
-        let items = self.scalar_items(base, n, "vec")?;
-        let mut parts = Vec::with_capacity(items.len());
-        for v in &items {
-            match self.numeric(*v, "vec")? {
+        let (start, len) = self.items_range(base, n, "vec")?;
+        let mut parts = std::mem::take(&mut self.payload_buf);
+        parts.clear();
+        for i in start..start + len {
+            let v = self.argstack[i];
+            match self.numeric(v, "vec")? {
                 (p, Shape::Scalar) => parts.push(p),
-                _ => return Err(type_error("vec", "numbers", *v)),
+                _ => return Err(type_error("vec", "numbers", v)),
             }
         }
         let p = self.concat(&parts);
-        Ok(Value::Vector(p, parts.len() as u32))
+        let len = parts.len() as u32;
+        self.payload_buf = parts;
+        Ok(Value::Vector(p, len))
     }
 
     fn make_mat(&mut self, base: usize, n: usize) -> Result<Value> {
-        let rows = self.scalar_items(base, n, "mat")?;
-        let mut parts = Vec::with_capacity(rows.len());
+        let (start, len) = self.items_range(base, n, "mat")?;
+        let mut parts = std::mem::take(&mut self.payload_buf);
+        parts.clear();
         let mut cols = None;
-        for v in &rows {
-            match *v {
+        for i in start..start + len {
+            match self.argstack[i] {
                 Value::Vector(p, c) => {
                     if cols.is_some_and(|k| k != c) {
                         return Err(err(
@@ -809,7 +823,9 @@ impl Evaluator {
             return Err(err(ErrorKind::Shape, "mat: matrix too large"));
         }
         let p = self.concat(&parts);
-        Ok(Value::Matrix(p, parts.len() as u16, c as u16))
+        let rows = parts.len() as u16;
+        self.payload_buf = parts;
+        Ok(Value::Matrix(p, rows, c as u16))
     }
 
     fn gather(&mut self, a: PayloadId, start: usize, n: usize) -> PayloadId {
@@ -972,6 +988,7 @@ impl Evaluator {
         let abs = self.opts.dialect == Dialect::Reference;
         match p {
             Prim::Inv => {
+                self.lane_buf = lanes;
                 if grad {
                     self.lanes.meta[inv.0 as usize].grad = true;
                     self.tape
@@ -980,6 +997,7 @@ impl Evaluator {
                 Ok(Value::Matrix(inv, r, r))
             }
             Prim::Det => {
+                self.lane_buf = lanes;
                 self.lanes.meta[det.0 as usize].grad = grad;
                 if grad {
                     self.tape.push(
@@ -999,6 +1017,7 @@ impl Evaluator {
                     let x = if abs { d.abs().ln() } else { d.ln() };
                     self.set(out, 0, l as usize, x);
                 }
+                self.lane_buf = lanes;
                 if grad {
                     self.tape.push(
                         TapeOp::Tensor(TensorOp::LogDet { m: r, abs }),
