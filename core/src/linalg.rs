@@ -226,9 +226,6 @@ impl TensorOp {
                         let mut s = 0.0;
                         for p in 0..m {
                             let zt_ip = z[p * m + i];
-                            if zt_ip == 0.0 {
-                                continue;
-                            }
                             for q in 0..m {
                                 s += zt_ip * g[p * m + q] * z[j * m + q];
                             }
@@ -410,5 +407,384 @@ mod tests {
                 }
             }
         }
+    }
+}
+
+/// One term `out[o] += coeff · a[i] · b[j]` of a bilinear op (or `out[o] += coeff · a[i]` of a
+/// linear one, with `j` unused). Forward and VJP read the same terms, so they cannot disagree.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Term {
+    pub(crate) o: u32,
+    pub(crate) i: u32,
+    pub(crate) j: u32,
+    pub(crate) coeff: f64,
+}
+
+impl TensorOp {
+    /// Whether the op is a sum of products of one element of `a` and one of `b`.
+    pub(crate) fn is_bilinear(self) -> bool {
+        matches!(
+            self,
+            TensorOp::Dot
+                | TensorOp::Cross
+                | TensorOp::MatVec { .. }
+                | TensorOp::MatMul { .. }
+                | TensorOp::Outer
+        )
+    }
+
+    /// Whether the op is a sum of single elements of `a`.
+    pub(crate) fn is_linear(self) -> bool {
+        matches!(
+            self,
+            TensorOp::Sum | TensorOp::Transpose { .. } | TensorOp::Trace { .. }
+        )
+    }
+
+    /// The terms of a bilinear or linear op with inputs of `na` and `nb` elements.
+    pub(crate) fn terms(self, na: usize, nb: usize, out: &mut Vec<Term>) {
+        out.clear();
+        let t = |o: usize, i: usize, j: usize, coeff: f64| Term {
+            o: o as u32,
+            i: i as u32,
+            j: j as u32,
+            coeff,
+        };
+        match self {
+            TensorOp::Dot => out.extend((0..na).map(|i| t(0, i, i, 1.0))),
+            TensorOp::Cross => {
+                for (o, (p, q)) in [(1, 2), (2, 0), (0, 1)].into_iter().enumerate() {
+                    out.push(t(o, p, q, 1.0));
+                    out.push(t(o, q, p, -1.0));
+                }
+            }
+            TensorOp::MatVec { m, n } => {
+                for r in 0..m as usize {
+                    out.extend((0..n as usize).map(|c| t(r, r * n as usize + c, c, 1.0)));
+                }
+            }
+            TensorOp::MatMul { m, k, n } => {
+                let (m, k, n) = (m as usize, k as usize, n as usize);
+                for r in 0..m {
+                    for c in 0..n {
+                        out.extend((0..k).map(|s| t(r * n + c, r * k + s, s * n + c, 1.0)));
+                    }
+                }
+            }
+            TensorOp::Outer => {
+                for r in 0..na {
+                    out.extend((0..nb).map(|c| t(r * nb + c, r, c, 1.0)));
+                }
+            }
+            TensorOp::Sum => out.extend((0..na).map(|i| t(0, i, 0, 1.0))),
+            TensorOp::Transpose { r, c } => {
+                let (r, c) = (r as usize, c as usize);
+                for i in 0..r {
+                    out.extend((0..c).map(|j| t(j * r + i, i * c + j, 0, 1.0)));
+                }
+            }
+            TensorOp::Trace { r, c } => {
+                let (r, c) = (r as usize, c as usize);
+                out.extend((0..r.min(c)).map(|i| t(0, i * c + i, 0, 1.0)));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A read-only view of one payload's elements: element `e` on lane `l` is `data[e*w + l*s]`.
+#[derive(Clone, Copy)]
+pub(crate) struct Strided<'a> {
+    pub(crate) data: &'a [f64],
+    pub(crate) w: usize,
+    pub(crate) s: usize,
+}
+
+impl Strided<'_> {
+    /// The B-lane slice of element `e` (`None` when the payload is uniform).
+    #[inline]
+    pub(crate) fn lanes(&self, e: usize, b: usize) -> Option<&[f64]> {
+        (self.s == 1).then(|| &self.data[e * self.w..e * self.w + b])
+    }
+
+    #[inline]
+    pub(crate) fn at(&self, e: usize, l: usize) -> f64 {
+        self.data[e * self.w + l * self.s]
+    }
+}
+
+/// Structure-of-arrays forward of a bilinear/linear op over all `b` lanes: `out` holds `n_out`
+/// elements of `b` lanes each (zeroed here).
+pub(crate) fn terms_forward(
+    terms: &[Term],
+    bilinear: bool,
+    a: Strided<'_>,
+    bb: Strided<'_>,
+    out: &mut [f64],
+    b: usize,
+) {
+    out.iter_mut().for_each(|x| *x = 0.0);
+    for t in terms {
+        let o = &mut out[t.o as usize * b..(t.o as usize + 1) * b];
+        let (i, j, c) = (t.i as usize, t.j as usize, t.coeff);
+        if !bilinear {
+            match a.lanes(i, b) {
+                Some(x) => o.iter_mut().zip(x).for_each(|(o, x)| *o += c * x),
+                None => o.iter_mut().for_each(|o| *o += c * a.at(i, 0)),
+            }
+            continue;
+        }
+        match (a.lanes(i, b), bb.lanes(j, b)) {
+            (Some(x), Some(y)) => o
+                .iter_mut()
+                .zip(x.iter().zip(y))
+                .for_each(|(o, (x, y))| *o += c * x * y),
+            (Some(x), None) => {
+                let y = bb.at(j, 0);
+                o.iter_mut().zip(x).for_each(|(o, x)| *o += c * x * y);
+            }
+            (None, Some(y)) => {
+                let x = c * a.at(i, 0);
+                o.iter_mut().zip(y).for_each(|(o, y)| *o += x * y);
+            }
+            (None, None) => {
+                let v = c * a.at(i, 0) * bb.at(j, 0);
+                o.iter_mut().for_each(|o| *o += v);
+            }
+        }
+    }
+}
+
+/// Structure-of-arrays VJP of a bilinear/linear op over all `b` lanes: accumulates into the
+/// adjoint slices `da` / `db` (B lanes per element; `None` when that input needs no gradient).
+#[allow(clippy::too_many_arguments)] // the two inputs, their adjoints, the terms and the width
+pub(crate) fn terms_vjp(
+    terms: &[Term],
+    bilinear: bool,
+    a: Strided<'_>,
+    bb: Strided<'_>,
+    g: &[f64],
+    mut da: Option<&mut [f64]>,
+    mut db: Option<&mut [f64]>,
+    b: usize,
+) {
+    for t in terms {
+        let go = &g[t.o as usize * b..(t.o as usize + 1) * b];
+        let (i, j, c) = (t.i as usize, t.j as usize, t.coeff);
+        if let Some(da) = da.as_deref_mut() {
+            let d = &mut da[i * b..(i + 1) * b];
+            if !bilinear {
+                d.iter_mut().zip(go).for_each(|(d, g)| *d += c * g);
+            } else {
+                match bb.lanes(j, b) {
+                    Some(y) => d
+                        .iter_mut()
+                        .zip(go.iter().zip(y))
+                        .for_each(|(d, (g, y))| *d += c * g * y),
+                    None => {
+                        let y = bb.at(j, 0);
+                        d.iter_mut().zip(go).for_each(|(d, g)| *d += c * g * y);
+                    }
+                }
+            }
+        }
+        if bilinear && let Some(db) = db.as_deref_mut() {
+            let d = &mut db[j * b..(j + 1) * b];
+            match a.lanes(i, b) {
+                Some(x) => d
+                    .iter_mut()
+                    .zip(go.iter().zip(x))
+                    .for_each(|(d, (g, x))| *d += c * g * x),
+                None => {
+                    let x = a.at(i, 0);
+                    d.iter_mut().zip(go).for_each(|(d, g)| *d += c * g * x);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod soa_tests {
+    use super::*;
+
+    /// The term form of every bilinear/linear op equals its per-lane forward and VJP.
+    #[test]
+    fn terms_match_per_lane_forward_and_vjp() {
+        let b = 3;
+        let cases: [(TensorOp, usize, usize, usize); 8] = [
+            (TensorOp::Dot, 3, 3, 1),
+            (TensorOp::Cross, 3, 3, 3),
+            (TensorOp::MatVec { m: 2, n: 3 }, 6, 3, 2),
+            (TensorOp::MatMul { m: 2, k: 3, n: 2 }, 6, 6, 4),
+            (TensorOp::Outer, 3, 2, 6),
+            (TensorOp::Sum, 4, 0, 1),
+            (TensorOp::Transpose { r: 2, c: 3 }, 6, 0, 6),
+            (TensorOp::Trace { r: 2, c: 3 }, 6, 0, 1),
+        ];
+        for (op, na, nb, n_out) in cases {
+            let a: Vec<f64> = (0..na * b)
+                .map(|k| 0.3 + 0.17 * k as f64 - 0.01 * (k * k) as f64)
+                .collect();
+            let bv: Vec<f64> = (0..nb * b).map(|k| -0.8 + 0.23 * k as f64).collect();
+            let g: Vec<f64> = (0..n_out * b).map(|k| 1.0 - 0.1 * k as f64).collect();
+            let mut terms = Vec::new();
+            op.terms(na, nb, &mut terms);
+            let bil = op.is_bilinear();
+            let sa = Strided {
+                data: &a,
+                w: b,
+                s: 1,
+            };
+            let sb = Strided {
+                data: &bv,
+                w: b,
+                s: 1,
+            };
+            let mut out = vec![0.0; n_out * b];
+            terms_forward(&terms, bil, sa, sb, &mut out, b);
+            let (mut da, mut db) = (vec![0.0; na * b], vec![0.0; nb * b]);
+            terms_vjp(&terms, bil, sa, sb, &g, Some(&mut da), Some(&mut db), b);
+            for l in 0..b {
+                let la: Vec<f64> = (0..na).map(|e| a[e * b + l]).collect();
+                let lb: Vec<f64> = (0..nb).map(|e| bv[e * b + l]).collect();
+                let lg: Vec<f64> = (0..n_out).map(|e| g[e * b + l]).collect();
+                let mut z = vec![0.0; n_out];
+                op.forward(&la, &lb, &mut z);
+                let (mut pa, mut pb) = (vec![0.0; na], vec![0.0; nb]);
+                op.vjp(&la, &lb, &z, &lg, &mut pa, &mut pb);
+                for e in 0..n_out {
+                    assert!((z[e] - out[e * b + l]).abs() < 1e-12, "{op:?} forward");
+                }
+                for e in 0..na {
+                    assert!((pa[e] - da[e * b + l]).abs() < 1e-12, "{op:?} da");
+                }
+                for e in 0..nb {
+                    assert!((pb[e] - db[e * b + l]).abs() < 1e-12, "{op:?} db");
+                }
+            }
+        }
+    }
+}
+
+/// [`terms_forward`] on the listed lanes only (the others of `out` are left as they are).
+pub(crate) fn terms_forward_masked(
+    terms: &[Term],
+    bilinear: bool,
+    a: Strided<'_>,
+    bb: Strided<'_>,
+    out: &mut [f64],
+    b: usize,
+    act: &[u32],
+) {
+    let n_out = out.len() / b;
+    for e in 0..n_out {
+        for &l in act {
+            out[e * b + l as usize] = 0.0;
+        }
+    }
+    for t in terms {
+        let (o, i, j, c) = (t.o as usize, t.i as usize, t.j as usize, t.coeff);
+        for &l in act {
+            let l = l as usize;
+            out[o * b + l] += if bilinear {
+                c * a.at(i, l) * bb.at(j, l)
+            } else {
+                c * a.at(i, l)
+            };
+        }
+    }
+}
+
+/// [`terms_vjp`] on the listed lanes only, accumulating in the same term order.
+#[allow(clippy::too_many_arguments)] // mirrors `terms_vjp` plus the lane list
+pub(crate) fn terms_vjp_masked(
+    terms: &[Term],
+    bilinear: bool,
+    a: Strided<'_>,
+    bb: Strided<'_>,
+    g: &[f64],
+    mut da: Option<&mut [f64]>,
+    mut db: Option<&mut [f64]>,
+    b: usize,
+    act: &[u32],
+) {
+    for t in terms {
+        let (o, i, j, c) = (t.o as usize, t.i as usize, t.j as usize, t.coeff);
+        for &l in act {
+            let l = l as usize;
+            let go = g[o * b + l];
+            if let Some(da) = da.as_deref_mut() {
+                da[i * b + l] += if bilinear {
+                    c * go * bb.at(j, l)
+                } else {
+                    c * go
+                };
+            }
+            if bilinear && let Some(db) = db.as_deref_mut() {
+                db[j * b + l] += c * go * a.at(i, l);
+            }
+        }
+    }
+}
+
+/// Structure-of-arrays VJP of det, logdet and inv over all `b` lanes of an m×m matrix, with the
+/// same expressions (and order of accumulation) as [`TensorOp::vjp`] on one lane. `inv_or_z` is
+/// A⁻¹ (det/logdet) or the output Z = A⁻¹ (inv); `z` is the scalar output for det.
+pub(crate) fn det_family_vjp(
+    op: TensorOp,
+    inv_or_z: &[f64],
+    z: &[f64],
+    g: &[f64],
+    da: &mut [f64],
+    b: usize,
+    s: &mut Vec<f64>,
+) {
+    match op {
+        TensorOp::Det { m } | TensorOp::LogDet { m, .. } => {
+            let m = m as usize;
+            let det = matches!(op, TensorOp::Det { .. });
+            for i in 0..m {
+                for j in 0..m {
+                    let d = &mut da[(i * m + j) * b..(i * m + j + 1) * b];
+                    let t = &inv_or_z[(j * m + i) * b..(j * m + i + 1) * b];
+                    if det {
+                        for l in 0..b {
+                            d[l] += g[l] * z[l] * t[l];
+                        }
+                    } else {
+                        for l in 0..b {
+                            d[l] += g[l] * t[l];
+                        }
+                    }
+                }
+            }
+        }
+        TensorOp::Inv { m } => {
+            let m = m as usize;
+            let zz = inv_or_z;
+            s.clear();
+            s.resize(b, 0.0);
+            for i in 0..m {
+                for j in 0..m {
+                    s.iter_mut().for_each(|x| *x = 0.0);
+                    for p in 0..m {
+                        let zt = &zz[(p * m + i) * b..(p * m + i + 1) * b];
+                        for q in 0..m {
+                            let gq = &g[(p * m + q) * b..(p * m + q + 1) * b];
+                            let zq = &zz[(j * m + q) * b..(j * m + q + 1) * b];
+                            for l in 0..b {
+                                s[l] += zt[l] * gq[l] * zq[l];
+                            }
+                        }
+                    }
+                    let d = &mut da[(i * m + j) * b..(i * m + j + 1) * b];
+                    for l in 0..b {
+                        d[l] -= s[l];
+                    }
+                }
+            }
+        }
+        _ => {}
     }
 }

@@ -5,7 +5,7 @@
 #![allow(clippy::needless_range_loop)] // index arithmetic mirrors the maths
 
 use crate::lanes::{Lanes, PayloadId};
-use crate::linalg::TensorOp;
+use crate::linalg::{Strided, TensorOp, Term, det_family_vjp, terms_vjp, terms_vjp_masked};
 use crate::mask::{LaneMask, MaskId};
 use crate::prims::{Binary, Unary};
 
@@ -44,6 +44,23 @@ pub(crate) struct Tape {
     adj: Vec<f64>,
     adj_off: Vec<u32>,
     bufs: [Vec<f64>; 6],
+    terms: Vec<Term>,
+}
+
+/// Two disjoint mutable ranges of one slice.
+fn two_mut(
+    v: &mut [f64],
+    a: std::ops::Range<usize>,
+    b: std::ops::Range<usize>,
+) -> (&mut [f64], &mut [f64]) {
+    if a.start < b.start {
+        let (lo, hi) = v.split_at_mut(b.start);
+        (&mut lo[a], &mut hi[..b.end - b.start])
+    } else {
+        let (lo, hi) = v.split_at_mut(a.start);
+        let lo_b = &mut lo[b];
+        (&mut hi[..a.end - a.start], lo_b)
+    }
 }
 
 const NO_ADJ: u32 = u32::MAX;
@@ -226,6 +243,88 @@ impl Tape {
                         }
                     }
                 }
+            }
+            TapeOp::Tensor(op) if op.is_bilinear() || op.is_linear() => {
+                let na = lanes.n_elems(node.a);
+                let nb = if op.is_bilinear() {
+                    lanes.n_elems(node.b)
+                } else {
+                    0
+                };
+                let mut terms = std::mem::take(&mut self.terms);
+                op.terms(na, nb, &mut terms);
+                let mut bufs = std::mem::take(&mut self.bufs);
+                let g = &mut bufs[3];
+                let go0 = self.adj_off[node.out.0 as usize] as usize;
+                g.clear();
+                g.extend_from_slice(&self.adj[go0..go0 + n_out * b]);
+                let view = |m: crate::lanes::Meta| Strided {
+                    data: &lanes.data[m.off as usize..],
+                    w: if m.varying { b } else { 1 },
+                    s: usize::from(m.varying),
+                };
+                let sa = view(lanes.meta(node.a));
+                let sb = view(lanes.meta(node.b));
+                let ia = self.idx(node.a, 0, 0, b);
+                let ib = if op.is_bilinear() {
+                    self.idx(node.b, 0, 0, b)
+                } else {
+                    None
+                };
+                let bil = op.is_bilinear();
+                let full = node.mask == MaskId::FULL;
+                let vjp = |da: Option<&mut [f64]>, db: Option<&mut [f64]>| {
+                    if full {
+                        terms_vjp(&terms, bil, sa, sb, g, da, db, b);
+                    } else {
+                        terms_vjp_masked(&terms, bil, sa, sb, g, da, db, b, act);
+                    }
+                };
+                match (ia, ib) {
+                    (Some(i), Some(j)) if i == j => {
+                        let d = &mut self.adj[i..i + na * b];
+                        vjp(Some(&mut *d), None);
+                        vjp(None, Some(d));
+                    }
+                    (Some(i), Some(j)) => {
+                        let (da, db) = two_mut(&mut self.adj, i..i + na * b, j..j + nb * b);
+                        vjp(Some(da), Some(db));
+                    }
+                    (Some(i), None) => vjp(Some(&mut self.adj[i..i + na * b]), None),
+                    (None, Some(j)) => vjp(None, Some(&mut self.adj[j..j + nb * b])),
+                    (None, None) => {}
+                }
+                self.bufs = bufs;
+                self.terms = terms;
+            }
+            TapeOp::Tensor(op)
+                if node.mask == MaskId::FULL
+                    && matches!(
+                        op,
+                        TensorOp::Det { .. } | TensorOp::LogDet { .. } | TensorOp::Inv { .. }
+                    )
+                    && lanes.is_varying(node.out)
+                    && lanes.is_varying(node.a) =>
+            {
+                let Some(ia) = self.idx(node.a, 0, 0, b) else {
+                    return;
+                };
+                let na = lanes.n_elems(node.a);
+                let mut bufs = std::mem::take(&mut self.bufs);
+                let [g, _, _, _, _, s] = &mut bufs;
+                let go0 = self.adj_off[node.out.0 as usize] as usize;
+                g.clear();
+                g.extend_from_slice(&self.adj[go0..go0 + n_out * b]);
+                let src = if matches!(op, TensorOp::Inv { .. }) {
+                    node.out
+                } else {
+                    node.b
+                };
+                let ms = lanes.meta(src);
+                let t = &lanes.data[ms.off as usize..ms.off as usize + ms.n as usize * b];
+                let z = &lanes.data[mo.off as usize..mo.off as usize + b];
+                det_family_vjp(op, t, z, g, &mut self.adj[ia..ia + na * b], b, s);
+                self.bufs = bufs;
             }
             TapeOp::Tensor(op) => {
                 let na = lanes.n_elems(node.a);

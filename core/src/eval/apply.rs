@@ -910,6 +910,41 @@ impl Evaluator {
         let grad = self.recording && (ma.grad || mb.is_some_and(|m| m.grad));
         let n_out = shape.n();
         let out = self.lanes.alloc(n_out, varying, grad);
+        if op.is_bilinear() || op.is_linear() {
+            // Structure-of-arrays path: one pass per term over contiguous lanes.
+            let nl = if varying { self.lanes.n_lanes() } else { 1 };
+            let mut terms = std::mem::take(&mut self.terms_buf);
+            op.terms(ma.n as usize, mb.map_or(0, |m| m.n as usize), &mut terms);
+            let oo = self.lanes.meta(out).off as usize;
+            let (src, dst) = self.lanes.data.split_at_mut(oo);
+            let view = |m: crate::lanes::Meta| linalg::Strided {
+                data: &src[m.off as usize..],
+                w: if m.varying { nl } else { 1 },
+                s: usize::from(m.varying),
+            };
+            let sa = view(ma);
+            let sb = mb.map_or(
+                linalg::Strided {
+                    data: &[],
+                    w: 0,
+                    s: 0,
+                },
+                view,
+            );
+            let dst = &mut dst[..n_out * nl];
+            if !varying || self.mask == MaskId::FULL {
+                linalg::terms_forward(&terms, op.is_bilinear(), sa, sb, dst, nl);
+            } else {
+                let act = self.masks.lanes(self.mask);
+                linalg::terms_forward_masked(&terms, op.is_bilinear(), sa, sb, dst, nl, act);
+            }
+            self.terms_buf = terms;
+            if grad {
+                self.tape
+                    .push(TapeOp::Tensor(op), out, a, b.unwrap_or(a), self.mask);
+            }
+            return shape.value(out);
+        }
         let lanes = self.take_lanes(varying);
         let mut bufs = std::mem::take(&mut self.fbuf);
         let [ba, bb, bo, ..] = &mut bufs;
@@ -973,16 +1008,41 @@ impl Evaluator {
         ba.resize(m * m, 0.0);
         bi.resize(m * m, 0.0);
         bw.resize(m * m, 0.0);
-        for &l in &lanes {
-            let l = l as usize;
-            for (e, x) in ba.iter_mut().enumerate() {
-                *x = self.get(a, e, l);
+        if m == 2 && ma.varying && self.mask == MaskId::FULL {
+            // Closed-form 2×2 over contiguous lanes (the same expressions as `det_inv`).
+            let nl = self.lanes.n_lanes();
+            let (ao, io, dof) = (
+                ma.off as usize,
+                self.lanes.meta(inv).off as usize,
+                self.lanes.meta(det).off as usize,
+            );
+            let data = &mut self.lanes.data;
+            for l in 0..nl {
+                let (a0, a1, a2, a3) = (
+                    data[ao + l],
+                    data[ao + nl + l],
+                    data[ao + 2 * nl + l],
+                    data[ao + 3 * nl + l],
+                );
+                let d = a0 * a3 - a1 * a2;
+                data[io + l] = a3 / d;
+                data[io + nl + l] = -a1 / d;
+                data[io + 2 * nl + l] = -a2 / d;
+                data[io + 3 * nl + l] = a0 / d;
+                data[dof + l] = d;
             }
-            let d = linalg::det_inv(ba, m, bi, bw);
-            for (e, &x) in bi.iter().enumerate() {
-                self.set(inv, e, l, x);
+        } else {
+            for &l in &lanes {
+                let l = l as usize;
+                for (e, x) in ba.iter_mut().enumerate() {
+                    *x = self.get(a, e, l);
+                }
+                let d = linalg::det_inv(ba, m, bi, bw);
+                for (e, &x) in bi.iter().enumerate() {
+                    self.set(inv, e, l, x);
+                }
+                self.set(det, 0, l, d);
             }
-            self.set(det, 0, l, d);
         }
         self.fbuf = bufs;
         let abs = self.opts.dialect == Dialect::Reference;
