@@ -47,6 +47,13 @@ pub(crate) struct Tape {
     terms: Vec<Term>,
 }
 
+/// The contribution `g · d` of one adjoint step; a zero adjoint contributes exactly zero, so a
+/// dead path's infinite partial derivative never turns into NaN (0 · ∞).
+#[inline(always)]
+fn adjoint_term(g: f64, d: f64) -> f64 {
+    if g != 0.0 { g * d } else { 0.0 }
+}
+
 /// Two disjoint mutable ranges of one slice.
 fn two_mut(
     v: &mut [f64],
@@ -156,15 +163,29 @@ impl Tape {
                     let zb = mo.off as usize + e * wo;
                     let gb = go0 + e * b;
                     let ib = ia0 + e * b;
+                    if node.mask == MaskId::FULL && sa == 1 && so == 1 {
+                        let (gs, x, y) = (
+                            &mut self.adj,
+                            &lanes.data[xb..xb + b],
+                            &lanes.data[zb..zb + b],
+                        );
+                        let (lo, hi) = gs.split_at_mut(gb.max(ib));
+                        let (g, d): (&[f64], &mut [f64]) = if gb < ib {
+                            (&lo[gb..gb + b], &mut hi[..b])
+                        } else {
+                            (&hi[..b], &mut lo[ib..ib + b])
+                        };
+                        for l in 0..b {
+                            d[l] += adjoint_term(g[l], op.deriv(x[l], y[l]));
+                        }
+                        continue;
+                    }
                     for &l in act {
                         let l = l as usize;
                         let g = self.adj[gb + l];
-                        if g == 0.0 {
-                            continue;
-                        }
                         let x = lanes.data[xb + l * sa];
                         let y = lanes.data[zb + l * so];
-                        self.adj[ib + l] += g * op.deriv(x, y);
+                        self.adj[ib + l] += adjoint_term(g, op.deriv(x, y));
                     }
                 }
             }
@@ -184,21 +205,45 @@ impl Tape {
                     let yb = mb.off as usize + eb * wb;
                     let zb = mo.off as usize + e * wo;
                     let gb = go0 + e * b;
+                    if node.mask == MaskId::FULL
+                        && sa == 1
+                        && sb == 1
+                        && so == 1
+                        && let (Some(ia), Some(ib)) = (ia0, ib0)
+                        && ia != ib
+                    {
+                        let ga = &mut self.bufs[3];
+                        ga.clear();
+                        ga.extend_from_slice(&self.adj[gb..gb + b]);
+                        let (x, y, z) = (
+                            &lanes.data[xb..xb + b],
+                            &lanes.data[yb..yb + b],
+                            &lanes.data[zb..zb + b],
+                        );
+                        let (da, db) = two_mut(
+                            &mut self.adj,
+                            ia + ea * b..ia + ea * b + b,
+                            ib + eb * b..ib + eb * b + b,
+                        );
+                        for l in 0..b {
+                            let (dx, dy) = op.partials(x[l], y[l], z[l]);
+                            da[l] += adjoint_term(ga[l], dx);
+                            db[l] += adjoint_term(ga[l], dy);
+                        }
+                        continue;
+                    }
                     for &l in act {
                         let l = l as usize;
                         let g = self.adj[gb + l];
-                        if g == 0.0 {
-                            continue;
-                        }
                         let x = lanes.data[xb + l * sa];
                         let y = lanes.data[yb + l * sb];
                         let z = lanes.data[zb + l * so];
                         let (dx, dy) = op.partials(x, y, z);
                         if let Some(i) = ia0 {
-                            self.adj[i + ea * b + l] += g * dx;
+                            self.adj[i + ea * b + l] += adjoint_term(g, dx);
                         }
                         if let Some(i) = ib0 {
-                            self.adj[i + eb * b + l] += g * dy;
+                            self.adj[i + eb * b + l] += adjoint_term(g, dy);
                         }
                     }
                 }
