@@ -265,9 +265,6 @@ fn syntax(node: NodeId, msg: impl Into<String>) -> CoreError {
     CoreError::new(ErrorKind::Syntax, msg).at(node)
 }
 
-/// The special-form name interned last by `intern_forms` (present means all are).
-pub(crate) const LAST_FORM_NAME: &str = "=>";
-
 /// Interns the special-form names the decoder needs (call before borrowing the heap immutably).
 pub(crate) fn intern_forms(heap: &mut Heap) {
     let _ = Forms::new(heap);

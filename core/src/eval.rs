@@ -240,9 +240,6 @@ impl Evaluator {
         grad: bool,
         out: &mut Evaluation,
     ) -> Result<()> {
-        if heap.symbols().lookup(decode::LAST_FORM_NAME).is_none() {
-            decode::intern_forms(heap);
-        }
         std::mem::swap(heap, &mut self.heap);
         let res = self.run_inner(program, inputs, grad, out);
         std::mem::swap(heap, &mut self.heap);
@@ -287,6 +284,7 @@ impl Evaluator {
                     .all(|(a, b)| *a == b.name)
         });
         if !hit {
+            decode::intern_forms(&mut self.heap);
             self.cache = None;
             self.codes = Codes::default();
             self.cached_input_slots.clear();

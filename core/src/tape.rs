@@ -205,31 +205,55 @@ impl Tape {
                     let yb = mb.off as usize + eb * wb;
                     let zb = mo.off as usize + e * wo;
                     let gb = go0 + e * b;
-                    if node.mask == MaskId::FULL
-                        && sa == 1
-                        && sb == 1
-                        && so == 1
-                        && let (Some(ia), Some(ib)) = (ia0, ib0)
-                        && ia != ib
-                    {
-                        let ga = &mut self.bufs[3];
+                    if node.mask == MaskId::FULL && so == 1 && !(ia0.is_some() && ia0 == ib0) {
+                        // Contiguous lanes; a uniform operand is broadcast into a buffer first.
+                        let mut bufs = std::mem::take(&mut self.bufs);
+                        let [ga, xa, ya, ..] = &mut bufs;
                         ga.clear();
                         ga.extend_from_slice(&self.adj[gb..gb + b]);
-                        let (x, y, z) = (
-                            &lanes.data[xb..xb + b],
-                            &lanes.data[yb..yb + b],
-                            &lanes.data[zb..zb + b],
-                        );
-                        let (da, db) = two_mut(
-                            &mut self.adj,
-                            ia + ea * b..ia + ea * b + b,
-                            ib + eb * b..ib + eb * b + b,
-                        );
-                        for l in 0..b {
-                            let (dx, dy) = op.partials(x[l], y[l], z[l]);
-                            da[l] += adjoint_term(ga[l], dx);
-                            db[l] += adjoint_term(ga[l], dy);
+                        let x: &[f64] = if sa == 1 {
+                            &lanes.data[xb..xb + b]
+                        } else {
+                            xa.clear();
+                            xa.resize(b, lanes.data[xb]);
+                            xa
+                        };
+                        let y: &[f64] = if sb == 1 {
+                            &lanes.data[yb..yb + b]
+                        } else {
+                            ya.clear();
+                            ya.resize(b, lanes.data[yb]);
+                            ya
+                        };
+                        let z = &lanes.data[zb..zb + b];
+                        match (ia0, ib0) {
+                            (Some(ia), Some(ib)) => {
+                                let (da, db) = two_mut(
+                                    &mut self.adj,
+                                    ia + ea * b..ia + ea * b + b,
+                                    ib + eb * b..ib + eb * b + b,
+                                );
+                                for l in 0..b {
+                                    let (dx, dy) = op.partials(x[l], y[l], z[l]);
+                                    da[l] += adjoint_term(ga[l], dx);
+                                    db[l] += adjoint_term(ga[l], dy);
+                                }
+                            }
+                            (Some(ia), None) => {
+                                let da = &mut self.adj[ia + ea * b..ia + ea * b + b];
+                                for l in 0..b {
+                                    da[l] += adjoint_term(ga[l], op.partials(x[l], y[l], z[l]).0);
+                                }
+                            }
+                            (None, Some(ib)) => {
+                                let db = &mut self.adj[ib + eb * b..ib + eb * b + b];
+                                for l in 0..b {
+                                    db[l] += adjoint_term(ga[l], op.partials(x[l], y[l], z[l]).1);
+                                }
+                            }
+                            (None, None) => {}
                         }
+                        self.bufs = bufs;
                         continue;
                     }
                     for &l in act {

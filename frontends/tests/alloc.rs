@@ -104,3 +104,37 @@ fn warmed_up_scalar_loop_and_closure_walks_allocate_nothing() {
         assert_eq!(allocations(src, Dialect::Default, 44, &inputs), 0, "{src}");
     }
 }
+
+#[test]
+fn warmed_up_candidate_stream_walks_allocate_nothing() {
+    let text = common::read_shared("seed-data/cosearch_candidates_valid.jsonl");
+    let x: Vec<f64> = (0..44).map(|i| 0.1 + 5.9 * i as f64 / 63.0).collect();
+    let mut checked = 0;
+    for line in text.lines() {
+        let rec: serde_json::Value = serde_json::from_str(line).expect("json line");
+        let src = rec["src"].as_str().expect("src");
+        if src.contains("(-1.0)") {
+            continue; // applies a number: an error, not a walk
+        }
+        // Parameters per lane (multistart) and uniform (one start).
+        let mut per_lane = Inputs::new().input_lanes("x", x.clone());
+        let mut uniform = Inputs::new().input_lanes("x", x.clone());
+        for (k, p) in rec["params"].as_array().expect("params").iter().enumerate() {
+            let name = p.as_str().expect("name");
+            per_lane = per_lane.param_lanes(name, vec![0.5 + 0.1 * k as f64; 44]);
+            uniform = uniform.param(name, 0.5 + 0.1 * k as f64);
+        }
+        assert_eq!(
+            allocations(src, Dialect::Default, 44, &per_lane),
+            0,
+            "{src}"
+        );
+        assert_eq!(
+            allocations(src, Dialect::Default, 44, &uniform),
+            0,
+            "{src} (uniform parameters)"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 246);
+}
