@@ -69,6 +69,32 @@ pub enum SearchError {
         /// The rendered diagnostic.
         rendered: String,
     },
+    /// The calibrator rejected the settings or the data.
+    #[error("{error}")]
+    Calibrate {
+        /// The calibrator's error.
+        error: ndvm_optimizers::CalibrateError,
+    },
+    /// A task spec is malformed: unknown key, bad value, or inconsistent settings.
+    #[error("{}:{line}:{column}: {message}", path.display())]
+    Task {
+        /// The task file.
+        path: PathBuf,
+        /// One-based line (0 when unknown).
+        line: u64,
+        /// One-based column (0 when unknown).
+        column: u64,
+        /// What is wrong.
+        message: String,
+    },
+    /// A run folder (events, summary, checkpoint) is unusable or inconsistent with the task.
+    #[error("{}: {message}", path.display())]
+    RunFolder {
+        /// The folder or file.
+        path: PathBuf,
+        /// What is wrong, lowercase.
+        message: String,
+    },
     /// The evaluator rejected the program; `rendered` is the full diagnostic with file, line and column.
     #[error("{rendered}")]
     Eval {

@@ -1,5 +1,6 @@
 //! ndvm-search: the outer layer and the only crate that touches files; today it holds the `eval`
-//! command (one program file, or a JSONL batch) behind the `ndvm-search` binary.
+//! command (one program file, or a JSONL batch) and the `calibrate` command (fit a program to a
+//! CSV table) behind the `ndvm-search` binary.
 //!
 //! The co-search itself (task specs, proposers, caches, engine, results) is not built yet.
 //!
@@ -18,9 +19,14 @@
 #![forbid(unsafe_code)]
 
 pub mod batch;
+pub mod bench;
+pub mod calibratecmd;
 pub mod error;
 pub mod evalcmd;
 pub mod matrix_csv;
 pub mod report;
+pub mod propose;
+pub mod task;
+pub mod validate;
 
 pub use error::{Result, SearchError};

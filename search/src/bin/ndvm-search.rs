@@ -9,6 +9,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use ndvm_core::Dialect;
+use ndvm_optimizers::Optimizer;
+use ndvm_search::calibratecmd::{self, CalibrateArgs};
 use ndvm_search::evalcmd::{self, Binding, DataBinding, EvalArgs};
 use ndvm_search::{SearchError, batch};
 
@@ -30,6 +32,102 @@ enum Command {
     ///   ndvm-search eval --jsonl requests.jsonl > results.jsonl
     #[command(verbatim_doc_comment)]
     Eval(EvalCli),
+
+    /// Fit a program's parameters to a CSV table (batched multistart Adam + L-BFGS).
+    ///
+    /// The table's first line names the columns; --target is what the program should return and
+    /// every other column binds the program input of the same name.
+    ///
+    /// Examples:
+    ///   ndvm-search calibrate mm.scm --data rates.csv --target v
+    ///   ndvm-search calibrate mm.scm --data rates.csv --target v --params Vmax:positive=5,Km --json
+    #[command(verbatim_doc_comment)]
+    Calibrate(CalibrateCli),
+
+    /// Measure the runtime: the Kalman per-lane sweep beside a compiled Rust ceiling, and multicore
+    /// scaling; writes OUT/<suite>.json (raw samples, medians, machine) and prints the tables.
+    ///
+    /// Example:
+    ///   ndvm-search bench all --out results/bench
+    #[command(verbatim_doc_comment)]
+    Bench {
+        /// Which suite: kalman, multicore or all.
+        #[arg(default_value = "all", value_parser = |s: &str| usage(ndvm_search::bench::Selection::parse(s)))]
+        suite: ndvm_search::bench::Selection,
+        /// A few-second smoke run instead of the full measurement.
+        #[arg(long)]
+        quick: bool,
+        /// Folder receiving the JSON reports.
+        #[arg(long, value_name = "DIR", default_value = "results/bench")]
+        out: PathBuf,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct CalibrateCli {
+    /// The program file; its extension picks the front end (Scheme when unknown).
+    file: PathBuf,
+
+    /// The data: a CSV table whose first line names the columns.
+    #[arg(long, value_name = "FILE.csv")]
+    data: PathBuf,
+
+    /// The column the program's value is fitted to.
+    #[arg(long, value_name = "COLUMN")]
+    target: String,
+
+    /// A column of per-point weights (the loss becomes the weighted MSE).
+    #[arg(long, value_name = "COLUMN")]
+    weights: Option<String>,
+
+    /// Parameters to fit: NAME[:free|positive|unit][=INIT],… (default: the program's
+    /// `(params …)` declarations; an undeclared name is free with initial value 1).
+    #[arg(long, value_name = "LIST")]
+    params: Option<String>,
+
+    /// Number of starts K (default 32).
+    #[arg(long, value_name = "K")]
+    starts: Option<usize>,
+
+    /// The optimizer (default portfolio: Adam screen of all starts, L-BFGS polish of the best).
+    #[arg(long, value_enum)]
+    optimizer: Option<OptimizerArg>,
+
+    /// Seed of the start distribution (default 0).
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+
+    /// Adam steps (adam) or L-BFGS iterations per start (lbfgs, portfolio); default 200.
+    #[arg(long, value_name = "N")]
+    max_iters: Option<usize>,
+
+    /// Numeric and naming conventions.
+    #[arg(long, value_enum, default_value_t = DialectArg::Default)]
+    dialect: DialectArg,
+
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum OptimizerArg {
+    /// Adam on all starts at once.
+    Adam,
+    /// L-BFGS on each start.
+    Lbfgs,
+    /// Adam screen, then L-BFGS on the best starts.
+    Portfolio,
+}
+
+impl From<OptimizerArg> for Optimizer {
+    fn from(o: OptimizerArg) -> Optimizer {
+        match o {
+            OptimizerArg::Adam => Optimizer::Adam,
+            OptimizerArg::Lbfgs => Optimizer::Lbfgs,
+            OptimizerArg::Portfolio => Optimizer::Portfolio,
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -133,6 +231,9 @@ fn is_usage_error(err: &anyhow::Error) -> bool {
             SearchError::BadArgument { .. }
                 | SearchError::LaneCount { .. }
                 | SearchError::DuplicateBinding { .. }
+                | SearchError::Calibrate {
+                    error: ndvm_optimizers::CalibrateError::InvalidConfig { .. }
+                }
         )
     )
 }
@@ -148,7 +249,57 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Eval(args) => eval(args),
+        Command::Calibrate(args) => calibrate(args),
+        Command::Bench { suite, quick, out } => {
+            let cfg = ndvm_search::bench::BenchConfig {
+                selection: suite,
+                quick,
+                out_dir: out,
+                seed_data: ndvm_search::bench::default_seed_data(),
+            };
+            let reports = ndvm_search::bench::run(&cfg, &mut |line| eprintln!("{line}"))?;
+            let mut stdout = io::stdout().lock();
+            for report in reports {
+                writeln!(
+                    stdout,
+                    "{}\nwrote {}\n",
+                    report.table,
+                    report.path.display()
+                )
+                .map_err(|source| SearchError::Write { source })?;
+            }
+            Ok(())
+        }
     }
+}
+
+fn calibrate(args: CalibrateCli) -> anyhow::Result<()> {
+    let report = calibratecmd::run(&CalibrateArgs {
+        program: args.file,
+        data: args.data,
+        target: args.target,
+        weights: args.weights,
+        params: match &args.params {
+            Some(list) => calibratecmd::ParamArg::parse_list(list)?,
+            None => Vec::new(),
+        },
+        n_starts: args.starts,
+        optimizer: args.optimizer.map(Optimizer::from),
+        seed: args.seed,
+        max_iters: args.max_iters,
+        dialect: Dialect::from(args.dialect),
+    })?;
+    let text = if args.json {
+        report.to_json() + "\n"
+    } else {
+        report.to_human()
+    };
+    let mut stdout = io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|source| SearchError::Write { source })?;
+    Ok(())
 }
 
 fn eval(args: EvalCli) -> anyhow::Result<()> {

@@ -1,0 +1,378 @@
+//! `Calibrator`: resolves the parameters, draws the starts, runs the configured optimizer over the
+//! batched objective, and picks the best start; `Calibration` and `StartResult` are what it
+//! returns.
+
+use std::time::{Duration, Instant};
+
+use ndvm_core::{Evaluator, Heap, ParamKind, Program, params};
+
+use crate::adam::{self, AdamRun, StartState};
+use crate::config::{CalibrateConfig, Loss, Optimizer, ParamSpec};
+use crate::data::Dataset;
+use crate::error::{CalibrateError, Result};
+use crate::lbfgs::{self, LbfgsRun};
+use crate::multistart;
+use crate::objective::Objective;
+use crate::stop::{StartStatus, StopReason};
+use crate::transform;
+
+/// How many idle evaluators a calibrator keeps for its next calibration.
+const POOL_SIZE: usize = 4;
+
+/// Fits a program's parameters to data. Keep one per worker thread and reuse it: its evaluators
+/// (and their decoded programs) survive from one calibration to the next.
+#[derive(Debug)]
+pub struct Calibrator {
+    config: CalibrateConfig,
+    pool: Vec<Evaluator>,
+}
+
+/// What one start did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StartResult {
+    /// Its initial parameters (user space, in `Calibration::names` order).
+    pub init: Vec<f64>,
+    /// Its best parameters (user space).
+    pub params: Vec<f64>,
+    /// Its loss there (NaN when it never had a finite loss).
+    pub loss: f64,
+    /// The norm of dLoss/du there, in the optimizer's unconstrained coordinates.
+    pub grad_norm: f64,
+    /// Optimizer iterations (Adam steps plus L-BFGS iterations).
+    pub iters: usize,
+    /// Loss-and-gradient evaluations of this start.
+    pub n_evals: u64,
+    /// Whether the portfolio polished it with L-BFGS.
+    pub polished: bool,
+    /// Why it stopped.
+    pub status: StartStatus,
+}
+
+/// The result of a calibration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Calibration {
+    /// Parameter names, in the order of every parameter vector here: declared ones first, then
+    /// the configuration's additions.
+    pub names: Vec<String>,
+    /// The best start's parameters (user space, after the transforms).
+    pub params: Vec<f64>,
+    /// The best start's training loss (NaN when every start was non-finite).
+    pub loss: f64,
+    /// dLoss/dparams at the best point (user space).
+    pub grad: Vec<f64>,
+    /// dLoss/du at the best point, in the optimizer's unconstrained coordinates (u = the inverse
+    /// transform of each parameter).
+    pub grad_free: Vec<f64>,
+    /// The norm of `grad_free`: the stationarity the optimizer drives to zero. It vanishes also
+    /// at an optimum on the edge of a parameter's domain (a positive parameter tending to 0),
+    /// where `grad` need not.
+    pub grad_norm: f64,
+    /// Coefficient of determination of the best fit, `1 − SS_res / SS_tot` (unweighted), for
+    /// losses with a target.
+    pub r_squared: Option<f64>,
+    /// Index of the best start in `starts`.
+    pub best_start: Option<usize>,
+    /// Every start, in start order.
+    pub starts: Vec<StartResult>,
+    /// Evaluations: one start at one point over all its data points, with or without gradients.
+    pub n_evals: u64,
+    /// Evaluations that also computed gradients.
+    pub n_grad_evals: u64,
+    /// Wall-clock time of the calibration.
+    pub wall_time: Duration,
+    /// Why it stopped.
+    pub stop_reason: StopReason,
+}
+
+impl Calibration {
+    /// The fitted value of parameter `name`.
+    pub fn param(&self, name: &str) -> Option<f64> {
+        let i = self.names.iter().position(|n| n == name)?;
+        Some(self.params[i])
+    }
+}
+
+fn norm(v: &[f64]) -> f64 {
+    v.iter().map(|x| x * x).sum::<f64>().sqrt()
+}
+
+impl Calibrator {
+    /// A calibrator for `config`, which is checked here.
+    pub fn new(config: CalibrateConfig) -> Result<Calibrator> {
+        config.validate()?;
+        Ok(Calibrator {
+            config,
+            pool: Vec::new(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &CalibrateConfig {
+        &self.config
+    }
+
+    fn evaluator(&mut self, n_lanes: usize) -> Evaluator {
+        let dialect = self.config.dialect;
+        match self
+            .pool
+            .iter()
+            .position(|e| e.options().n_lanes == n_lanes && e.options().dialect == dialect)
+        {
+            Some(i) => self.pool.swap_remove(i),
+            None => Objective::evaluator(n_lanes, dialect),
+        }
+    }
+
+    fn give_back(&mut self, obj: Objective) {
+        if self.pool.len() >= POOL_SIZE {
+            self.pool.remove(0);
+        }
+        self.pool.push(obj.into_evaluator());
+    }
+
+    /// The parameters to fit: the program's declarations, replaced or extended by the
+    /// configuration's.
+    fn resolve_params(
+        &self,
+        heap: &Heap,
+        program: &Program,
+        data: &Dataset,
+    ) -> Result<Vec<ParamSpec>> {
+        let mut specs: Vec<ParamSpec> = params::declarations(heap, program)?
+            .into_iter()
+            .map(|d| ParamSpec::new(&d.name, d.kind, d.init))
+            .collect();
+        for p in &self.config.params {
+            match specs.iter_mut().find(|s| s.name == p.name) {
+                Some(s) => *s = p.clone(),
+                None => specs.push(p.clone()),
+            }
+        }
+        if specs.is_empty() {
+            return Err(CalibrateError::NoParameters);
+        }
+        for name in data.input_names() {
+            if specs.iter().any(|s| s.name == name) {
+                return Err(CalibrateError::NameClash {
+                    name: name.to_string(),
+                });
+            }
+        }
+        Ok(specs)
+    }
+
+    fn check_loss(&self, data: &Dataset) -> Result<()> {
+        let bad = |message: &str| {
+            Err(CalibrateError::InvalidData {
+                message: message.to_string(),
+            })
+        };
+        match self.config.loss {
+            Loss::ProgramLoss if data.target.is_some() => {
+                bad("the program-loss takes no target (the program returns the loss)")
+            }
+            Loss::ProgramLoss => Ok(()),
+            _ if data.target.is_none() => bad("this loss needs a target"),
+            Loss::WeightedMse if data.weights.is_none() => bad("the weighted MSE needs weights"),
+            _ => Ok(()),
+        }
+    }
+
+    /// Fits the parameters of `program` (on `heap`) to `data`.
+    ///
+    /// Errors are bad data, a configuration the data contradicts, or a program the evaluator
+    /// rejects; running out of iterations or time, or every start going non-finite, ends in
+    /// [`Calibration::stop_reason`].
+    pub fn calibrate(
+        &mut self,
+        heap: &mut Heap,
+        program: &Program,
+        data: &Dataset,
+    ) -> Result<Calibration> {
+        let started = Instant::now();
+        data.validate()?;
+        self.check_loss(data)?;
+        let specs = self.resolve_params(heap, program, data)?;
+        let cfg = self.config.clone();
+        let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+        let kinds: Vec<ParamKind> = specs.iter().map(|s| s.kind).collect();
+        let inits: Vec<f64> = specs.iter().map(|s| s.init).collect();
+        let (k, n, p) = (cfg.n_starts, data.n_points(), specs.len());
+        let theta0 = multistart::start_points(&kinds, &inits, k, cfg.seed);
+        let mut u: Vec<f64> = theta0
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| transform::to_free(kinds[i % p], x))
+            .collect();
+        let mut starts: Vec<StartState> = u.chunks(p).map(StartState::new).collect();
+        let mut polished = vec![false; k];
+        let deadline = cfg.time_limit.map(|t| started + t);
+        let adam_run = |steps| AdamRun {
+            steps,
+            learning_rate: cfg.learning_rate,
+            tol_grad: cfg.tol_grad,
+            target_loss: cfg.target_loss,
+            deadline,
+        };
+        let lbfgs_run = LbfgsRun {
+            max_iters: cfg.max_iters,
+            memory: cfg.lbfgs_memory,
+            tol_grad: cfg.tol_grad,
+            target_loss: cfg.target_loss,
+            deadline,
+        };
+
+        if matches!(cfg.optimizer, Optimizer::Adam | Optimizer::Portfolio) {
+            let steps = match cfg.optimizer {
+                Optimizer::Adam => cfg.max_iters,
+                _ => cfg.screen_iters,
+            };
+            let mut obj = Objective::new(self.evaluator(k * n), &names, &kinds, data, cfg.loss, k);
+            let res = adam::run(
+                &mut obj,
+                heap,
+                program,
+                &mut u,
+                &mut starts,
+                adam_run(steps),
+            );
+            self.give_back(obj);
+            res?;
+        }
+        let to_polish: Vec<usize> = match cfg.optimizer {
+            Optimizer::Adam => Vec::new(),
+            Optimizer::Lbfgs => (0..k).collect(),
+            Optimizer::Portfolio => {
+                let mut order: Vec<usize> = (0..k)
+                    .filter(|&i| {
+                        starts[i].best_loss.is_finite()
+                            && !matches!(
+                                starts[i].status,
+                                Some(
+                                    StartStatus::NonFinite
+                                        | StartStatus::TargetLoss
+                                        | StartStatus::TimeLimit
+                                )
+                            )
+                    })
+                    .collect();
+                order.sort_by(|&a, &b| {
+                    starts[a]
+                        .best_loss
+                        .total_cmp(&starts[b].best_loss)
+                        .then(a.cmp(&b))
+                });
+                order.truncate(cfg.n_polish);
+                order
+            }
+        };
+        if !to_polish.is_empty() {
+            let mut obj = Objective::new(self.evaluator(n), &names, &kinds, data, cfg.loss, 1);
+            let mut res = Ok(());
+            for &i in &to_polish {
+                let from = starts[i].best_u.clone();
+                starts[i].status = None;
+                polished[i] = true;
+                res = lbfgs::run(&mut obj, heap, program, &from, &mut starts[i], lbfgs_run);
+                if res.is_err() {
+                    break;
+                }
+            }
+            self.give_back(obj);
+            res?;
+        }
+
+        let best = (0..k)
+            .filter(|&i| starts[i].best_loss.is_finite())
+            .min_by(|&a, &b| {
+                starts[a]
+                    .best_loss
+                    .total_cmp(&starts[b].best_loss)
+                    .then(a.cmp(&b))
+            });
+        let user = |u: &[f64]| -> Vec<f64> {
+            u.iter()
+                .zip(&kinds)
+                .map(|(&x, &kind)| transform::to_user(kind, x))
+                .collect()
+        };
+        let mut n_evals: u64 = starts.iter().map(|s| s.n_evals).sum();
+        let n_grad_evals = n_evals;
+        let mut r_squared = None;
+        if let Some(b) = best
+            && let Some(target) = &data.target
+        {
+            let mut obj = Objective::new(self.evaluator(n), &names, &kinds, data, cfg.loss, 1);
+            let res = obj
+                .predict(heap, program, &starts[b].best_u)
+                .map(|preds| r2(preds, target));
+            self.give_back(obj);
+            r_squared = Some(res?);
+            n_evals += 1;
+        }
+        let results: Vec<StartResult> = starts
+            .iter()
+            .enumerate()
+            .map(|(i, s)| StartResult {
+                init: theta0[i * p..(i + 1) * p].to_vec(),
+                params: user(&s.best_u),
+                loss: s.best_loss,
+                grad_norm: norm(&s.best_grad_u),
+                iters: s.iters,
+                n_evals: s.n_evals,
+                polished: polished[i],
+                status: s.status.unwrap_or(StartStatus::MaxIters),
+            })
+            .collect();
+        let (params, loss, grad, grad_free, stop_reason) = match best {
+            Some(b) => (
+                results[b].params.clone(),
+                results[b].loss,
+                starts[b].best_grad.clone(),
+                starts[b].best_grad_u.clone(),
+                results[b].status.as_stop_reason(),
+            ),
+            None => (
+                inits.clone(),
+                f64::NAN,
+                vec![f64::NAN; p],
+                vec![f64::NAN; p],
+                StopReason::AllStartsNonFinite,
+            ),
+        };
+        let stop_reason = if results.iter().any(|r| r.status == StartStatus::TimeLimit) {
+            StopReason::TimeLimit
+        } else {
+            stop_reason
+        };
+        Ok(Calibration {
+            names,
+            grad_norm: norm(&grad_free),
+            params,
+            loss,
+            grad,
+            grad_free,
+            r_squared,
+            best_start: best,
+            starts: results,
+            n_evals,
+            n_grad_evals,
+            wall_time: started.elapsed(),
+            stop_reason,
+        })
+    }
+}
+
+/// `1 − SS_res / SS_tot` of predictions against the target.
+fn r2(preds: &[f64], target: &[f64]) -> f64 {
+    let n = target.len();
+    let mean = target.iter().sum::<f64>() / n as f64;
+    let mut ss_res = 0.0;
+    let mut ss_tot = 0.0;
+    for (i, &y) in target.iter().enumerate() {
+        let pred = if preds.len() == 1 { preds[0] } else { preds[i] };
+        ss_res += (pred - y) * (pred - y);
+        ss_tot += (y - mean) * (y - mean);
+    }
+    1.0 - ss_res / ss_tot
+}

@@ -1,0 +1,179 @@
+//! `CalibrateConfig`: what to fit and how (optimizer, starts, seed, loss, parameters, budgets),
+//! a plain struct with public fields, validated once by `Calibrator::new`.
+
+use std::time::Duration;
+
+use ndvm_core::{Dialect, ParamKind};
+
+use crate::error::{CalibrateError, Result};
+use crate::transform;
+
+/// Which optimizer drives the fit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Optimizer {
+    /// Adam on all starts at once (one walk of K·N lanes per step) for `max_iters` steps.
+    Adam,
+    /// L-BFGS (argmin, More–Thuente line search) on each start in turn, `max_iters` iterations.
+    Lbfgs,
+    /// `screen_iters` Adam steps on all starts, then L-BFGS (`max_iters` iterations) on the
+    /// `n_polish` starts with the lowest loss.
+    Portfolio,
+}
+
+/// What is minimised. Every loss is per start; the best start has the lowest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Loss {
+    /// Mean squared error between the program's value and the target over the data points.
+    Mse,
+    /// `Σ w (pred − target)² / Σ w` with the data set's weights.
+    WeightedMse,
+    /// Gaussian negative log-likelihood per point, `½ ln(2π σ̂²) + ½`, with the noise variance at
+    /// its maximum-likelihood value `σ̂²` = the (weighted, when weights are given) mean squared
+    /// error. Its minimiser equals the MSE one; its value is a log-likelihood.
+    GaussianNll,
+    /// The program computes its own loss (for example a Kalman filter's negative
+    /// log-likelihood); the start's loss is the program's value summed over its data points (one
+    /// point when the data set has no per-point columns). Takes no target.
+    ProgramLoss,
+}
+
+/// One parameter to fit, given in the configuration rather than by a `(params …)` form.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParamSpec {
+    /// The variable name the program refers to.
+    pub name: String,
+    /// Its domain, which picks its transform.
+    pub kind: ParamKind,
+    /// The first start's value; the other starts are drawn around it.
+    pub init: f64,
+}
+
+impl ParamSpec {
+    /// A parameter with the given kind and first-start value.
+    pub fn new(name: &str, kind: ParamKind, init: f64) -> Self {
+        ParamSpec {
+            name: name.to_string(),
+            kind,
+            init,
+        }
+    }
+}
+
+/// Every setting of a calibration. Build one with [`CalibrateConfig::recommended`] and change the
+/// fields you need; [`Calibrator::new`](crate::Calibrator::new) validates it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CalibrateConfig {
+    /// The optimizer.
+    pub optimizer: Optimizer,
+    /// Number of starts K (at least 1). Start 0 is the parameters' initial values; starts 1… are
+    /// drawn from `seed`, so the first K starts are the same whatever K is.
+    pub n_starts: usize,
+    /// Seed of the start distribution (ChaCha8).
+    pub seed: u64,
+    /// What is minimised.
+    pub loss: Loss,
+    /// Numeric conventions of the evaluator.
+    pub dialect: Dialect,
+    /// Parameters to fit. A name also declared by the program's `(params …)` replaces that
+    /// declaration; the others are added after the declared ones.
+    pub params: Vec<ParamSpec>,
+    /// Adam steps (Adam), or L-BFGS iterations per start (L-BFGS, and the portfolio's polish).
+    pub max_iters: usize,
+    /// Adam steps of the portfolio's screen.
+    pub screen_iters: usize,
+    /// How many of the best screened starts the portfolio polishes with L-BFGS (at least 1).
+    pub n_polish: usize,
+    /// Adam's step size in the unconstrained coordinates.
+    pub learning_rate: f64,
+    /// Number of correction pairs L-BFGS keeps (at least 1).
+    pub lbfgs_memory: usize,
+    /// A start has converged when the norm of its gradient in the unconstrained coordinates is
+    /// at most this (L-BFGS also stops when no step decreases the loss any more).
+    pub tol_grad: f64,
+    /// A start stops as soon as its loss is at most this.
+    pub target_loss: Option<f64>,
+    /// Wall-clock limit for the whole calibration. When it runs out, every start keeps the
+    /// best point it has seen (the result then depends on the machine's speed).
+    pub time_limit: Option<Duration>,
+}
+
+impl CalibrateConfig {
+    /// The defaults, chosen by measurement on the acceptance models (see the crate docs and
+    /// `examples/choose_defaults.rs`): portfolio, 32 starts, seed 0, MSE, default dialect, 100
+    /// screen steps at learning rate 0.1, then L-BFGS (memory 10, at most 200 iterations) on the
+    /// best 4 starts, gradient tolerance 1e-10, no target loss and no time limit.
+    pub fn recommended() -> Self {
+        CalibrateConfig {
+            optimizer: Optimizer::Portfolio,
+            n_starts: 32,
+            seed: 0,
+            loss: Loss::Mse,
+            dialect: Dialect::Default,
+            params: Vec::new(),
+            max_iters: 200,
+            screen_iters: 100,
+            n_polish: 4,
+            learning_rate: 0.1,
+            lbfgs_memory: 10,
+            tol_grad: 1e-10,
+            target_loss: None,
+            time_limit: None,
+        }
+    }
+
+    /// Checks every field; the first bad one is the error.
+    pub(crate) fn validate(&self) -> Result<()> {
+        let bad = |field: &'static str, message: &str| {
+            Err(CalibrateError::InvalidConfig {
+                field,
+                message: message.to_string(),
+            })
+        };
+        if self.n_starts == 0 {
+            return bad("n_starts", "there must be at least one start");
+        }
+        if self.n_polish == 0 {
+            return bad("n_polish", "at least one start must be polished");
+        }
+        if self.lbfgs_memory == 0 {
+            return bad("lbfgs_memory", "must be at least 1");
+        }
+        if !(self.learning_rate > 0.0 && self.learning_rate.is_finite()) {
+            return bad("learning_rate", "must be a positive finite number");
+        }
+        if self.tol_grad.is_nan() || self.tol_grad < 0.0 {
+            return bad("tol_grad", "must be zero or positive");
+        }
+        if self.target_loss.is_some_and(f64::is_nan) {
+            return bad("target_loss", "must be a number");
+        }
+        for (i, p) in self.params.iter().enumerate() {
+            if p.name.is_empty() {
+                return bad("params", "a parameter name is empty");
+            }
+            if self.params[..i].iter().any(|q| q.name == p.name) {
+                return Err(CalibrateError::InvalidConfig {
+                    field: "params",
+                    message: format!("`{}` is listed twice", p.name),
+                });
+            }
+            if let ParamKind::Bounded { lo, hi } = p.kind
+                && !(lo < hi && lo.is_finite() && hi.is_finite())
+            {
+                return Err(CalibrateError::InvalidConfig {
+                    field: "params",
+                    message: format!("`{}`: bounded needs finite lo < hi", p.name),
+                });
+            }
+            if !transform::in_domain(p.kind, p.init) {
+                return Err(CalibrateError::BadInit {
+                    name: p.name.clone(),
+                    init: p.init,
+                });
+            }
+        }
+        Ok(())
+    }
+}

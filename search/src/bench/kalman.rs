@@ -1,0 +1,348 @@
+//! The Kalman per-lane sweep: `kalman2d_T80` forward and forward+gradient through the interpreter
+//! at B = 1 … 1024 lanes, beside the compiled ceiling on the same `(q, r)` values, in one process.
+//!
+//! Also home of [`KalmanCase`] (the program and its 80×2 observations, read from the seed data) and
+//! [`KalmanRunner`] (one warmed-up evaluator whose inputs are changed in place between runs).
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use ndvm_core::{Dialect, EvalOptions, Evaluation, Evaluator, Heap, InputValue, Inputs, Program};
+use serde::Serialize;
+
+use super::ceiling;
+use super::timing::{self, Budget, Timing};
+use crate::{Result, SearchError, evalcmd};
+
+/// The oracle program's name in `oracle_refs.json`.
+pub const PROGRAM_NAME: &str = "kalman2d_T80";
+
+/// `kalman2d_T80` as the seed data gives it, with the PyTorch oracle's values (float32).
+#[derive(Clone, Debug)]
+pub struct KalmanCase {
+    /// The Scheme source (reference dialect).
+    pub src: String,
+    /// The observations, one `[y0, y1]` per step.
+    pub obs: Vec<[f64; 2]>,
+    /// The oracle's `q`.
+    pub q: f64,
+    /// The oracle's `r`.
+    pub r: f64,
+    /// The oracle's NLL at `(q, r)`.
+    pub oracle_value: f64,
+    /// The oracle's `[dNLL/dq, dNLL/dr]`.
+    pub oracle_grads: [f64; 2],
+}
+
+fn bad_data(path: &Path, message: String) -> SearchError {
+    SearchError::Read {
+        path: path.to_path_buf(),
+        source: io::Error::new(io::ErrorKind::InvalidData, message),
+    }
+}
+
+impl KalmanCase {
+    /// Reads `kalman2d_T80` from `seed_data/oracle_refs.json`; fails loudly when the folder is missing.
+    pub fn load(seed_data: &Path) -> Result<KalmanCase> {
+        let path: PathBuf = seed_data.join("oracle_refs.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| SearchError::Read {
+            path: path.clone(),
+            source: io::Error::new(
+                e.kind(),
+                format!("{e} (the shared seed data must sit beside the checkout, in ../shared)"),
+            ),
+        })?;
+        // The file holds one bare `Infinity` token, which strict JSON rejects.
+        let json: serde_json::Value = serde_json::from_str(&text.replace("Infinity", "null"))
+            .map_err(|e| bad_data(&path, e.to_string()))?;
+        let prog = json["programs"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == PROGRAM_NAME))
+            .ok_or_else(|| bad_data(&path, format!("no program `{PROGRAM_NAME}`")))?;
+        let num = |v: &serde_json::Value, what: &str| {
+            v.as_f64()
+                .ok_or_else(|| bad_data(&path, format!("{PROGRAM_NAME}: `{what}` is not a number")))
+        };
+        let src = prog["src"]
+            .as_str()
+            .ok_or_else(|| bad_data(&path, format!("{PROGRAM_NAME}: no `src`")))?
+            .to_string();
+        let m = &prog["matrix"];
+        let data = m["data"]
+            .as_array()
+            .ok_or_else(|| bad_data(&path, format!("{PROGRAM_NAME}: no matrix data")))?
+            .iter()
+            .map(|x| num(x, "matrix.data"))
+            .collect::<Result<Vec<f64>>>()?;
+        let (rows, cols) = (num(&m["rows"], "rows")?, num(&m["cols"], "cols")?);
+        if cols != 2.0 || data.len() as f64 != rows * cols {
+            return Err(bad_data(
+                &path,
+                format!("{PROGRAM_NAME}: expected an n×2 matrix, got {rows}×{cols}"),
+            ));
+        }
+        Ok(KalmanCase {
+            src,
+            obs: data.chunks_exact(2).map(|c| [c[0], c[1]]).collect(),
+            q: num(&prog["scalars"]["q"], "scalars.q")?,
+            r: num(&prog["scalars"]["r"], "scalars.r")?,
+            oracle_value: num(&prog["oracle_result"], "oracle_result")?,
+            oracle_grads: [
+                num(&prog["grads"]["q"], "grads.q")?,
+                num(&prog["grads"]["r"], "grads.r")?,
+            ],
+        })
+    }
+
+    /// The observations as a row-major matrix input.
+    pub fn obs_input(&self) -> InputValue {
+        InputValue::Matrix {
+            rows: self.obs.len(),
+            cols: 2,
+            data: self.obs.iter().flatten().copied().collect(),
+        }
+    }
+
+    /// Slightly perturbed per-lane `(q, r)` around the oracle point: lane `l` of `n_lanes`.
+    pub fn lane_params(&self, n_lanes: usize) -> (Vec<f64>, Vec<f64>) {
+        let t = |l: usize| l as f64 / n_lanes as f64;
+        let q = (0..n_lanes).map(|l| self.q * (1.0 + 0.01 * t(l))).collect();
+        let r = (0..n_lanes).map(|l| self.r * (1.0 - 0.01 * t(l))).collect();
+        (q, r)
+    }
+}
+
+/// One interpreter set up for `kalman2d_T80` at a fixed lane count: the program is parsed and
+/// decoded once, the inputs and the result buffers are reused by every run.
+pub struct KalmanRunner {
+    src: String,
+    heap: Heap,
+    program: Program,
+    evaluator: Evaluator,
+    inputs: Inputs,
+    out: Evaluation,
+}
+
+impl KalmanRunner {
+    /// A runner for `n_lanes` lanes, with every lane at the oracle's `(q, r)`.
+    pub fn new(case: &KalmanCase, n_lanes: usize) -> Result<KalmanRunner> {
+        let mut heap = Heap::new();
+        let program = evalcmd::parse_program(&mut heap, "kalman2d_T80.scm", &case.src)?;
+        let mut inputs = Inputs::new();
+        inputs.push("q", InputValue::Lanes(vec![case.q; n_lanes]), true);
+        inputs.push("r", InputValue::Lanes(vec![case.r; n_lanes]), true);
+        inputs.push("obs", case.obs_input(), false);
+        let evaluator = Evaluator::new(EvalOptions::new(n_lanes).with_dialect(Dialect::Reference));
+        Ok(KalmanRunner {
+            src: case.src.clone(),
+            heap,
+            program,
+            evaluator,
+            inputs,
+            out: Evaluation::empty(),
+        })
+    }
+
+    /// Sets the per-lane `q` and `r` in place (slices as long as the lane count).
+    pub fn set_params(&mut self, q: &[f64], r: &[f64]) {
+        for entry in &mut self.inputs.entries {
+            let values = match entry.name.as_str() {
+                "q" => q,
+                "r" => r,
+                _ => continue,
+            };
+            if let InputValue::Lanes(v) = &mut entry.value {
+                v.copy_from_slice(values);
+            }
+        }
+    }
+
+    /// One run, forward only or with gradients; the result stays in the runner.
+    pub fn run(&mut self, grad: bool) -> Result<()> {
+        let res = self.evaluator.eval_into(
+            &mut self.heap,
+            &self.program,
+            &self.inputs,
+            grad,
+            &mut self.out,
+        );
+        res.map_err(|error| SearchError::Eval {
+            rendered: ndvm_frontends::render_core_error(
+                "kalman2d_T80.scm",
+                &self.src,
+                &self.heap,
+                &error,
+            ),
+            error,
+        })
+    }
+
+    /// Floats the evaluator's payload arena held at the end of the last run (a memory gauge).
+    pub fn arena_floats(&self) -> usize {
+        self.evaluator.arena_floats()
+    }
+
+    /// The last run's value, gradient `[d/dq, d/dr]` (zero after a forward-only run) and fault flag
+    /// on `lane`.
+    pub fn lane_result(&self, lane: usize) -> (f64, [f64; 2], bool) {
+        let value = self.out.value.number(lane).unwrap_or(f64::NAN);
+        let g = |name| self.out.grad(name).map_or(0.0, |g| g[lane]);
+        let fault = self.out.faults.get(lane).copied().unwrap_or(true);
+        (value, [g("q"), g("r")], fault)
+    }
+}
+
+/// One lane count of the sweep. Times are per call (one call = B lanes for the interpreter, B
+/// sequential evaluations for the ceiling); `*_us` fields are per lane or per evaluation.
+#[derive(Clone, Debug, Serialize)]
+pub struct SweepRow {
+    /// Lane count B.
+    pub n_lanes: usize,
+    /// Interpreter, forward and gradient, per lane (µs).
+    pub interp_grad_us: f64,
+    /// Ceiling, forward and gradient, per evaluation (µs).
+    pub ceiling_grad_us: f64,
+    /// `interp_grad_us / ceiling_grad_us`.
+    pub ratio_grad: f64,
+    /// Interpreter, forward only, per lane (µs).
+    pub interp_fwd_us: f64,
+    /// Ceiling, forward only, per evaluation (µs).
+    pub ceiling_fwd_us: f64,
+    /// `interp_fwd_us / ceiling_fwd_us`.
+    pub ratio_fwd: f64,
+    /// Largest relative difference between interpreter and ceiling over all lanes' values and
+    /// gradients (a sanity check: the two compute the same function).
+    pub max_rel_diff: f64,
+    /// Floats in the payload arena after a forward+gradient run (the tape's working set).
+    pub arena_floats_grad: usize,
+    /// Floats in the payload arena after a forward-only run.
+    pub arena_floats_fwd: usize,
+    /// Raw interpreter forward+gradient timing (per call of B lanes).
+    pub interp_grad: Timing,
+    /// Raw ceiling forward+gradient timing (per call of B evaluations).
+    pub ceiling_grad: Timing,
+    /// Raw interpreter forward-only timing.
+    pub interp_fwd: Timing,
+    /// Raw ceiling forward-only timing.
+    pub ceiling_fwd: Timing,
+}
+
+/// The lane counts of the sweep.
+pub const LANE_COUNTS: [usize; 5] = [1, 8, 64, 256, 1024];
+
+fn rel_diff(a: f64, b: f64) -> f64 {
+    (a - b).abs() / b.abs().max(1e-300)
+}
+
+/// Runs the sweep at every lane count in [`LANE_COUNTS`].
+pub fn sweep(
+    case: &KalmanCase,
+    budget: &Budget,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<SweepRow>> {
+    let mut rows = Vec::new();
+    for n_lanes in LANE_COUNTS {
+        progress(&format!("kalman: B = {n_lanes}"));
+        let (q, r) = case.lane_params(n_lanes);
+        let mut runner = KalmanRunner::new(case, n_lanes)?;
+        runner.set_params(&q, &r);
+
+        // Same function: compare every lane with the ceiling before timing anything.
+        runner.run(true)?;
+        let mut max_rel_diff = 0.0f64;
+        for lane in 0..n_lanes {
+            let (v, g, fault) = runner.lane_result(lane);
+            let (cv, cg) = ceiling::kalman_nll_grad(&case.obs, q[lane], r[lane]);
+            assert!(!fault, "kalman lane {lane} of {n_lanes} faulted");
+            for (a, b) in [(v, cv), (g[0], cg[0]), (g[1], cg[1])] {
+                max_rel_diff = max_rel_diff.max(rel_diff(a, b));
+            }
+        }
+        assert!(
+            max_rel_diff <= 1e-9,
+            "interpreter and ceiling disagree at B = {n_lanes}: relative difference {max_rel_diff:e}"
+        );
+
+        let arena_floats_grad = runner.arena_floats();
+        runner.run(false)?;
+        let arena_floats_fwd = runner.arena_floats();
+
+        // The four cases are sampled round-robin, so the ratios compare like with like.
+        let mut fwd_runner = KalmanRunner::new(case, n_lanes)?;
+        fwd_runner.set_params(&q, &r);
+        let mut interp_grad = || runner.run(true);
+        let mut interp_fwd = || fwd_runner.run(false);
+        let mut ceiling_grad = || {
+            for (&q, &r) in q.iter().zip(&r) {
+                std::hint::black_box(ceiling::kalman_nll_grad(
+                    std::hint::black_box(&case.obs),
+                    q,
+                    r,
+                ));
+            }
+            Ok(())
+        };
+        let mut ceiling_fwd = || {
+            for (&q, &r) in q.iter().zip(&r) {
+                std::hint::black_box(ceiling::kalman_nll(std::hint::black_box(&case.obs), q, r));
+            }
+            Ok(())
+        };
+        let mut timings = timing::measure_interleaved(
+            budget,
+            &mut [
+                &mut interp_grad,
+                &mut interp_fwd,
+                &mut ceiling_grad,
+                &mut ceiling_fwd,
+            ],
+        )?
+        .into_iter();
+        let mut next = || timings.next().expect("four timings");
+        let (interp_grad, interp_fwd, ceiling_grad, ceiling_fwd) = (next(), next(), next(), next());
+        let per = |t: &Timing| t.median_us / n_lanes as f64;
+        rows.push(SweepRow {
+            n_lanes,
+            interp_grad_us: per(&interp_grad),
+            ceiling_grad_us: per(&ceiling_grad),
+            ratio_grad: interp_grad.median_us / ceiling_grad.median_us,
+            interp_fwd_us: per(&interp_fwd),
+            ceiling_fwd_us: per(&ceiling_fwd),
+            ratio_fwd: interp_fwd.median_us / ceiling_fwd.median_us,
+            max_rel_diff,
+            arena_floats_grad,
+            arena_floats_fwd,
+            interp_grad,
+            ceiling_grad,
+            interp_fwd,
+            ceiling_fwd,
+        });
+    }
+    Ok(rows)
+}
+
+/// The sweep as a text table.
+pub fn table(rows: &[SweepRow]) -> String {
+    let mut s = String::from(
+        "kalman2d_T80, reference dialect: median µs per lane (interpreter) and per evaluation (ceiling);\n\
+         tape MiB: payload arena after a forward+gradient run\n",
+    );
+    s += &format!(
+        "{:>6} | {:>12} {:>12} {:>8} | {:>12} {:>12} {:>8} | {:>10}\n",
+        "B", "fwd+grad", "ceiling", "ratio", "fwd only", "ceiling", "ratio", "tape MiB"
+    );
+    for row in rows {
+        s += &format!(
+            "{:>6} | {:>12.3} {:>12.3} {:>7.1}x | {:>12.3} {:>12.3} {:>7.1}x | {:>10.2}\n",
+            row.n_lanes,
+            row.interp_grad_us,
+            row.ceiling_grad_us,
+            row.ratio_grad,
+            row.interp_fwd_us,
+            row.ceiling_fwd_us,
+            row.ratio_fwd,
+            row.arena_floats_grad as f64 * 8.0 / (1024.0 * 1024.0)
+        );
+    }
+    s
+}

@@ -1,0 +1,285 @@
+//! `ndvm-search bench`: measured speed of the runtime, side by side with a compiled ceiling, written
+//! to `results/bench/<suite>.json` (raw samples, medians, ratios, machine) and returned as tables.
+//!
+//! Suites: `kalman` ([`kalman::sweep`]: per-lane time at B = 1 … 1024 against [`ceiling`]) and
+//! `multicore` ([`multicore::scaling`]: candidates per second at 1 … all cores, identical results).
+//! Speed is measured here and never asserted in tests.
+//!
+//! SLOT (issue 3, calibration throughput): 50-step Adam calibrations per second on the 247 replayed
+//! symbolic-regression candidates (44 data lanes; K = 1, 8, 32 multistarts) and on the recurrence
+//! candidates of `tasks/recurrence.yaml` belong here as a `calibration` suite once
+//! `ndvm_optimizers::Calibrator` exists; it is not wired in yet.
+
+pub mod ceiling;
+pub mod kalman;
+pub mod multicore;
+pub mod timing;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use crate::{Result, SearchError};
+use timing::Budget;
+
+/// Which suites to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Selection {
+    /// The Kalman per-lane sweep against the compiled ceiling.
+    Kalman,
+    /// Multicore scaling.
+    Multicore,
+    /// Every suite.
+    All,
+}
+
+impl Selection {
+    /// Parses `kalman`, `multicore` or `all`.
+    pub fn parse(s: &str) -> Result<Selection> {
+        match s {
+            "kalman" => Ok(Selection::Kalman),
+            "multicore" => Ok(Selection::Multicore),
+            "all" => Ok(Selection::All),
+            _ => Err(SearchError::BadArgument {
+                arg: s.to_string(),
+                message: "expected one of kalman, multicore, all".to_string(),
+            }),
+        }
+    }
+}
+
+/// What to run and where to write it.
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    /// The suites.
+    pub selection: Selection,
+    /// A few-second smoke run instead of the full measurement.
+    pub quick: bool,
+    /// Folder receiving `<suite>.json` (created if missing).
+    pub out_dir: PathBuf,
+    /// The shared seed-data folder (`oracle_refs.json` lives there).
+    pub seed_data: PathBuf,
+}
+
+/// The seed-data folder beside this checkout: `<workspace>/../shared/seed-data`.
+pub fn default_seed_data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/seed-data")
+}
+
+/// One finished suite.
+#[derive(Clone, Debug)]
+pub struct SuiteReport {
+    /// The suite name (`kalman`, `multicore`).
+    pub name: &'static str,
+    /// Where its JSON was written.
+    pub path: PathBuf,
+    /// Its summary table.
+    pub table: String,
+}
+
+/// The machine and build a run happened on.
+#[derive(Clone, Debug, Serialize)]
+pub struct Machine {
+    /// Logical CPUs available to this process.
+    pub nproc: usize,
+    /// `model name` from `/proc/cpuinfo`, when readable.
+    pub cpu_model: Option<String>,
+    /// `/proc/loadavg` when the run started (other load skews the numbers).
+    pub loadavg_at_start: Option<String>,
+    /// Operating system and architecture.
+    pub os: String,
+    /// `release` or `debug` (debug numbers are meaningless).
+    pub profile: &'static str,
+    /// `rustc --version`, when a compiler is on the path.
+    pub rustc: Option<String>,
+    /// `git rev-parse HEAD`, when inside a checkout.
+    pub git_commit: Option<String>,
+    /// Whether the checkout had uncommitted changes.
+    pub git_dirty: Option<bool>,
+    /// Start of the run, seconds since the Unix epoch.
+    pub unix_time: u64,
+    /// Start of the run, UTC, `YYYY-MM-DDTHH:MM:SSZ`.
+    pub date_utc: String,
+}
+
+/// `/proc/loadavg`, trimmed, when readable.
+fn loadavg() -> Option<String> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+fn command_output(program: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(program).args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+impl Machine {
+    /// Describes this machine now; every probe that fails is left empty.
+    pub fn probe() -> Machine {
+        let cpu_model = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        });
+        let unix_time = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Machine {
+            nproc: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cpu_model,
+            loadavg_at_start: loadavg(),
+            os: format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH),
+            profile: if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "release"
+            },
+            rustc: command_output("rustc", &["--version"]),
+            git_commit: command_output("git", &["rev-parse", "HEAD"]),
+            git_dirty: command_output("git", &["status", "--porcelain", "--untracked-files=no"])
+                .map(|s| !s.is_empty()),
+            unix_time,
+            date_utc: utc_date(unix_time),
+        }
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` for seconds since the Unix epoch (proleptic Gregorian calendar).
+fn utc_date(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Howard Hinnant's days-to-civil algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// The JSON file of the `kalman` suite.
+#[derive(Serialize)]
+struct KalmanFile<'a> {
+    suite: &'static str,
+    command: String,
+    quick: bool,
+    program: &'static str,
+    dialect: &'static str,
+    ceiling: &'static str,
+    machine: &'a Machine,
+    /// `/proc/loadavg` when the suite finished (with `machine.loadavg_at_start`: was it quiet?).
+    loadavg_at_end: Option<String>,
+    budget: &'a Budget,
+    rows: &'a [kalman::SweepRow],
+}
+
+/// The JSON file of the `multicore` suite.
+#[derive(Serialize)]
+struct MulticoreFile<'a> {
+    suite: &'static str,
+    command: String,
+    quick: bool,
+    program: &'static str,
+    dialect: &'static str,
+    machine: &'a Machine,
+    /// `/proc/loadavg` when the suite finished (with `machine.loadavg_at_start`: was it quiet?).
+    loadavg_at_end: Option<String>,
+    budget: &'a Budget,
+    scaling: &'a multicore::Scaling,
+}
+
+fn write_json(dir: &Path, name: &str, value: &impl Serialize) -> Result<PathBuf> {
+    let path = dir.join(format!("{name}.json"));
+    let text = serde_json::to_string_pretty(value).expect("bench reports serialise") + "\n";
+    std::fs::write(&path, text).map_err(|source| SearchError::Write { source })?;
+    Ok(path)
+}
+
+/// Runs the selected suites, writes their JSON files and returns their tables. `progress` receives
+/// one line as each case starts.
+pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Vec<SuiteReport>> {
+    let case = kalman::KalmanCase::load(&cfg.seed_data)?;
+    std::fs::create_dir_all(&cfg.out_dir).map_err(|source| SearchError::Write { source })?;
+    let machine = Machine::probe();
+    let budget = if cfg.quick {
+        Budget::quick()
+    } else {
+        Budget::full()
+    };
+    let quick_flag = if cfg.quick { " --quick" } else { "" };
+    let mut reports = Vec::new();
+    if matches!(cfg.selection, Selection::Kalman | Selection::All) {
+        let rows = kalman::sweep(&case, &budget, progress)?;
+        let file = KalmanFile {
+            suite: "kalman",
+            command: format!("ndvm-search bench kalman{quick_flag}"),
+            quick: cfg.quick,
+            program: kalman::PROGRAM_NAME,
+            dialect: "reference",
+            ceiling: "plain Rust f64, 2×2 closed forms; gradient by forward-mode dual numbers (q, r)",
+            machine: &machine,
+            loadavg_at_end: loadavg(),
+            budget: &budget,
+            rows: &rows,
+        };
+        reports.push(SuiteReport {
+            name: "kalman",
+            path: write_json(&cfg.out_dir, "kalman", &file)?,
+            table: kalman::table(&rows),
+        });
+    }
+    if matches!(cfg.selection, Selection::Multicore | Selection::All) {
+        let n_candidates = if cfg.quick { 16 } else { 512 };
+        let scaling = multicore::scaling(&case, n_candidates, machine.nproc, &budget, progress)?;
+        let file = MulticoreFile {
+            suite: "multicore",
+            command: format!("ndvm-search bench multicore{quick_flag}"),
+            quick: cfg.quick,
+            program: kalman::PROGRAM_NAME,
+            dialect: "reference",
+            machine: &machine,
+            loadavg_at_end: loadavg(),
+            budget: &budget,
+            scaling: &scaling,
+        };
+        reports.push(SuiteReport {
+            name: "multicore",
+            path: write_json(&cfg.out_dir, "multicore", &file)?,
+            table: multicore::table(&scaling),
+        });
+    }
+    Ok(reports)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc_date(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_date(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc_date(1_700_000_000), "2023-11-14T22:13:20Z");
+    }
+
+    #[test]
+    fn selection_names() {
+        assert_eq!(Selection::parse("all").unwrap(), Selection::All);
+        assert!(Selection::parse("fast").is_err());
+    }
+}

@@ -1,0 +1,336 @@
+//! The `calibrate` subcommand: fits a program's parameters to a CSV table with a header (the
+//! target column is what the program should return; every other column binds the program input
+//! of the same name) and reports the fitted values, loss, R², stop reason and evaluation counts.
+
+use std::path::{Path, PathBuf};
+
+use ndvm_core::{Dialect, Heap, ParamKind};
+use ndvm_optimizers::{
+    CalibrateConfig, CalibrateError, Calibration, Calibrator, Dataset, Optimizer, ParamSpec,
+};
+
+use crate::error::{Result, SearchError};
+use crate::evalcmd::parse_program;
+use crate::matrix_csv;
+use crate::report::{human_number, push_json_number, push_json_string};
+
+/// One `--params` entry: `NAME`, `NAME=INIT`, `NAME:KIND` or `NAME:KIND=INIT` with KIND one of
+/// free, positive, unit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParamArg {
+    /// The variable name.
+    pub name: String,
+    /// The kind, when given.
+    pub kind: Option<ParamKind>,
+    /// The first start's value, when given.
+    pub init: Option<f64>,
+}
+
+impl ParamArg {
+    /// Parses a comma-separated `--params` list such as `Vmax:positive=10,Km`.
+    pub fn parse_list(arg: &str) -> Result<Vec<ParamArg>> {
+        let bad = |message: String| SearchError::BadArgument {
+            arg: arg.to_string(),
+            message,
+        };
+        let mut out = Vec::new();
+        for item in arg.split(',') {
+            let item = item.trim();
+            let (head, init) = match item.split_once('=') {
+                Some((h, v)) => {
+                    let v = v.trim();
+                    let x = v
+                        .parse::<f64>()
+                        .map_err(|_| bad(format!("`{v}` is not a number")))?;
+                    (h.trim(), Some(x))
+                }
+                None => (item, None),
+            };
+            let (name, kind) = match head.split_once(':') {
+                Some((n, k)) => {
+                    let kind = match k.trim() {
+                        "free" => ParamKind::Free,
+                        "positive" => ParamKind::Positive,
+                        "unit" => ParamKind::Unit,
+                        other => {
+                            return Err(bad(format!(
+                                "unknown kind `{other}` (expected free, positive or unit)"
+                            )));
+                        }
+                    };
+                    (n.trim(), Some(kind))
+                }
+                None => (head, None),
+            };
+            if name.is_empty()
+                || name.parse::<f64>().is_ok()
+                || name
+                    .chars()
+                    .any(|c| c.is_whitespace() || "()[]'`,\";#".contains(c))
+            {
+                return Err(bad(format!("`{name}` is not a parameter name")));
+            }
+            out.push(ParamArg {
+                name: name.to_string(),
+                kind,
+                init,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Everything `ndvm-search calibrate FILE` needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CalibrateArgs {
+    /// The program file; its extension picks the front end (Scheme when unknown).
+    pub program: PathBuf,
+    /// The CSV table (first line: column names).
+    pub data: PathBuf,
+    /// The target column.
+    pub target: String,
+    /// A column of per-point weights (then the loss is the weighted MSE).
+    pub weights: Option<String>,
+    /// `--params`: which parameters to fit. Entries without a kind or initial value keep the
+    /// program's `(params …)` declaration, or are free with initial value 1.
+    pub params: Vec<ParamArg>,
+    /// `--starts K`.
+    pub n_starts: Option<usize>,
+    /// `--optimizer`.
+    pub optimizer: Option<Optimizer>,
+    /// `--seed`.
+    pub seed: Option<u64>,
+    /// `--max-iters`.
+    pub max_iters: Option<usize>,
+    /// `--dialect`.
+    pub dialect: Dialect,
+}
+
+/// The result of `calibrate`, ready to be printed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CalibrateReport {
+    /// Number of data rows.
+    pub n_points: usize,
+    /// What the calibrator returned.
+    pub calibration: Calibration,
+}
+
+/// Reads `path` as a table with a header line; returns the column names and the row-major data.
+fn read_table(path: &Path) -> Result<(Vec<String>, matrix_csv::Matrix)> {
+    let m = matrix_csv::read(path)?;
+    let Some(header) = m.header.clone() else {
+        return Err(SearchError::Csv {
+            path: path.to_path_buf(),
+            line: Some(1),
+            message: "the first line must name the columns".to_string(),
+        });
+    };
+    for (i, name) in header.iter().enumerate() {
+        if header[..i].contains(name) {
+            return Err(SearchError::Csv {
+                path: path.to_path_buf(),
+                line: Some(1),
+                message: format!("column `{name}` appears twice"),
+            });
+        }
+    }
+    Ok((header, m))
+}
+
+/// Runs `ndvm-search calibrate FILE --data CSV --target COL`.
+pub fn run(args: &CalibrateArgs) -> Result<CalibrateReport> {
+    let src = std::fs::read_to_string(&args.program).map_err(|source| SearchError::Read {
+        path: args.program.clone(),
+        source,
+    })?;
+    let (header, table) = read_table(&args.data)?;
+    let column = |name: &str, what: &str| -> Result<usize> {
+        header
+            .iter()
+            .position(|h| h == name)
+            .ok_or_else(|| SearchError::Csv {
+                path: args.data.clone(),
+                line: Some(1),
+                message: format!(
+                    "no {what} column `{name}` (the columns are {})",
+                    header.join(", ")
+                ),
+            })
+    };
+    let target_col = column(&args.target, "target")?;
+    let weight_col = args
+        .weights
+        .as_deref()
+        .map(|w| column(w, "weight"))
+        .transpose()?;
+    let col_values =
+        |c: usize| -> Vec<f64> { table.data.chunks(table.cols).map(|row| row[c]).collect() };
+    let mut data = Dataset::new().target(col_values(target_col));
+    if let Some(w) = weight_col {
+        data = data.weights(col_values(w));
+    }
+    for (c, name) in header.iter().enumerate() {
+        if c != target_col && Some(c) != weight_col {
+            data = data.column(name, col_values(c));
+        }
+    }
+
+    let label = args.program.display().to_string();
+    let mut heap = Heap::new();
+    let program = parse_program(&mut heap, &label, &src)?;
+    let rendered = |heap: &Heap, error: ndvm_core::CoreError| SearchError::Eval {
+        rendered: ndvm_frontends::render_core_error(&label, &src, heap, &error),
+        error,
+    };
+    let declared =
+        ndvm_core::params::declarations(&heap, &program).map_err(|e| rendered(&heap, e))?;
+    let mut params = Vec::new();
+    for p in &args.params {
+        let decl = declared.iter().find(|d| d.name == p.name);
+        if decl.is_some() && p.kind.is_none() && p.init.is_none() {
+            continue;
+        }
+        let kind = p.kind.or(decl.map(|d| d.kind)).unwrap_or(ParamKind::Free);
+        let init = p.init.or(decl.map(|d| d.init)).unwrap_or(1.0);
+        params.push(ParamSpec::new(&p.name, kind, init));
+    }
+    let mut config = CalibrateConfig::recommended();
+    config.params = params;
+    config.dialect = args.dialect;
+    if weight_col.is_some() {
+        config.loss = ndvm_optimizers::Loss::WeightedMse;
+    }
+    if let Some(k) = args.n_starts {
+        config.n_starts = k;
+    }
+    if let Some(o) = args.optimizer {
+        config.optimizer = o;
+    }
+    if let Some(s) = args.seed {
+        config.seed = s;
+    }
+    if let Some(m) = args.max_iters {
+        config.max_iters = m;
+    }
+    let calibrated =
+        Calibrator::new(config).and_then(|mut c| c.calibrate(&mut heap, &program, &data));
+    let calibration = match calibrated {
+        Ok(c) => c,
+        Err(CalibrateError::Eval { error }) => return Err(rendered(&heap, error)),
+        Err(error) => return Err(SearchError::Calibrate { error }),
+    };
+    Ok(CalibrateReport {
+        n_points: data.n_points(),
+        calibration,
+    })
+}
+
+impl CalibrateReport {
+    /// `name = value` per parameter, then loss, R², stop reason, evaluation counts and starts.
+    pub fn to_human(&self) -> String {
+        let c = &self.calibration;
+        let mut out = String::new();
+        for (name, value) in c.names.iter().zip(&c.params) {
+            out += &format!("{name} = {}\n", human_number(*value));
+        }
+        out += &format!("loss = {}\n", human_number(c.loss));
+        if let Some(r2) = c.r_squared {
+            out += &format!("r2 = {}\n", human_number(r2));
+        }
+        out += &format!("grad_norm = {}\n", human_number(c.grad_norm));
+        out += &format!("stop = {}\n", c.stop_reason);
+        out += &format!(
+            "evaluations = {} ({} with gradients)\n",
+            c.n_evals, c.n_grad_evals
+        );
+        let best = c
+            .best_start
+            .map(|b| b.to_string())
+            .unwrap_or_else(|| "none".into());
+        out += &format!(
+            "starts = {} (best {best}), points = {}, time = {:.3} s\n",
+            c.starts.len(),
+            self.n_points,
+            c.wall_time.as_secs_f64()
+        );
+        out
+    }
+
+    /// One JSON object: `{"params":{…},"loss":…,"r2":…,"grad_norm":…,"stop":"…","n_evals":…,
+    /// "n_grad_evals":…,"starts":K,"best_start":…,"n_points":N,"wall_s":…}`.
+    pub fn to_json(&self) -> String {
+        let c = &self.calibration;
+        let mut out = String::from("{\"params\":{");
+        for (i, (name, value)) in c.names.iter().zip(&c.params).enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            push_json_string(&mut out, name);
+            out.push(':');
+            push_json_number(&mut out, *value);
+        }
+        out.push_str("},\"loss\":");
+        push_json_number(&mut out, c.loss);
+        out.push_str(",\"r2\":");
+        match c.r_squared {
+            Some(r2) => push_json_number(&mut out, r2),
+            None => out.push_str("null"),
+        }
+        out.push_str(",\"grad_norm\":");
+        push_json_number(&mut out, c.grad_norm);
+        out += &format!(
+            ",\"stop\":\"{}\",\"n_evals\":{},\"n_grad_evals\":{},\"starts\":{},\"best_start\":{},\"n_points\":{},\"wall_s\":",
+            c.stop_reason,
+            c.n_evals,
+            c.n_grad_evals,
+            c.starts.len(),
+            c.best_start
+                .map(|b| b.to_string())
+                .unwrap_or_else(|| "null".into()),
+            self.n_points
+        );
+        push_json_number(&mut out, c.wall_time.as_secs_f64());
+        out.push('}');
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_parse() {
+        let list = ParamArg::parse_list("Vmax:positive=10, Km,b=0.5").unwrap();
+        assert_eq!(
+            list,
+            vec![
+                ParamArg {
+                    name: "Vmax".into(),
+                    kind: Some(ParamKind::Positive),
+                    init: Some(10.0)
+                },
+                ParamArg {
+                    name: "Km".into(),
+                    kind: None,
+                    init: None
+                },
+                ParamArg {
+                    name: "b".into(),
+                    kind: None,
+                    init: Some(0.5)
+                },
+            ]
+        );
+        let err = |s: &str| ParamArg::parse_list(s).unwrap_err().to_string();
+        assert_eq!(
+            err("a:big"),
+            "bad argument `a:big`: unknown kind `big` (expected free, positive or unit)"
+        );
+        assert_eq!(err("a=x"), "bad argument `a=x`: `x` is not a number");
+        assert_eq!(
+            err("a,,b"),
+            "bad argument `a,,b`: `` is not a parameter name"
+        );
+    }
+}

@@ -1,0 +1,112 @@
+//! `CacheReplay`: replays a JSONL candidate cache in file order (one JSON object per line with a
+//! `src` string; other keys are ignored), so an offline run is reproducible bit for bit. A
+//! truncated last line (no final newline, not valid JSON) is reported as a warning, not an error.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::{Candidate, Proposer};
+use crate::error::{Result, SearchError};
+
+#[derive(Deserialize)]
+struct Line {
+    src: String,
+}
+
+/// Replays a cache file.
+#[derive(Debug)]
+pub struct CacheReplay {
+    sources: Vec<String>,
+    next: usize,
+    warnings: Vec<String>,
+}
+
+/// Reads every candidate of a cache: the sources in file order and the warnings.
+pub fn read_cache(path: &Path) -> Result<(Vec<String>, Vec<String>)> {
+    let text = std::fs::read_to_string(path).map_err(|source| SearchError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_cache(path, &text)
+}
+
+/// Parses cache text (see the module docs); `path` is only used in messages.
+pub fn parse_cache(path: &Path, text: &str) -> Result<(Vec<String>, Vec<String>)> {
+    let mut sources = Vec::new();
+    let mut warnings = Vec::new();
+    let lines: Vec<&str> = text.split('\n').collect();
+    let n = lines.len();
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let is_last_unterminated = i + 1 == n;
+        match serde_json::from_str::<Line>(line) {
+            Ok(l) => sources.push(l.src),
+            Err(e) if is_last_unterminated => warnings.push(format!(
+                "{}:{}: truncated last line ignored ({e})",
+                path.display(),
+                i + 1
+            )),
+            Err(e) => {
+                return Err(SearchError::Csv {
+                    path: PathBuf::from(path),
+                    line: Some(i + 1),
+                    message: format!("not a cache line: {e}"),
+                });
+            }
+        }
+    }
+    Ok((sources, warnings))
+}
+
+impl CacheReplay {
+    /// Opens a cache file and reads it whole.
+    pub fn open(path: &Path) -> Result<CacheReplay> {
+        let (sources, warnings) = read_cache(path)?;
+        Ok(CacheReplay {
+            sources,
+            next: 0,
+            warnings,
+        })
+    }
+}
+
+impl Proposer for CacheReplay {
+    fn propose(&mut self, n: usize) -> Result<Vec<Candidate>> {
+        let end = (self.next + n).min(self.sources.len());
+        let out = (self.next..end)
+            .map(|i| Candidate {
+                id: i as u64,
+                src: self.sources[i].clone(),
+            })
+            .collect();
+        self.next = end;
+        Ok(out)
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        self.warnings.clone()
+    }
+
+    fn name(&self) -> &'static str {
+        "replay"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncated_last_line_is_a_warning_and_a_bad_middle_line_an_error() {
+        let p = Path::new("c.jsonl");
+        let (s, w) = parse_cache(p, "{\"src\": \"(* a x)\"}\n{\"src\": \"(+ a").unwrap();
+        assert_eq!(s, ["(* a x)"]);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].starts_with("c.jsonl:2: truncated"), "{w:?}");
+        let e = parse_cache(p, "{\"src\": 1}\n{\"src\": \"a\"}\n").unwrap_err();
+        assert!(e.to_string().starts_with("c.jsonl:1: "), "{e}");
+    }
+}

@@ -1,0 +1,960 @@
+//! `TaskSpec`: the YAML schema of a co-search task (`tasks/*.yaml`), read with serde-saphyr so that
+//! unknown keys and bad values are errors with `file:line:column`, and its conversion into a
+//! validated [`Task`]: data tables (generated from the seed or read from CSV), split, parameters,
+//! calibrator settings, proposer, budget and success threshold.
+
+use std::path::{Path, PathBuf};
+
+use ndvm_core::{Dialect, EvalOptions, Evaluator, Heap, Inputs, ParamKind};
+use ndvm_optimizers::{CalibrateConfig, Loss, Optimizer, ParamSpec};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Deserialize;
+use serde_saphyr::{Location, Spanned};
+
+use crate::error::{Result, SearchError};
+use crate::matrix_csv;
+
+/// The YAML document of a task, as written. Every key is documented in `tasks/README.md`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskSpec {
+    /// Task name; names the run folder `results/<name>-<timestamp>/`.
+    pub name: Spanned<String>,
+    /// Free text.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Master seed: data generation, grammar proposals, and the default of the other seeds.
+    #[serde(default)]
+    pub seed: u64,
+    /// Where the data comes from.
+    pub data: DataSpec,
+    /// Per-point input variables (columns), in order.
+    #[serde(default)]
+    pub inputs: Vec<Spanned<String>>,
+    /// Target column (absent for `loss: program`).
+    #[serde(default)]
+    pub target: Option<Spanned<String>>,
+    /// Train/validation split of the main table; the remaining rows are the test set.
+    #[serde(default)]
+    pub split: Option<SplitSpec>,
+    /// Free parameters a candidate may use.
+    #[serde(default)]
+    pub params: Vec<Spanned<ParamEntry>>,
+    /// What calibration minimises.
+    #[serde(default)]
+    pub loss: LossName,
+    /// Numeric conventions of the evaluator.
+    #[serde(default)]
+    pub dialect: DialectName,
+    /// Calibrator settings (defaults: `CalibrateConfig::recommended()`).
+    #[serde(default)]
+    pub calibrator: CalibratorSpec,
+    /// Where candidates come from.
+    #[serde(default)]
+    pub proposer: ProposerSpec,
+    /// When to stop.
+    #[serde(default)]
+    pub budget: BudgetSpec,
+    /// What counts as a success.
+    #[serde(default)]
+    pub success: SuccessSpec,
+    /// Special forms a candidate may not use (for example `define`, `lambda`).
+    #[serde(default)]
+    pub forbidden_forms: Vec<String>,
+    /// Parent folder of run folders (default `results`, relative to the working directory).
+    #[serde(default)]
+    pub output: Option<String>,
+}
+
+/// `data:`: a seeded generator, or CSV files.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataSpec {
+    /// Generate the main table from a formula on a grid, plus Gaussian noise.
+    #[serde(default)]
+    pub generate: Option<Spanned<GenerateSpec>>,
+    /// The main table, a CSV file with a header row (path relative to the task file).
+    #[serde(default)]
+    pub csv: Option<Spanned<String>>,
+    /// Keep at most this many rows of the CSV table (a seeded sample, in file order).
+    #[serde(default)]
+    pub max_rows: Option<usize>,
+    /// Extra test tables (CSV with the same columns), each scored separately.
+    #[serde(default)]
+    pub tests: Vec<TestFileSpec>,
+    /// Inputs shared by every point: a name and a CSV file read as a matrix.
+    #[serde(default)]
+    pub shared: Vec<SharedSpec>,
+}
+
+/// `data.generate:` a 1-D grid `from..to` with `n` evenly spaced points of `input`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GenerateSpec {
+    /// The noiseless target as a Scheme expression of `input`.
+    pub formula: String,
+    /// The input variable (default `x`).
+    #[serde(default = "default_x")]
+    pub input: String,
+    /// First grid point.
+    pub from: f64,
+    /// Last grid point.
+    pub to: f64,
+    /// Number of points (at least 2).
+    pub n: usize,
+    /// Standard deviation of the additive Gaussian noise (ChaCha from the task seed).
+    #[serde(default)]
+    pub noise: f64,
+}
+
+fn default_x() -> String {
+    "x".to_string()
+}
+
+/// `data.tests[]`: a named test table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestFileSpec {
+    /// Name used in the summary.
+    pub name: String,
+    /// CSV file with a header row holding the inputs and the target.
+    pub csv: Spanned<String>,
+}
+
+/// `data.shared[]`: a named matrix.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharedSpec {
+    /// Variable name in the program.
+    pub name: String,
+    /// CSV file read as a row-major matrix (an optional header line is skipped).
+    pub csv: Spanned<String>,
+}
+
+/// `split:` row counts (whole numbers ≥ 1) or fractions (< 1) of the main table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SplitSpec {
+    /// Rows used for fitting.
+    pub train: Spanned<f64>,
+    /// Rows used for scoring and ranking.
+    pub validation: Spanned<f64>,
+    /// Seed of the shuffle (default: the task seed).
+    #[serde(default)]
+    pub seed: Option<u64>,
+}
+
+/// `params[]`: one parameter candidates may use.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParamEntry {
+    /// Variable name.
+    pub name: String,
+    /// Domain.
+    #[serde(default)]
+    pub kind: KindName,
+    /// First start (default 0.5, or the midpoint for bounded).
+    #[serde(default)]
+    pub init: Option<f64>,
+    /// Lower bound (bounded only).
+    #[serde(default)]
+    pub lo: Option<f64>,
+    /// Upper bound (bounded only).
+    #[serde(default)]
+    pub hi: Option<f64>,
+}
+
+/// Parameter domain names.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum KindName {
+    /// Any real.
+    #[default]
+    Free,
+    /// Strictly positive.
+    Positive,
+    /// In (0, 1).
+    Unit,
+    /// In (lo, hi).
+    Bounded,
+}
+
+/// Loss names.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum LossName {
+    /// Mean squared error.
+    #[default]
+    Mse,
+    /// Gaussian negative log-likelihood.
+    GaussianNll,
+    /// The program returns its own loss.
+    Program,
+}
+
+/// Dialect names.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DialectName {
+    /// R7RS conventions.
+    #[default]
+    Default,
+    /// The seed system's conventions.
+    Reference,
+}
+
+/// `calibrator:` overrides of the recommended calibrator settings.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CalibratorSpec {
+    /// `portfolio`, `adam` or `lbfgs`.
+    #[serde(default)]
+    pub optimizer: Option<OptimizerName>,
+    /// Number of starts.
+    #[serde(default)]
+    pub starts: Option<Spanned<usize>>,
+    /// Adam steps or L-BFGS iterations.
+    #[serde(default)]
+    pub max_iters: Option<usize>,
+    /// Portfolio screen steps.
+    #[serde(default)]
+    pub screen_iters: Option<usize>,
+    /// Portfolio polished starts.
+    #[serde(default)]
+    pub polish: Option<Spanned<usize>>,
+    /// Adam step size.
+    #[serde(default)]
+    pub learning_rate: Option<Spanned<f64>>,
+    /// Start-distribution seed (default: the task seed).
+    #[serde(default)]
+    pub seed: Option<u64>,
+}
+
+/// Optimizer names.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerName {
+    /// Adam screen then L-BFGS polish.
+    Portfolio,
+    /// Adam only.
+    Adam,
+    /// L-BFGS on every start.
+    Lbfgs,
+}
+
+/// `proposer:` where candidates come from.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProposerSpec {
+    /// `replay` or `grammar` (default: replay when `cache` is given, else grammar).
+    #[serde(default)]
+    pub kind: Option<ProposerName>,
+    /// JSONL cache replayed in file order (relative to the task file).
+    #[serde(default)]
+    pub cache: Option<Spanned<String>>,
+    /// Grammar: unary operators to use.
+    #[serde(default)]
+    pub operators: Option<Vec<Spanned<String>>>,
+    /// Grammar: most additive terms per candidate.
+    #[serde(default)]
+    pub max_terms: Option<Spanned<usize>>,
+    /// Candidates calibrated per round (the success check runs after each round).
+    #[serde(default)]
+    pub batch: Option<Spanned<usize>>,
+}
+
+/// Proposer names.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ProposerName {
+    /// Replay a JSONL cache.
+    Replay,
+    /// Seeded random programs.
+    Grammar,
+    /// An OpenAI-compatible endpoint (not built yet).
+    Llm,
+}
+
+/// `budget:` the run stops at whichever comes first.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetSpec {
+    /// Wall-clock seconds.
+    #[serde(default)]
+    pub seconds: Option<Spanned<f64>>,
+    /// Calibrations (distinct valid candidates).
+    #[serde(default)]
+    pub calibrations: Option<usize>,
+}
+
+/// `success:` the threshold that counts as success.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SuccessSpec {
+    /// `r2` (validation R², higher is better; the default) or `loss` (training loss, lower is
+    /// better; for `loss: program`).
+    #[serde(default)]
+    pub metric: Option<MetricName>,
+    /// The threshold (default 0.99 for r2).
+    #[serde(default)]
+    pub threshold: Option<Spanned<f64>>,
+    /// Stop after the round in which the first success happens (default false).
+    #[serde(default)]
+    pub stop: bool,
+}
+
+/// Metric names.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MetricName {
+    /// Validation R².
+    R2,
+    /// Training loss.
+    Loss,
+}
+
+/// A table of rows: input columns (in `Task::inputs` order) and the target.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Table {
+    /// One column per input.
+    pub columns: Vec<Vec<f64>>,
+    /// The target (empty for program-loss tasks).
+    pub target: Vec<f64>,
+}
+
+impl Table {
+    /// Number of rows.
+    pub fn n_rows(&self) -> usize {
+        self.target.len()
+    }
+
+    fn take(&self, rows: &[usize]) -> Table {
+        Table {
+            columns: self
+                .columns
+                .iter()
+                .map(|c| rows.iter().map(|&r| c[r]).collect())
+                .collect(),
+            target: rows.iter().map(|&r| self.target[r]).collect(),
+        }
+    }
+}
+
+/// The proposer a task uses, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ProposerConfig {
+    /// Replay a JSONL cache in file order.
+    Replay {
+        /// The cache file.
+        cache: PathBuf,
+    },
+    /// Seeded random programs.
+    Grammar {
+        /// Unary operators.
+        operators: Vec<String>,
+        /// Most additive terms.
+        max_terms: usize,
+    },
+}
+
+/// The validated task: everything the engine needs.
+#[derive(Clone, Debug)]
+pub struct Task {
+    /// Name.
+    pub name: String,
+    /// The task file.
+    pub path: PathBuf,
+    /// The task file's text (copied into the run folder).
+    pub text: String,
+    /// Master seed.
+    pub seed: u64,
+    /// Per-point inputs.
+    pub inputs: Vec<String>,
+    /// Parameters candidates may use.
+    pub params: Vec<ParamSpec>,
+    /// Calibrator settings; `params` is filled per candidate.
+    pub calibrate: CalibrateConfig,
+    /// Proposer.
+    pub proposer: ProposerConfig,
+    /// Candidates per round.
+    pub batch: usize,
+    /// Wall-clock budget.
+    pub budget_seconds: Option<f64>,
+    /// Calibration budget.
+    pub budget_calibrations: Option<usize>,
+    /// Success metric.
+    pub metric: MetricName,
+    /// Success threshold.
+    pub threshold: f64,
+    /// Stop after the first successful round.
+    pub stop_on_success: bool,
+    /// Forbidden special forms.
+    pub forbidden_forms: Vec<String>,
+    /// Parent of run folders.
+    pub output: PathBuf,
+    /// Fitting rows.
+    pub train: Table,
+    /// Scoring rows.
+    pub validation: Table,
+    /// Named test tables (the split's remainder is `test`).
+    pub tests: Vec<(String, Table)>,
+    /// Shared inputs (matrices).
+    pub shared: Vec<(String, ndvm_optimizers::Shared)>,
+    /// The generated table (all rows, with their split), to be written into the run folder.
+    pub generated: Option<(Table, Vec<&'static str>)>,
+}
+
+fn task_err(path: &Path, loc: Option<Location>, message: impl Into<String>) -> SearchError {
+    let (line, column) = loc.map(|l| (l.line(), l.column())).unwrap_or((0, 0));
+    SearchError::Task {
+        path: path.to_path_buf(),
+        line,
+        column,
+        message: message.into(),
+    }
+}
+
+/// Parses the YAML text of a task without resolving it (no files read besides none).
+pub fn parse_spec(path: &Path, text: &str) -> Result<TaskSpec> {
+    serde_saphyr::from_str::<TaskSpec>(text).map_err(|e| {
+        let loc = e.location();
+        let full = e.to_string();
+        // The crate's rendering may add a source excerpt after the first line; keep the message.
+        let message = full.lines().next().unwrap_or("invalid task").to_string();
+        let message = strip_location_prefix(&message);
+        task_err(path, loc, message)
+    })
+}
+
+/// serde-saphyr may prefix `line N column M:`; we print our own `file:line:col:` instead.
+fn strip_location_prefix(message: &str) -> String {
+    let m = message.trim();
+    let m = m.strip_prefix("error: ").unwrap_or(m);
+    if let Some(rest) = m.strip_prefix("line ")
+        && let Some(i) = rest.find(": ")
+        && rest[..i].contains("column")
+    {
+        return rest[i + 2..].to_string();
+    }
+    m.to_string()
+}
+
+/// Reads and validates a task file, loading or generating its data.
+pub fn load(path: &Path) -> Result<Task> {
+    let text = std::fs::read_to_string(path).map_err(|source| SearchError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let spec = parse_spec(path, &text)?;
+    resolve(path, text, spec)
+}
+
+/// The unary operators the grammar uses by default.
+pub const DEFAULT_OPERATORS: &[&str] = &["exp", "sin", "cos", "log", "sqrt"];
+const GRAMMAR_OPERATORS: &[&str] = &["exp", "sin", "cos", "log", "sqrt", "tanh", "abs"];
+
+fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
+    let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let rel = |s: &str| base.join(s);
+    let err = |loc: Location, msg: String| task_err(path, Some(loc), msg);
+    let name = spec.name.value.clone();
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(err(
+            spec.name.referenced,
+            "`name` must be non-empty and use only letters, digits, `-` and `_`".into(),
+        ));
+    }
+    let program_loss = spec.loss == LossName::Program;
+    let inputs: Vec<String> = spec.inputs.iter().map(|s| s.value.clone()).collect();
+    for (i, s) in spec.inputs.iter().enumerate() {
+        if inputs[..i].contains(&s.value) {
+            return Err(err(
+                s.referenced,
+                format!("input `{}` is listed twice", s.value),
+            ));
+        }
+    }
+    // Parameters.
+    let mut params = Vec::new();
+    for p in &spec.params {
+        let e = &p.value;
+        let kind = match e.kind {
+            KindName::Free => ParamKind::Free,
+            KindName::Positive => ParamKind::Positive,
+            KindName::Unit => ParamKind::Unit,
+            KindName::Bounded => match (e.lo, e.hi) {
+                (Some(lo), Some(hi)) if lo < hi && lo.is_finite() && hi.is_finite() => {
+                    ParamKind::Bounded { lo, hi }
+                }
+                _ => {
+                    return Err(err(
+                        p.referenced,
+                        format!("bounded parameter `{}` needs finite `lo` < `hi`", e.name),
+                    ));
+                }
+            },
+        };
+        if e.kind != KindName::Bounded && (e.lo.is_some() || e.hi.is_some()) {
+            return Err(err(
+                p.referenced,
+                format!("`lo`/`hi` are only for bounded parameters (`{}`)", e.name),
+            ));
+        }
+        let init = e.init.unwrap_or(match kind {
+            ParamKind::Bounded { lo, hi } => 0.5 * (lo + hi),
+            _ => 0.5,
+        });
+        let ok = match kind {
+            ParamKind::Free => init.is_finite(),
+            ParamKind::Positive => init > 0.0 && init.is_finite(),
+            ParamKind::Unit => init > 0.0 && init < 1.0,
+            ParamKind::Bounded { lo, hi } => init > lo && init < hi,
+        };
+        if !ok {
+            return Err(err(
+                p.referenced,
+                format!("`init` of `{}` lies outside its domain", e.name),
+            ));
+        }
+        if params.iter().any(|q: &ParamSpec| q.name == e.name) || inputs.contains(&e.name) {
+            return Err(err(
+                p.referenced,
+                format!(
+                    "`{}` is declared twice (as a parameter or an input)",
+                    e.name
+                ),
+            ));
+        }
+        params.push(ParamSpec::new(&e.name, kind, init));
+    }
+
+    // Data.
+    let data = &spec.data;
+    let mut generated = None;
+    let mut shared = Vec::new();
+    for s in &data.shared {
+        let m = matrix_csv::read(&rel(&s.csv.value))
+            .map_err(|e| err(s.csv.referenced, e.to_string()))?;
+        shared.push((
+            s.name.clone(),
+            ndvm_optimizers::Shared::Matrix {
+                rows: m.rows,
+                cols: m.cols,
+                data: m.data,
+            },
+        ));
+    }
+    let main: Option<Table> = match (&data.generate, &data.csv) {
+        (Some(_), Some(c)) => {
+            return Err(err(
+                c.referenced,
+                "`data` takes `generate` or `csv`, not both".into(),
+            ));
+        }
+        (Some(g), None) => {
+            let gs = &g.value;
+            if inputs != [gs.input.clone()] {
+                return Err(err(
+                    g.referenced,
+                    format!(
+                        "a generated table has one input, `{}`: set `inputs: [{}]`",
+                        gs.input, gs.input
+                    ),
+                ));
+            }
+            if gs.n < 2 || !(gs.from < gs.to) || !(gs.noise >= 0.0) {
+                return Err(err(
+                    g.referenced,
+                    "`generate` needs n ≥ 2, from < to and noise ≥ 0".into(),
+                ));
+            }
+            Some(generate(gs, spec.seed).map_err(|m| err(g.referenced, m))?)
+        }
+        (None, Some(c)) => Some(
+            read_table(
+                &rel(&c.value),
+                &inputs,
+                spec.target.as_ref().map(|t| t.value.as_str()),
+            )
+            .map_err(|m| err(c.referenced, m))?,
+        ),
+        (None, None) => None,
+    };
+    let (train, validation, mut tests) = match main {
+        Some(mut table) => {
+            if program_loss {
+                return Err(task_err(
+                    path,
+                    None,
+                    "`loss: program` takes no per-point table",
+                ));
+            }
+            let Some(target) = &spec.target else {
+                return Err(task_err(path, None, "a table needs a `target` column name"));
+            };
+            if data.generate.is_some() && target.value.is_empty() {
+                return Err(err(target.referenced, "empty target name".into()));
+            }
+            if let Some(max) = data.max_rows
+                && table.n_rows() > max
+            {
+                let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x5eed_0001);
+                let mut rows: Vec<usize> =
+                    rand::seq::index::sample(&mut rng, table.n_rows(), max).into_vec();
+                rows.sort_unstable();
+                table = table.take(&rows);
+            }
+            let n = table.n_rows();
+            let (n_train, n_val) = match &spec.split {
+                Some(s) => {
+                    let count = |v: &Spanned<f64>| -> Result<usize> {
+                        let x = v.value;
+                        if x > 0.0 && x < 1.0 {
+                            Ok(((x * n as f64).round() as usize).max(1))
+                        } else if x >= 1.0 && x.fract() == 0.0 {
+                            Ok(x as usize)
+                        } else {
+                            Err(err(
+                                v.referenced,
+                                "a split is a whole row count ≥ 1 or a fraction in (0, 1)".into(),
+                            ))
+                        }
+                    };
+                    let (a, b) = (count(&s.train)?, count(&s.validation)?);
+                    if a + b > n {
+                        return Err(err(
+                            s.validation.referenced,
+                            format!("train + validation = {} rows but the table has {n}", a + b),
+                        ));
+                    }
+                    (a, b)
+                }
+                None => {
+                    let a = ((0.7 * n as f64).round() as usize).clamp(1, n - 1);
+                    (a, n - a)
+                }
+            };
+            let split_seed = spec
+                .split
+                .as_ref()
+                .and_then(|s| s.seed)
+                .unwrap_or(spec.seed);
+            let mut rng = ChaCha8Rng::seed_from_u64(split_seed);
+            let mut order: Vec<usize> = (0..n).collect();
+            for i in (1..n).rev() {
+                let j = rng.random_range(0..=i);
+                order.swap(i, j);
+            }
+            let mut tr = order[..n_train].to_vec();
+            let mut va = order[n_train..n_train + n_val].to_vec();
+            let mut te = order[n_train + n_val..].to_vec();
+            tr.sort_unstable();
+            va.sort_unstable();
+            te.sort_unstable();
+            if data.generate.is_some() {
+                let mut labels = vec!["train"; n];
+                for &r in &va {
+                    labels[r] = "validation";
+                }
+                for &r in &te {
+                    labels[r] = "test";
+                }
+                generated = Some((table.clone(), labels));
+            }
+            let mut tests = Vec::new();
+            if !te.is_empty() {
+                tests.push(("test".to_string(), table.take(&te)));
+            }
+            (table.take(&tr), table.take(&va), tests)
+        }
+        None => {
+            if !program_loss {
+                return Err(task_err(
+                    path,
+                    None,
+                    "`data` needs `generate` or `csv` (only `loss: program` tasks can do without)",
+                ));
+            }
+            (Table::default(), Table::default(), Vec::new())
+        }
+    };
+    for t in &data.tests {
+        let table = read_table(
+            &rel(&t.csv.value),
+            &inputs,
+            spec.target.as_ref().map(|t| t.value.as_str()),
+        )
+        .map_err(|m| err(t.csv.referenced, m))?;
+        tests.push((t.name.clone(), table));
+    }
+
+    // Calibrator.
+    let mut calibrate = CalibrateConfig::recommended();
+    let c = &spec.calibrator;
+    calibrate.seed = c.seed.unwrap_or(spec.seed);
+    calibrate.loss = match spec.loss {
+        LossName::Mse => Loss::Mse,
+        LossName::GaussianNll => Loss::GaussianNll,
+        LossName::Program => Loss::ProgramLoss,
+    };
+    calibrate.dialect = match spec.dialect {
+        DialectName::Default => Dialect::Default,
+        DialectName::Reference => Dialect::Reference,
+    };
+    if let Some(o) = c.optimizer {
+        calibrate.optimizer = match o {
+            OptimizerName::Portfolio => Optimizer::Portfolio,
+            OptimizerName::Adam => Optimizer::Adam,
+            OptimizerName::Lbfgs => Optimizer::Lbfgs,
+        };
+    }
+    if let Some(k) = &c.starts {
+        if k.value == 0 {
+            return Err(err(k.referenced, "`starts` must be at least 1".into()));
+        }
+        calibrate.n_starts = k.value;
+    }
+    if let Some(k) = &c.polish {
+        if k.value == 0 {
+            return Err(err(k.referenced, "`polish` must be at least 1".into()));
+        }
+        calibrate.n_polish = k.value;
+    }
+    if let Some(lr) = &c.learning_rate {
+        if !(lr.value > 0.0 && lr.value.is_finite()) {
+            return Err(err(
+                lr.referenced,
+                "`learning_rate` must be positive".into(),
+            ));
+        }
+        calibrate.learning_rate = lr.value;
+    }
+    if let Some(m) = c.max_iters {
+        calibrate.max_iters = m;
+    }
+    if let Some(m) = c.screen_iters {
+        calibrate.screen_iters = m;
+    }
+
+    // Proposer.
+    let p = &spec.proposer;
+    let kind = p.kind.unwrap_or(if p.cache.is_some() {
+        ProposerName::Replay
+    } else {
+        ProposerName::Grammar
+    });
+    let proposer = match kind {
+        ProposerName::Replay => {
+            let Some(cache) = &p.cache else {
+                return Err(task_err(
+                    path,
+                    None,
+                    "`proposer.kind: replay` needs `proposer.cache`",
+                ));
+            };
+            let file = rel(&cache.value);
+            if !file.is_file() {
+                return Err(err(
+                    cache.referenced,
+                    format!("cache {} does not exist", file.display()),
+                ));
+            }
+            ProposerConfig::Replay { cache: file }
+        }
+        ProposerName::Grammar => {
+            if inputs.is_empty() || params.is_empty() {
+                return Err(task_err(
+                    path,
+                    None,
+                    "the grammar proposer needs `inputs` and `params`",
+                ));
+            }
+            let operators = match &p.operators {
+                Some(ops) => {
+                    for o in ops {
+                        if !GRAMMAR_OPERATORS.contains(&o.value.as_str()) {
+                            return Err(err(
+                                o.referenced,
+                                format!(
+                                    "unknown grammar operator `{}` (known: {})",
+                                    o.value,
+                                    GRAMMAR_OPERATORS.join(", ")
+                                ),
+                            ));
+                        }
+                    }
+                    ops.iter().map(|o| o.value.clone()).collect()
+                }
+                None => DEFAULT_OPERATORS.iter().map(|s| s.to_string()).collect(),
+            };
+            let max_terms = match &p.max_terms {
+                Some(m) if m.value == 0 => {
+                    return Err(err(m.referenced, "`max_terms` must be at least 1".into()));
+                }
+                Some(m) => m.value,
+                None => 2,
+            };
+            ProposerConfig::Grammar {
+                operators,
+                max_terms,
+            }
+        }
+        ProposerName::Llm => {
+            return Err(task_err(
+                path,
+                None,
+                "the llm proposer is not built yet; use `replay` or `grammar`",
+            ));
+        }
+    };
+    let batch = match &p.batch {
+        Some(b) if b.value == 0 => {
+            return Err(err(b.referenced, "`batch` must be at least 1".into()));
+        }
+        Some(b) => b.value,
+        None => 8,
+    };
+    let budget_seconds = match &spec.budget.seconds {
+        Some(s) if !(s.value > 0.0) => {
+            return Err(err(
+                s.referenced,
+                "`budget.seconds` must be positive".into(),
+            ));
+        }
+        Some(s) => Some(s.value),
+        None => None,
+    };
+    let metric = spec.success.metric.unwrap_or(if program_loss {
+        MetricName::Loss
+    } else {
+        MetricName::R2
+    });
+    if metric == MetricName::R2 && program_loss {
+        return Err(task_err(
+            path,
+            None,
+            "`success.metric: r2` needs a target; use `loss`",
+        ));
+    }
+    let threshold = match (&spec.success.threshold, metric) {
+        (Some(t), _) if !t.value.is_finite() => {
+            return Err(err(
+                t.referenced,
+                "`threshold` must be a finite number".into(),
+            ));
+        }
+        (Some(t), _) => t.value,
+        (None, MetricName::R2) => 0.99,
+        (None, MetricName::Loss) => f64::NEG_INFINITY,
+    };
+    Ok(Task {
+        name,
+        path: path.to_path_buf(),
+        text,
+        seed: spec.seed,
+        inputs,
+        params,
+        calibrate,
+        proposer,
+        batch,
+        budget_seconds,
+        budget_calibrations: spec.budget.calibrations,
+        metric,
+        threshold,
+        stop_on_success: spec.success.stop,
+        forbidden_forms: spec.forbidden_forms.clone(),
+        output: PathBuf::from(spec.output.as_deref().unwrap_or("results")),
+        train,
+        validation,
+        tests,
+        shared,
+        generated,
+    })
+}
+
+/// Evaluates the formula on the grid and adds N(0, noise²) noise drawn with ChaCha8 from `seed`
+/// (Box–Muller on two uniforms per point, in grid order).
+fn generate(g: &GenerateSpec, seed: u64) -> std::result::Result<Table, String> {
+    let xs: Vec<f64> = (0..g.n)
+        .map(|i| g.from + (g.to - g.from) * i as f64 / (g.n - 1) as f64)
+        .collect();
+    let mut heap = Heap::new();
+    let program = ndvm_frontends::scheme::parse(&mut heap, &g.formula)
+        .map_err(|e| format!("formula: {}", e.message))?;
+    let mut ev = Evaluator::new(EvalOptions::new(g.n));
+    let inputs = Inputs::new().input_lanes(&g.input, xs.clone());
+    let out = ev
+        .eval(&mut heap, &program, &inputs)
+        .map_err(|e| format!("formula: {e}"))?;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut ys = Vec::with_capacity(g.n);
+    for i in 0..g.n {
+        let y = out
+            .value
+            .number(i)
+            .filter(|y| y.is_finite())
+            .ok_or_else(|| format!("formula: not a finite number at {} = {}", g.input, xs[i]))?;
+        let u1: f64 = 1.0 - rng.random::<f64>();
+        let u2: f64 = rng.random::<f64>();
+        let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+        ys.push(y + g.noise * z);
+    }
+    Ok(Table {
+        columns: vec![xs],
+        target: ys,
+    })
+}
+
+/// Reads a CSV table with a header naming `inputs` and `target`.
+fn read_table(
+    path: &Path,
+    inputs: &[String],
+    target: Option<&str>,
+) -> std::result::Result<Table, String> {
+    let m = matrix_csv::read(path).map_err(|e| e.to_string())?;
+    let Some(header) = &m.header else {
+        return Err(format!(
+            "{}: a table needs a header row naming its columns",
+            path.display()
+        ));
+    };
+    let col = |name: &str| -> std::result::Result<Vec<f64>, String> {
+        let j = header.iter().position(|h| h == name).ok_or_else(|| {
+            format!(
+                "{}: no column `{name}` (columns: {})",
+                path.display(),
+                header.join(", ")
+            )
+        })?;
+        Ok((0..m.rows).map(|r| m.data[r * m.cols + j]).collect())
+    };
+    let Some(target) = target else {
+        return Err("a table needs `target`".to_string());
+    };
+    Ok(Table {
+        columns: inputs
+            .iter()
+            .map(|n| col(n))
+            .collect::<std::result::Result<_, _>>()?,
+        target: col(target)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_key_names_line_and_column() {
+        let text = "name: t\ndata:\n  generate: {formula: x, from: 0, to: 1, n: 3}\ninputs: [x]\ntarget: y\nbudgit: {seconds: 3}\n";
+        let e = parse_spec(Path::new("t.yaml"), text).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.starts_with("t.yaml:6:1: "), "{msg}");
+        assert!(msg.contains("budgit"), "{msg}");
+    }
+}

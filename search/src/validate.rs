@@ -1,0 +1,359 @@
+//! Candidate validation: parse, check that every free variable is an input or a parameter and that
+//! no forbidden form appears, and compute the canonical skeleton (commutative arguments sorted,
+//! locals renamed, literals `C`, parameters `P`) used to deduplicate, plus a complexity count.
+
+use std::collections::BTreeSet;
+
+use ndvm_core::{Heap, Node, NodeId, Program, print};
+
+/// Binding and control forms the validator understands.
+const SPECIAL_FORMS: &[&str] = &[
+    "quote", "quasiquote", "unquote", "if", "cond", "case", "when", "unless", "and", "or", "let",
+    "let*", "letrec", "letrec*", "lambda", "define", "begin", "loop", "recur", "params", "else",
+    "set!",
+];
+
+/// Primitive operators a candidate may call (the runtime's library, as documented in DESIGN §3).
+const PRIMITIVES: &[&str] = &[
+    "+", "-", "*", "/", "=", "<", ">", "<=", ">=", "not", "min", "max", "abs", "sin", "cos", "tan",
+    "asin", "acos", "atan", "sinh", "cosh", "tanh", "exp", "log", "sqrt", "pow", "expt", "square",
+    "floor", "ceiling", "round", "truncate", "modulo", "remainder", "quotient", "cons", "car",
+    "cdr", "list", "null?", "pair?", "length", "append", "map", "filter", "fold", "reverse",
+    "vec", "mat", "ref", "dot", "cross", "norm", "normalize", "vsum", "vlen", "scale", "matvec",
+    "matmul", "transpose", "trace", "det", "logdet", "inv", "outer", "eye", "zeros", "ones",
+    "number?", "zero?", "positive?", "negative?", "eval", "sigmoid", "softplus", "log1p", "expm1",
+];
+
+/// What validation learned about a candidate that passed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checked {
+    /// Canonical skeleton (deduplication key).
+    pub skeleton: String,
+    /// Task parameters the program uses, in task order.
+    pub params: Vec<String>,
+    /// Number of atoms and pairs in the program (a complexity measure).
+    pub complexity: usize,
+}
+
+/// Why a candidate was rejected.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rejection {
+    /// A short class: `parse`, `free-variable`, `unknown-operator`, `forbidden-form`,
+    /// `no-parameters`.
+    pub class: &'static str,
+    /// A human-readable reason.
+    pub message: String,
+}
+
+struct Walk<'a> {
+    heap: &'a Heap,
+    inputs: &'a [String],
+    params: &'a [String],
+    declared: Vec<String>,
+    forbidden: &'a [String],
+    used: BTreeSet<String>,
+    env: Vec<String>,
+    complexity: usize,
+}
+
+fn reject(class: &'static str, message: String) -> Rejection {
+    Rejection { class, message }
+}
+
+impl Walk<'_> {
+    fn sym(&self, id: NodeId) -> Option<&str> {
+        match self.heap.node(id) {
+            Node::Sym(s) => Some(self.heap.symbol_name(s)),
+            _ => None,
+        }
+    }
+
+    fn local(&self, name: &str) -> Option<usize> {
+        self.env.iter().rposition(|n| n == name)
+    }
+
+    fn atom(&mut self, id: NodeId, operator: bool) -> Result<String, Rejection> {
+        self.complexity += 1;
+        Ok(match self.heap.node(id) {
+            Node::Num(_) => "C".to_string(),
+            Node::Bool(b) => if b { "#t" } else { "#f" }.to_string(),
+            Node::Nil => "()".to_string(),
+            Node::Pair(..) => unreachable!("atom called on a pair"),
+            Node::Sym(s) => {
+                let name = self.heap.symbol_name(s).to_string();
+                if let Some(k) = self.local(&name) {
+                    format!("v{k}")
+                } else if self.params.contains(&name) || self.declared.contains(&name) {
+                    self.used.insert(name);
+                    "P".to_string()
+                } else if self.inputs.contains(&name) {
+                    name
+                } else if PRIMITIVES.contains(&name.as_str()) {
+                    name
+                } else if operator {
+                    return Err(reject("unknown-operator", format!("unknown operator `{name}`")));
+                } else {
+                    return Err(reject(
+                        "free-variable",
+                        format!("free variable `{name}` is neither an input nor a parameter"),
+                    ));
+                }
+            }
+        })
+    }
+
+    fn bind(&mut self, name: Option<&str>) -> String {
+        let name = name.unwrap_or("_").to_string();
+        self.env.push(name);
+        format!("v{}", self.env.len() - 1)
+    }
+
+    /// `((v e) …)` bindings: `sequential` evaluates each init after the previous binding
+    /// (`let*`); `recursive` binds all first (`letrec`).
+    fn bindings(&mut self, list: NodeId, sequential: bool, recursive: bool) -> Result<String, Rejection> {
+        let items = self.heap.list_items(list).unwrap_or_default();
+        let mut pairs = Vec::new();
+        for &b in &items {
+            let parts = self.heap.list_items(b).unwrap_or_default();
+            pairs.push((parts.first().and_then(|&n| self.sym(n)).map(str::to_string), parts.get(1).copied()));
+        }
+        let mut out = Vec::new();
+        if recursive {
+            let names: Vec<String> = pairs.iter().map(|(n, _)| self.bind(n.as_deref())).collect();
+            for ((_, init), name) in pairs.iter().zip(names) {
+                let init = match init {
+                    Some(i) => self.expr(*i)?,
+                    None => String::new(),
+                };
+                out.push(format!("({name} {init})"));
+            }
+        } else if sequential {
+            for (n, init) in &pairs {
+                let init = match init {
+                    Some(i) => self.expr(*i)?,
+                    None => String::new(),
+                };
+                let name = self.bind(n.as_deref());
+                out.push(format!("({name} {init})"));
+            }
+        } else {
+            let inits: Vec<String> = pairs
+                .iter()
+                .map(|(_, i)| i.map_or(Ok(String::new()), |i| self.expr(i)))
+                .collect::<Result<_, _>>()?;
+            for ((n, _), init) in pairs.iter().zip(inits) {
+                let name = self.bind(n.as_deref());
+                out.push(format!("({name} {init})"));
+            }
+        }
+        Ok(format!("({})", out.join(" ")))
+    }
+
+    fn body(&mut self, items: &[NodeId]) -> Result<Vec<String>, Rejection> {
+        items.iter().map(|&i| self.expr(i)).collect()
+    }
+
+    fn expr(&mut self, id: NodeId) -> Result<String, Rejection> {
+        let Node::Pair(head, _) = self.heap.node(id) else {
+            return self.atom(id, false);
+        };
+        self.complexity += 1;
+        let Some(items) = self.heap.list_items(id) else {
+            return Ok(print::display(self.heap, id));
+        };
+        let head_name = self.sym(head).map(str::to_string);
+        let form = head_name
+            .as_deref()
+            .filter(|h| self.local(h).is_none() && SPECIAL_FORMS.contains(h));
+        if let Some(f) = form
+            && self.forbidden.iter().any(|x| x == f)
+        {
+            return Err(reject("forbidden-form", format!("the form `{f}` is not allowed in this task")));
+        }
+        let depth = self.env.len();
+        let res = match form {
+            Some("quote") => Ok(print::display(self.heap, id)),
+            Some("params") => {
+                for &e in &items[1..] {
+                    let parts = self.heap.list_items(e).unwrap_or_default();
+                    if let Some(n) = parts.first().and_then(|&n| self.sym(n)) {
+                        let n = n.to_string();
+                        self.used.insert(n.clone());
+                        self.declared.push(n);
+                    }
+                }
+                Ok("(params)".to_string())
+            }
+            Some(f @ ("let" | "let*" | "letrec" | "letrec*" | "loop")) => {
+                let mut rest = &items[1..];
+                let mut named = String::new();
+                if f == "let"
+                    && let Some(&n) = rest.first()
+                    && let Some(name) = self.sym(n)
+                {
+                    let name = name.to_string();
+                    named = self.bind(Some(&name)) + " ";
+                    rest = &rest[1..];
+                }
+                let Some((&binds, body)) = rest.split_first() else {
+                    return Ok(print::display(self.heap, id));
+                };
+                let b = self.bindings(binds, f == "let*", f.starts_with("letrec"))?;
+                let body = self.body(body)?;
+                Ok(format!("({f} {named}{b} {})", body.join(" ")))
+            }
+            Some("lambda") => {
+                let params = items.get(1).copied();
+                let mut names = Vec::new();
+                if let Some(p) = params {
+                    if let Some(s) = self.sym(p) {
+                        let s = s.to_string();
+                        names.push(self.bind(Some(&s)));
+                    } else {
+                        for a in self.heap.list_items(p).unwrap_or_default() {
+                            let s = self.sym(a).map(str::to_string);
+                            names.push(self.bind(s.as_deref()));
+                        }
+                    }
+                }
+                let body = self.body(items.get(2..).unwrap_or(&[]))?;
+                Ok(format!("(lambda ({}) {})", names.join(" "), body.join(" ")))
+            }
+            Some("define") => {
+                // (define name e) or (define (f args…) body…); the name stays bound afterwards.
+                let target = items.get(1).copied();
+                let out = match target.map(|t| self.heap.node(t)) {
+                    Some(Node::Pair(..)) => {
+                        let parts = self.heap.list_items(target.unwrap_or(id)).unwrap_or_default();
+                        let fname = parts.first().and_then(|&n| self.sym(n)).map(str::to_string);
+                        let f = self.bind(fname.as_deref());
+                        let inner = self.env.len();
+                        let mut args = Vec::new();
+                        for &a in parts.iter().skip(1) {
+                            let s = self.sym(a).map(str::to_string);
+                            args.push(self.bind(s.as_deref()));
+                        }
+                        let body = self.body(items.get(2..).unwrap_or(&[]))?;
+                        self.env.truncate(inner);
+                        format!("(define ({f} {}) {})", args.join(" "), body.join(" "))
+                    }
+                    _ => {
+                        let name = target.and_then(|t| self.sym(t)).map(str::to_string);
+                        let f = self.bind(name.as_deref());
+                        let body = self.body(items.get(2..).unwrap_or(&[]))?;
+                        format!("(define {f} {})", body.join(" "))
+                    }
+                };
+                return Ok(out); // keep the binding for later forms
+            }
+            Some(f) => {
+                let args = self.body(&items[1..])?;
+                Ok(format!("({f} {})", args.join(" ")))
+            }
+            None => {
+                let op = if head_name.is_some() {
+                    self.atom(head, true)?
+                } else {
+                    self.expr(head)?
+                };
+                let mut args = self.body(&items[1..])?;
+                if (op == "+" || op == "*") && head_name.as_deref() == Some(op.as_str()) {
+                    args.sort();
+                }
+                Ok(format!("({op} {})", args.join(" ")))
+            }
+        };
+        self.env.truncate(depth);
+        res
+    }
+}
+
+/// Checks a parsed program against the task's inputs, parameters and forbidden forms.
+pub fn check(
+    heap: &Heap,
+    program: &Program,
+    inputs: &[String],
+    params: &[String],
+    forbidden: &[String],
+) -> Result<Checked, Rejection> {
+    let mut walk = Walk {
+        heap,
+        inputs,
+        params,
+        declared: Vec::new(),
+        forbidden,
+        used: BTreeSet::new(),
+        env: Vec::new(),
+        complexity: 0,
+    };
+    let mut forms = Vec::new();
+    for &f in &program.forms {
+        forms.push(walk.expr(f)?);
+    }
+    let used: Vec<String> = params
+        .iter()
+        .filter(|p| walk.used.contains(*p))
+        .cloned()
+        .chain(walk.declared.iter().filter(|d| !params.contains(d)).cloned())
+        .collect();
+    if used.is_empty() {
+        return Err(reject("no-parameters", "the program uses no parameter".to_string()));
+    }
+    Ok(Checked {
+        skeleton: forms.join(" "),
+        params: used,
+        complexity: walk.complexity,
+    })
+}
+
+/// Parses `src` with the Scheme reader and checks it.
+pub fn check_source(
+    src: &str,
+    inputs: &[String],
+    params: &[String],
+    forbidden: &[String],
+) -> Result<(Heap, Program, Checked), Rejection> {
+    let mut heap = Heap::new();
+    let program = ndvm_frontends::scheme::parse(&mut heap, src)
+        .map_err(|e| reject("parse", format!("{} (at byte {})", e.message, e.span.start)))?;
+    let checked = check(&heap, &program, inputs, params, forbidden)?;
+    Ok((heap, program, checked))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn skel(src: &str) -> Result<Checked, Rejection> {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        check_source(src, &s(&["x"]), &s(&["a", "b", "c", "d"]), &s(&["define"])).map(|r| r.2)
+    }
+
+    #[test]
+    fn skeleton_sorts_commutative_args_and_abstracts_literals_and_params() {
+        let a = skel("(+ (* a x) 1.5)").unwrap();
+        let b = skel("(+ 2 (* x b))").unwrap();
+        assert_eq!(a.skeleton, b.skeleton);
+        assert_eq!(a.skeleton, "(+ (* P x) C)");
+        assert_eq!(a.params, ["a"]);
+        assert_ne!(skel("(- (* a x) 1)").unwrap().skeleton, skel("(- 1 (* a x))").unwrap().skeleton);
+    }
+
+    #[test]
+    fn locals_are_renamed() {
+        let a = skel("(let ((u (* a x))) (sin u))").unwrap();
+        let b = skel("(let ((w (* b x))) (sin w))").unwrap();
+        assert_eq!(a.skeleton, b.skeleton);
+        assert_eq!(a.skeleton, "(let ((v0 (* P x))) (sin v0))");
+    }
+
+    #[test]
+    fn rejections_have_classes() {
+        assert_eq!(skel("(+ a y)").unwrap_err().class, "free-variable");
+        assert_eq!(skel("(frob a x)").unwrap_err().class, "unknown-operator");
+        assert_eq!(skel("(define q a) q").unwrap_err().class, "forbidden-form");
+        assert_eq!(skel("(+ x 1)").unwrap_err().class, "no-parameters");
+        assert_eq!(skel("(+ a").unwrap_err().class, "parse");
+        assert!(skel("(loop ((i 0) (s a)) (if (< i 3) (recur (+ i 1) (* s x)) s))").is_ok());
+    }
+}

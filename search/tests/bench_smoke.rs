@@ -1,0 +1,138 @@
+//! Smoke test of `ndvm-search bench --quick`: the binary runs every suite into a scratch folder and
+//! writes JSON with the expected keys and positive numbers. No speed is asserted.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// A scratch folder under the system temp dir, removed on drop.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+fn positive(v: &Value, what: &str) -> f64 {
+    let x = v
+        .as_f64()
+        .unwrap_or_else(|| panic!("{what} is not a number: {v}"));
+    assert!(x > 0.0 && x.is_finite(), "{what} = {x}");
+    x
+}
+
+fn check_timing(t: &Value, what: &str) {
+    positive(&t["median_us"], &format!("{what}.median_us"));
+    positive(&t["reps_per_sample"], &format!("{what}.reps_per_sample"));
+    let samples = t["samples_us"].as_array().expect("samples_us");
+    assert!(!samples.is_empty(), "{what} has no samples");
+    for s in samples {
+        positive(s, &format!("{what} sample"));
+    }
+}
+
+fn check_machine(m: &Value) {
+    positive(&m["nproc"], "machine.nproc");
+    for key in [
+        "cpu_model",
+        "os",
+        "profile",
+        "rustc",
+        "git_commit",
+        "date_utc",
+    ] {
+        assert!(m.get(key).is_some(), "machine has no `{key}`: {m}");
+    }
+}
+
+#[test]
+fn quick_bench_writes_both_reports() {
+    let dir = Scratch(std::env::temp_dir().join(format!(
+        "ndvm-bench-smoke-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )));
+    let out = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
+        .args(["bench", "all", "--quick", "--out"])
+        .arg(&dir.0)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "bench failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("ratio") && stdout.contains("efficiency"),
+        "{stdout}"
+    );
+
+    let kalman = read_json(&dir.0.join("kalman.json"));
+    assert_eq!(kalman["suite"], "kalman");
+    assert_eq!(kalman["quick"], true);
+    check_machine(&kalman["machine"]);
+    let rows = kalman["rows"].as_array().expect("rows");
+    let lanes: Vec<u64> = rows
+        .iter()
+        .map(|r| r["n_lanes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(lanes, [1, 8, 64, 256, 1024]);
+    for row in rows {
+        for key in [
+            "interp_grad_us",
+            "ceiling_grad_us",
+            "ratio_grad",
+            "interp_fwd_us",
+            "ceiling_fwd_us",
+            "ratio_fwd",
+        ] {
+            positive(&row[key], key);
+        }
+        assert!(row["max_rel_diff"].as_f64().unwrap() <= 1e-9);
+        for key in ["interp_grad", "ceiling_grad", "interp_fwd", "ceiling_fwd"] {
+            check_timing(&row[key], key);
+        }
+    }
+
+    let multicore = read_json(&dir.0.join("multicore.json"));
+    assert_eq!(multicore["suite"], "multicore");
+    check_machine(&multicore["machine"]);
+    let scaling = &multicore["scaling"];
+    assert_eq!(scaling["identical_results"], true);
+    let rows = scaling["rows"].as_array().expect("rows");
+    assert_eq!(
+        rows.len() as u64,
+        multicore["machine"]["nproc"].as_u64().unwrap(),
+        "one row per thread count"
+    );
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(row["n_threads"].as_u64().unwrap(), i as u64 + 1);
+        for key in ["candidates_per_s", "speedup", "efficiency"] {
+            positive(&row[key], key);
+        }
+        check_timing(&row["pass"], "pass");
+    }
+}
+
+#[test]
+fn unknown_suite_is_a_usage_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
+        .args(["bench", "fast", "--quick"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("kalman, multicore, all"), "{stderr}");
+}
