@@ -1087,8 +1087,15 @@ impl Evaluator {
 
     /// Assigns `new` over `old` on the current lanes (a define under divergent control).
     fn assign(&mut self, old: Value, new: Value, at: CodeId) -> Result<Value> {
-        if self.mask == MaskId::FULL || old == Value::Unassigned {
+        if self.mask == MaskId::FULL {
             return Ok(new);
+        }
+        if old == Value::Unassigned {
+            return Err(err(
+                ErrorKind::Divergence,
+                "a variable is defined on some lanes only (its define sits under a branch the lanes disagree on)",
+            )
+            .at(self.codes.node(at)));
         }
         let mut rest = std::mem::take(&mut self.scratch_b);
         rest.clear();

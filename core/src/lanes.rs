@@ -39,7 +39,10 @@ impl LanesMark {
 #[derive(Clone, Debug)]
 pub struct Lanes {
     n_lanes: usize,
+    /// Floats `[0, top)` are in use; the rest is capacity kept from earlier runs (stale values,
+    /// never read: every kernel writes the lanes it later reads).
     pub(crate) data: Vec<f64>,
+    top: usize,
     pub(crate) meta: Vec<Meta>,
 }
 
@@ -49,6 +52,7 @@ impl Lanes {
         Lanes {
             n_lanes,
             data: Vec::new(),
+            top: 0,
             meta: Vec::new(),
         }
     }
@@ -71,33 +75,37 @@ impl Lanes {
 
     /// Number of floats in use (primal values).
     pub fn n_floats(&self) -> usize {
-        self.data.len()
+        self.top
     }
 
     /// Drops every payload (keeps capacity).
     pub(crate) fn clear(&mut self) {
-        self.data.clear();
+        self.top = 0;
         self.meta.clear();
     }
 
     pub(crate) fn mark(&self) -> LanesMark {
         LanesMark {
-            data: self.data.len(),
+            data: self.top,
             meta: self.meta.len(),
         }
     }
 
     pub(crate) fn release(&mut self, mark: LanesMark) {
-        self.data.truncate(mark.data);
+        self.top = mark.data;
         self.meta.truncate(mark.meta);
     }
 
-    /// Allocates a payload of `n` elements; its values are zero.
+    /// Allocates a payload of `n` elements. Its values are unspecified (capacity is reused
+    /// without clearing): the caller writes every lane it, or anyone after it, will read.
     #[inline]
     pub(crate) fn alloc(&mut self, n: usize, varying: bool, grad: bool) -> PayloadId {
-        let off = self.data.len();
+        let off = self.top;
         let w = if varying { self.n_lanes } else { 1 };
-        self.data.resize(off + n * w, 0.0);
+        self.top = off + n * w;
+        if self.top > self.data.len() {
+            self.data.resize(self.top, 0.0);
+        }
         let id = PayloadId(self.meta.len() as u32);
         self.meta.push(Meta {
             off: off as u32,

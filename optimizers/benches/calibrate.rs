@@ -38,10 +38,14 @@ fn main() {
         for _ in 0..3 {
             black_box(calibrator.calibrate(&mut heap, &program, &data).unwrap());
         }
+        // NDVM_BENCH_RUNS fixes the number of timed calibrations (for instruction-count profiling).
+        let fixed: Option<u64> = std::env::var("NDVM_BENCH_RUNS")
+            .ok()
+            .and_then(|v| v.parse().ok());
         let budget = Duration::from_secs(2);
         let started = Instant::now();
         let mut n = 0u64;
-        while started.elapsed() < budget {
+        while fixed.map_or(started.elapsed() < budget, |k| n < k) {
             let fit = calibrator.calibrate(&mut heap, &program, &data).unwrap();
             assert_eq!(fit.starts[0].iters, 50);
             black_box(fit);

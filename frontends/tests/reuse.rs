@@ -1,0 +1,73 @@
+//! Reusing an evaluator never changes results: arenas keep their capacity between runs without
+//! being cleared, so a run after a run that left NaN everywhere must still equal a fresh run, bit
+//! for bit (a lane that reads a value it did not write would show up here).
+
+use ndvm_core::{Dialect, EvalOptions, Evaluation, Evaluator, Heap, Inputs};
+
+mod common;
+
+/// Fills every arena with NaN: many payloads and adjoints, all lanes, under divergence.
+const POISON: &str = "(loop ((i 0) (s (vec x x x x))) \
+    (if (< i 60) (recur (+ i 1) (if (> x 0.5) (scale (/ 0.0 0.0) s) (+ s (/ 1.0 0.0)))) (vsum s)))";
+
+const DIVERGENT: [&str; 6] = [
+    "(if (< x 0.6) (* a x) (/ a x))",
+    "(cond ((< x 0.3) (sin (* a x))) ((< x 0.7) (exp (- a x))) (else (sqrt (* a x))))",
+    "(loop ((i 0) (s 0.0)) (if (< i (* 10 x)) (recur (+ i 1) (+ s (* a i))) s))",
+    "(loop ((g x) (k 0)) (if (or (< (abs (- (* g g) x)) 1e-12) (> k 60)) (* a g) (recur (* 0.5 (+ g (/ x g))) (+ k 1))))",
+    "(let ((m (if (> x 0.5) (mat (vec a x) (vec x 1.0)) (mat (vec 1.0 a) (vec a x))))) (+ (logdet m) (trace (inv m))))",
+    "(define (f y n) (if (= n 0) y (f (+ (* a y) x) (- n 1)))) (if (> x 0.4) (f x 5) (f a 3))",
+];
+
+fn run(ev: &mut Evaluator, src: &str, inputs: &Inputs) -> Evaluation {
+    let mut heap = Heap::new();
+    let program = ndvm_frontends::scheme::parse(&mut heap, src).expect("parses");
+    let mut out = Evaluation::empty();
+    ev.eval_into(&mut heap, &program, inputs, true, &mut out)
+        .expect("runs");
+    out
+}
+
+fn bits(e: &Evaluation) -> Vec<u64> {
+    let mut out: Vec<u64> = match &e.value {
+        ndvm_core::Output::Number(v) => v.iter().map(|x| x.to_bits()).collect(),
+        other => panic!("number expected, got {other:?}"),
+    };
+    for g in &e.grads {
+        out.extend(g.per_lane.iter().map(|x| x.to_bits()));
+    }
+    out
+}
+
+#[test]
+fn a_reused_evaluator_equals_a_fresh_one_bit_for_bit() {
+    let n = 9;
+    let x: Vec<f64> = (0..n).map(|l| 0.05 + 0.11 * l as f64).collect();
+    let a: Vec<f64> = (0..n).map(|l| 0.9 + 0.07 * l as f64).collect();
+    let inputs = Inputs::new().param_lanes("a", a).input_lanes("x", x);
+    let mut reused = Evaluator::new(EvalOptions::new(n).with_dialect(Dialect::Default));
+    for src in DIVERGENT {
+        let fresh = bits(&run(&mut Evaluator::new(EvalOptions::new(n)), src, &inputs));
+        run(&mut reused, POISON, &inputs);
+        assert_eq!(bits(&run(&mut reused, src, &inputs)), fresh, "{src}");
+    }
+    // The oracle programs too, after poisoning.
+    for p in common::oracle_programs() {
+        if p.error.is_some() {
+            continue;
+        }
+        let inputs = p.inputs();
+        let mut fresh_ev = Evaluator::new(EvalOptions::new(1).with_dialect(Dialect::Reference));
+        let fresh = run(&mut fresh_ev, &p.src, &inputs);
+        let mut ev = Evaluator::new(EvalOptions::new(1).with_dialect(Dialect::Reference));
+        run(&mut ev, POISON, &Inputs::new().input("x", 0.7));
+        let again = run(&mut ev, &p.src, &inputs);
+        assert_eq!(
+            format!("{:?}", again.value),
+            format!("{:?}", fresh.value),
+            "{}",
+            p.name
+        );
+        assert_eq!(again.grads, fresh.grads, "{}", p.name);
+    }
+}
