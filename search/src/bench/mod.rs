@@ -5,11 +5,11 @@
 //! `multicore` ([`multicore::scaling`]: candidates per second at 1 … all cores, identical results).
 //! Speed is measured here and never asserted in tests.
 //!
-//! SLOT (issue 3, calibration throughput): 50-step Adam calibrations per second on the 247 replayed
-//! symbolic-regression candidates (44 data lanes; K = 1, 8, 32 multistarts) and on the recurrence
-//! candidates of `tasks/recurrence.yaml` belong here as a `calibration` suite once
-//! `ndvm_optimizers::Calibrator` exists; it is not wired in yet.
+//! `calibration` ([`calibration::throughput`]): 50-step Adam calibrations per second on the 247
+//! replayed symbolic-regression candidates (44 data lanes; K = 1, 8, 32 multistarts). The
+//! recurrence candidates of a `tasks/recurrence.yaml` stream are not measured yet.
 
+pub mod calibration;
 pub mod ceiling;
 pub mod kalman;
 pub mod multicore;
@@ -31,6 +31,8 @@ pub enum Selection {
     Kalman,
     /// Multicore scaling.
     Multicore,
+    /// Calibration throughput on the replayed candidate stream.
+    Calibration,
     /// Every suite.
     All,
 }
@@ -41,10 +43,11 @@ impl Selection {
         match s {
             "kalman" => Ok(Selection::Kalman),
             "multicore" => Ok(Selection::Multicore),
+            "calibration" => Ok(Selection::Calibration),
             "all" => Ok(Selection::All),
             _ => Err(SearchError::BadArgument {
                 arg: s.to_string(),
-                message: "expected one of kalman, multicore, all".to_string(),
+                message: "expected one of kalman, multicore, calibration, all".to_string(),
             }),
         }
     }
@@ -188,6 +191,20 @@ struct KalmanFile<'a> {
     rows: &'a [kalman::SweepRow],
 }
 
+/// The JSON file of the `calibration` suite.
+#[derive(Serialize)]
+struct CalibrationFile<'a> {
+    suite: &'static str,
+    command: String,
+    quick: bool,
+    stream: &'static str,
+    n_candidates: usize,
+    machine: &'a Machine,
+    /// `/proc/loadavg` when the suite finished (with `machine.loadavg_at_start`: was it quiet?).
+    loadavg_at_end: Option<String>,
+    rows: &'a [calibration::ThroughputRow],
+}
+
 /// The JSON file of the `multicore` suite.
 #[derive(Serialize)]
 struct MulticoreFile<'a> {
@@ -261,6 +278,30 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Vec<Suit
             name: "multicore",
             path: write_json(&cfg.out_dir, "multicore", &file)?,
             table: multicore::table(&scaling),
+        });
+    }
+    if matches!(cfg.selection, Selection::Calibration | Selection::All) {
+        let (limit, starts, passes): (usize, &[usize], usize) = if cfg.quick {
+            (12, &[1, 8], 1)
+        } else {
+            (usize::MAX, &[1, 8, 32], 3)
+        };
+        let (n_candidates, rows) =
+            calibration::throughput(&cfg.seed_data, limit, starts, passes, progress)?;
+        let file = CalibrationFile {
+            suite: "calibration",
+            command: format!("ndvm-search bench calibration{quick_flag}"),
+            quick: cfg.quick,
+            stream: "cosearch_candidates_valid.jsonl (50 Adam steps, 44 train points)",
+            n_candidates,
+            machine: &machine,
+            loadavg_at_end: loadavg(),
+            rows: &rows,
+        };
+        reports.push(SuiteReport {
+            name: "calibration",
+            path: write_json(&cfg.out_dir, "calibration", &file)?,
+            table: calibration::table(n_candidates, &rows),
         });
     }
     Ok(reports)

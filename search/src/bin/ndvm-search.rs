@@ -24,6 +24,33 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a co-search task (the default: `ndvm-search TASK.yaml` means `ndvm-search run TASK.yaml`).
+    ///
+    /// Examples:
+    ///   ndvm-search tasks/symreg.yaml
+    ///   ndvm-search run tasks/symreg.yaml --threads 4 --budget-calibrations 500
+    ///   ndvm-search run --resume results/symreg-20250101-120000
+    ///   ndvm-search run tasks/symreg.yaml --shard 0/3
+    #[command(verbatim_doc_comment)]
+    Run(RunCli),
+
+    /// Validate task files (`.yaml`) or candidate caches (`.jsonl`) without running anything.
+    Check {
+        /// The files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+
+    /// Merge shard run folders into the folder an unsharded run would have produced.
+    Merge {
+        /// The shard folders.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// The merged folder (default `<output>/<task>-merged-<timestamp>`).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+
     /// Evaluate one program (value and gradients), or a JSONL batch of programs.
     ///
     /// Examples:
@@ -51,7 +78,7 @@ enum Command {
     ///   ndvm-search bench all --out results/bench
     #[command(verbatim_doc_comment)]
     Bench {
-        /// Which suite: kalman, multicore or all.
+        /// Which suite: kalman, multicore, calibration or all.
         #[arg(default_value = "all", value_parser = |s: &str| usage(ndvm_search::bench::Selection::parse(s)))]
         suite: ndvm_search::bench::Selection,
         /// A few-second smoke run instead of the full measurement.
@@ -194,8 +221,88 @@ fn usage<T>(res: Result<T, SearchError>) -> Result<T, String> {
     })
 }
 
+#[derive(Debug, clap::Args)]
+struct RunCli {
+    /// The task file.
+    #[arg(required_unless_present = "resume", conflicts_with = "resume")]
+    task: Option<PathBuf>,
+    /// Continue the killed or finished run in DIR (its task file must be unchanged).
+    #[arg(long, value_name = "DIR")]
+    resume: Option<PathBuf>,
+    /// The run folder to create (default `<output>/<task>-<timestamp>/`).
+    #[arg(long, value_name = "DIR", conflicts_with = "resume")]
+    out: Option<PathBuf>,
+    /// Calibration threads (default: all cores). Results do not depend on it.
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Run slice i of n of the candidate stream (default from SLURM_ARRAY_TASK_ID/COUNT).
+    #[arg(long, value_name = "I/N", value_parser = |s: &str| usage(ndvm_search::engine::Shard::parse(s)), conflicts_with = "resume")]
+    shard: Option<ndvm_search::engine::Shard>,
+    /// Override the task's budget in seconds.
+    #[arg(long, value_name = "S", conflicts_with = "resume")]
+    budget_seconds: Option<f64>,
+    /// Override the task's budget in calibrations.
+    #[arg(long, value_name = "N", conflicts_with = "resume")]
+    budget_calibrations: Option<usize>,
+    /// Print no progress lines.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+/// `ndvm-search TASK.yaml …` is short for `ndvm-search run TASK.yaml …`.
+fn default_to_run(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    if let Some(first) = args.get(1).and_then(|a| a.to_str())
+        && (first.ends_with(".yaml") || first.ends_with(".yml") || first == "--resume")
+    {
+        args.insert(1, "run".into());
+    }
+    args
+}
+
+fn run_task(args: RunCli) -> anyhow::Result<()> {
+    let shard = match args.shard {
+        Some(s) => Some(s),
+        None => ndvm_search::runcmd::shard_from_env()?,
+    };
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    let quiet = args.quiet;
+    let mut log = |line: &str| {
+        if !quiet {
+            eprintln!("{line}");
+        }
+    };
+    let report = ndvm_search::runcmd::run(
+        &ndvm_search::runcmd::RunArgs {
+            task: args.task,
+            resume: args.resume,
+            out: args.out,
+            threads,
+            shard,
+            budget_seconds: args.budget_seconds,
+            budget_calibrations: args.budget_calibrations,
+        },
+        &mut log,
+    )?;
+    print_report(&report)
+}
+
+fn print_report(report: &ndvm_search::runcmd::RunReport) -> anyhow::Result<()> {
+    let mut stdout = io::stdout().lock();
+    writeln!(
+        stdout,
+        "{}
+results in {}",
+        report.markdown,
+        report.dir.display()
+    )
+    .map_err(|source| SearchError::Write { source })?;
+    Ok(())
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(default_to_run(std::env::args_os().collect()));
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
@@ -248,6 +355,27 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Run(args) => run_task(args),
+        Command::Check { files } => {
+            let mut failed = 0;
+            for f in &files {
+                match ndvm_search::runcmd::check(f) {
+                    Ok(line) => println!("{line}"),
+                    Err(err) => {
+                        eprintln!("{err}");
+                        failed += 1;
+                    }
+                }
+            }
+            if failed > 0 {
+                anyhow::bail!("{failed} of {} files failed the check", files.len());
+            }
+            Ok(())
+        }
+        Command::Merge { dirs, out } => {
+            let report = ndvm_search::runcmd::merge(&dirs, out.as_deref())?;
+            print_report(&report)
+        }
         Command::Eval(args) => eval(args),
         Command::Calibrate(args) => calibrate(args),
         Command::Bench { suite, quick, out } => {

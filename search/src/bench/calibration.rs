@@ -1,0 +1,170 @@
+//! Calibration throughput: 50-step Adam calibrations per second over the 247 replayed
+//! symbolic-regression candidates of `cosearch_candidates_valid.jsonl`, 44 data lanes each, with
+//! K = 1, 8 and 32 multistarts (K·44 lanes per walk), one thread.
+//!
+//! The data are the original experiment's: y = exp(−0.3x)·cos(2x) + N(0, 0.02²) on 64 evenly spaced
+//! x in [0.1, 6.0] (noise from a ChaCha stream, seed 0), of which 44 points train.
+
+use std::path::Path;
+use std::time::Instant;
+
+use ndvm_core::{Heap, ParamKind, Program};
+use ndvm_optimizers::{CalibrateConfig, Calibrator, Dataset, Optimizer, ParamSpec};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use crate::{Result, SearchError};
+
+/// One candidate, parsed.
+struct Candidate {
+    heap: Heap,
+    program: Program,
+    params: Vec<String>,
+}
+
+/// One multistart setting.
+#[derive(Clone, Debug, Serialize)]
+pub struct ThroughputRow {
+    /// Starts K.
+    pub n_starts: usize,
+    /// Lanes per walk (K × 44).
+    pub n_lanes: usize,
+    /// Calibrations per second (best pass).
+    pub calibrations_per_s: f64,
+    /// Seconds per pass over the stream, every pass.
+    pub pass_s: Vec<f64>,
+    /// Calibrations that ended in an error (a candidate the runtime rejects).
+    pub n_failed: usize,
+    /// Best training R² over the stream (a sanity check that the fits are real).
+    pub best_r_squared: f64,
+}
+
+/// The training data: 44 of the 64 grid points (every point whose index mod 16 is below 11).
+pub fn symreg_train() -> (Vec<f64>, Vec<f64>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(0);
+    let mut normal = || {
+        // Box–Muller from two uniforms in (0, 1].
+        let u1: f64 = 1.0 - rng.random::<f64>();
+        let u2: f64 = rng.random::<f64>();
+        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    };
+    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    for i in 0..64 {
+        let x = 0.1 + 5.9 * i as f64 / 63.0;
+        let y = (-0.3 * x).exp() * (2.0 * x).cos() + 0.02 * normal();
+        if i % 16 < 11 {
+            xs.push(x);
+            ys.push(y);
+        }
+    }
+    (xs, ys)
+}
+
+fn load(seed_data: &Path, limit: usize) -> Result<Vec<Candidate>> {
+    let path = seed_data.join("cosearch_candidates_valid.jsonl");
+    let text = std::fs::read_to_string(&path).map_err(|source| SearchError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    let mut out = Vec::new();
+    for line in text.lines().take(limit) {
+        let rec: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| SearchError::BadArgument {
+                arg: path.display().to_string(),
+                message: format!("bad JSON line: {e}"),
+            })?;
+        let src = rec["src"].as_str().unwrap_or_default();
+        let mut heap = Heap::new();
+        let Ok(program) = ndvm_frontends::scheme::parse(&mut heap, src) else {
+            continue;
+        };
+        let params = rec["params"]
+            .as_array()
+            .map(|ps| {
+                ps.iter()
+                    .filter_map(|p| p.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push(Candidate {
+            heap,
+            program,
+            params,
+        });
+    }
+    Ok(out)
+}
+
+/// Runs the suite: `passes` passes over (the first `limit`) candidates at each K.
+pub fn throughput(
+    seed_data: &Path,
+    limit: usize,
+    starts: &[usize],
+    passes: usize,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(usize, Vec<ThroughputRow>)> {
+    let mut cands = load(seed_data, limit)?;
+    let (xs, ys) = symreg_train();
+    let data = Dataset::new().column("x", xs).target(ys);
+    let mut rows = Vec::new();
+    for &k in starts {
+        progress(&format!(
+            "calibration: K = {k}, {} candidates × {passes} passes",
+            cands.len()
+        ));
+        let mut pass_s = Vec::new();
+        let (mut n_failed, mut best_r2) = (0, f64::NEG_INFINITY);
+        for _ in 0..passes {
+            n_failed = 0;
+            let t = Instant::now();
+            for c in &mut cands {
+                let config = CalibrateConfig {
+                    optimizer: Optimizer::Adam,
+                    n_starts: k,
+                    max_iters: 50,
+                    tol_grad: 0.0,
+                    params: c
+                        .params
+                        .iter()
+                        .map(|p| ParamSpec::new(p, ParamKind::Free, 0.5))
+                        .collect(),
+                    ..CalibrateConfig::recommended()
+                };
+                let fit = Calibrator::new(config)
+                    .and_then(|mut cal| cal.calibrate(&mut c.heap, &c.program, &data));
+                match fit {
+                    Ok(fit) => best_r2 = best_r2.max(fit.r_squared.unwrap_or(f64::NEG_INFINITY)),
+                    Err(_) => n_failed += 1,
+                }
+            }
+            pass_s.push(t.elapsed().as_secs_f64());
+        }
+        let best = pass_s.iter().copied().fold(f64::INFINITY, f64::min);
+        rows.push(ThroughputRow {
+            n_starts: k,
+            n_lanes: k * 44,
+            calibrations_per_s: cands.len() as f64 / best,
+            pass_s,
+            n_failed,
+            best_r_squared: best_r2,
+        });
+    }
+    Ok((cands.len(), rows))
+}
+
+/// A Markdown table of the rows.
+pub fn table(n_candidates: usize, rows: &[ThroughputRow]) -> String {
+    let mut s = format!(
+        "calibration throughput: {n_candidates} replayed candidates, 50 Adam steps, 44 points, one thread\n\n\
+         | K | lanes | calibrations/s | best pass (s) | failed | best train R² |\n|--:|--:|--:|--:|--:|--:|\n"
+    );
+    for r in rows {
+        let best = r.pass_s.iter().copied().fold(f64::INFINITY, f64::min);
+        s += &format!(
+            "| {} | {} | {:.0} | {:.3} | {} | {:.4} |\n",
+            r.n_starts, r.n_lanes, r.calibrations_per_s, best, r.n_failed, r.best_r_squared
+        );
+    }
+    s
+}
