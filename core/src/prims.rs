@@ -226,6 +226,160 @@ impl Binary {
     }
 }
 
+/// Expands `$body` once per `Binary` variant with `$name` bound to that variant as a constant, so
+/// the op's `match` folds away inside lane loops and they vectorize.
+macro_rules! each_binary {
+    ($op:expr, $name:ident => $body:expr) => {
+        match $op {
+            Binary::Add => {
+                let $name = Binary::Add;
+                $body
+            }
+            Binary::Sub => {
+                let $name = Binary::Sub;
+                $body
+            }
+            Binary::Mul => {
+                let $name = Binary::Mul;
+                $body
+            }
+            Binary::Div => {
+                let $name = Binary::Div;
+                $body
+            }
+            Binary::Pow => {
+                let $name = Binary::Pow;
+                $body
+            }
+            Binary::Min => {
+                let $name = Binary::Min;
+                $body
+            }
+            Binary::Max => {
+                let $name = Binary::Max;
+                $body
+            }
+            Binary::Atan2 => {
+                let $name = Binary::Atan2;
+                $body
+            }
+            Binary::FloorMod => {
+                let $name = Binary::FloorMod;
+                $body
+            }
+            Binary::TruncMod => {
+                let $name = Binary::TruncMod;
+                $body
+            }
+            Binary::Quotient => {
+                let $name = Binary::Quotient;
+                $body
+            }
+        }
+    };
+}
+
+/// The `Unary` counterpart of [`each_binary`].
+macro_rules! each_unary {
+    ($op:expr, $name:ident => $body:expr) => {
+        match $op {
+            Unary::Neg => {
+                let $name = Unary::Neg;
+                $body
+            }
+            Unary::Recip => {
+                let $name = Unary::Recip;
+                $body
+            }
+            Unary::Sin => {
+                let $name = Unary::Sin;
+                $body
+            }
+            Unary::Cos => {
+                let $name = Unary::Cos;
+                $body
+            }
+            Unary::Tan => {
+                let $name = Unary::Tan;
+                $body
+            }
+            Unary::Exp => {
+                let $name = Unary::Exp;
+                $body
+            }
+            Unary::Log => {
+                let $name = Unary::Log;
+                $body
+            }
+            Unary::LogClamped => {
+                let $name = Unary::LogClamped;
+                $body
+            }
+            Unary::Sqrt => {
+                let $name = Unary::Sqrt;
+                $body
+            }
+            Unary::SqrtClamped => {
+                let $name = Unary::SqrtClamped;
+                $body
+            }
+            Unary::Abs => {
+                let $name = Unary::Abs;
+                $body
+            }
+            Unary::Tanh => {
+                let $name = Unary::Tanh;
+                $body
+            }
+            Unary::Sinh => {
+                let $name = Unary::Sinh;
+                $body
+            }
+            Unary::Cosh => {
+                let $name = Unary::Cosh;
+                $body
+            }
+            Unary::Asin => {
+                let $name = Unary::Asin;
+                $body
+            }
+            Unary::Acos => {
+                let $name = Unary::Acos;
+                $body
+            }
+            Unary::Atan => {
+                let $name = Unary::Atan;
+                $body
+            }
+            Unary::Square => {
+                let $name = Unary::Square;
+                $body
+            }
+            Unary::Sigmoid => {
+                let $name = Unary::Sigmoid;
+                $body
+            }
+            Unary::Floor => {
+                let $name = Unary::Floor;
+                $body
+            }
+            Unary::Ceiling => {
+                let $name = Unary::Ceiling;
+                $body
+            }
+            Unary::Round => {
+                let $name = Unary::Round;
+                $body
+            }
+            Unary::Truncate => {
+                let $name = Unary::Truncate;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use {each_binary, each_unary};
+
 /// Numeric comparisons (record nothing on the tape).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Compare {

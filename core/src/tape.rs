@@ -7,7 +7,7 @@
 use crate::lanes::{Lanes, PayloadId};
 use crate::linalg::{Strided, TensorOp, Term, det_family_vjp, terms_vjp, terms_vjp_masked};
 use crate::mask::{LaneMask, MaskId};
-use crate::prims::{Binary, Unary};
+use crate::prims::{Binary, Unary, each_binary, each_unary};
 
 /// What a tape node computed.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -175,9 +175,11 @@ impl Tape {
                         } else {
                             (&hi[..b], &mut lo[ib..ib + b])
                         };
-                        for l in 0..b {
-                            d[l] += adjoint_term(g[l], op.deriv(x[l], y[l]));
-                        }
+                        each_unary!(op, op => {
+                            for l in 0..b {
+                                d[l] += adjoint_term(g[l], op.deriv(x[l], y[l]));
+                            }
+                        });
                         continue;
                     }
                     for &l in act {
@@ -233,23 +235,29 @@ impl Tape {
                                     ia + ea * b..ia + ea * b + b,
                                     ib + eb * b..ib + eb * b + b,
                                 );
-                                for l in 0..b {
-                                    let (dx, dy) = op.partials(x[l], y[l], z[l]);
-                                    da[l] += adjoint_term(ga[l], dx);
-                                    db[l] += adjoint_term(ga[l], dy);
-                                }
+                                each_binary!(op, op => {
+                                    for l in 0..b {
+                                        let (dx, dy) = op.partials(x[l], y[l], z[l]);
+                                        da[l] += adjoint_term(ga[l], dx);
+                                        db[l] += adjoint_term(ga[l], dy);
+                                    }
+                                });
                             }
                             (Some(ia), None) => {
                                 let da = &mut self.adj[ia + ea * b..ia + ea * b + b];
-                                for l in 0..b {
-                                    da[l] += adjoint_term(ga[l], op.partials(x[l], y[l], z[l]).0);
-                                }
+                                each_binary!(op, op => {
+                                    for l in 0..b {
+                                        da[l] += adjoint_term(ga[l], op.partials(x[l], y[l], z[l]).0);
+                                    }
+                                });
                             }
                             (None, Some(ib)) => {
                                 let db = &mut self.adj[ib + eb * b..ib + eb * b + b];
-                                for l in 0..b {
-                                    db[l] += adjoint_term(ga[l], op.partials(x[l], y[l], z[l]).1);
-                                }
+                                each_binary!(op, op => {
+                                    for l in 0..b {
+                                        db[l] += adjoint_term(ga[l], op.partials(x[l], y[l], z[l]).1);
+                                    }
+                                });
                             }
                             (None, None) => {}
                         }

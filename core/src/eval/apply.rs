@@ -9,7 +9,7 @@ use crate::heap::{Heap, Node, NodeId};
 use crate::lanes::PayloadId;
 use crate::linalg::{self, TensorOp};
 use crate::mask::MaskId;
-use crate::prims::{Binary, Compare, Prim, Unary};
+use crate::prims::{Binary, Compare, Prim, Unary, each_binary, each_unary};
 use crate::tape::TapeOp;
 use crate::value::Value;
 
@@ -406,9 +406,11 @@ impl Evaluator {
                 dst[e] = op.apply(src[e]);
             }
         } else if self.mask == MaskId::FULL {
-            for (d, s) in dst[..n * b].iter_mut().zip(&src[..n * b]) {
-                *d = op.apply(*s);
-            }
+            each_unary!(op, op => {
+                for (d, s) in dst[..n * b].iter_mut().zip(&src[..n * b]) {
+                    *d = op.apply(*s);
+                }
+            });
         } else {
             for e in 0..n {
                 for &l in self.masks.lanes(self.mask) {
@@ -453,6 +455,7 @@ impl Evaluator {
             }
             let d = &mut dst[e * b..(e + 1) * b];
             if self.mask == MaskId::FULL {
+                each_binary!(op, op => {
                 match (ma.varying, mb.varying) {
                     (true, true) => d
                         .iter_mut()
@@ -467,6 +470,7 @@ impl Evaluator {
                         .zip(xb)
                         .for_each(|(o, q)| *o = op.apply(xa[0], *q)),
                 }
+                });
             } else {
                 for &l in self.masks.lanes(self.mask) {
                     let l = l as usize;
