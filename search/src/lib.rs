@@ -2,7 +2,8 @@
 //! command (one program file, or a JSONL batch) and the `calibrate` command (fit a program to a
 //! CSV table) behind the `ndvm-search` binary.
 //!
-//! The co-search itself (task specs, proposers, caches, engine, results) is not built yet.
+//! The co-search (`task`, `propose`, `validate`, `engine`, `observe`, `results`, `runcmd`) runs a
+//! YAML task end to end; the LLM proposer is not built yet.
 //!
 //! ```
 //! use ndvm_core::Dialect;
@@ -21,11 +22,15 @@
 pub mod batch;
 pub mod bench;
 pub mod calibratecmd;
+pub mod engine;
 pub mod error;
 pub mod evalcmd;
 pub mod matrix_csv;
-pub mod report;
+pub mod observe;
 pub mod propose;
+pub mod report;
+pub mod results;
+pub mod runcmd;
 pub mod task;
 pub mod validate;
 

@@ -567,7 +567,8 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
                     ),
                 ));
             }
-            if gs.n < 2 || !(gs.from < gs.to) || !(gs.noise >= 0.0) {
+            let ordered = gs.from < gs.to && gs.noise >= 0.0;
+            if gs.n < 2 || !ordered {
                 return Err(err(
                     g.referenced,
                     "`generate` needs n ≥ 2, from < to and noise ≥ 0".into(),
@@ -820,7 +821,7 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
         None => 8,
     };
     let budget_seconds = match &spec.budget.seconds {
-        Some(s) if !(s.value > 0.0) => {
+        Some(s) if s.value.is_nan() || s.value <= 0.0 => {
             return Err(err(
                 s.referenced,
                 "`budget.seconds` must be positive".into(),
@@ -893,6 +894,7 @@ fn generate(g: &GenerateSpec, seed: u64) -> std::result::Result<Table, String> {
         .map_err(|e| format!("formula: {e}"))?;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut ys = Vec::with_capacity(g.n);
+    #[allow(clippy::needless_range_loop)]
     for i in 0..g.n {
         let y = out
             .value

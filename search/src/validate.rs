@@ -8,20 +8,109 @@ use ndvm_core::{Heap, Node, NodeId, Program, print};
 
 /// Binding and control forms the validator understands.
 const SPECIAL_FORMS: &[&str] = &[
-    "quote", "quasiquote", "unquote", "if", "cond", "case", "when", "unless", "and", "or", "let",
-    "let*", "letrec", "letrec*", "lambda", "define", "begin", "loop", "recur", "params", "else",
+    "quote",
+    "quasiquote",
+    "unquote",
+    "if",
+    "cond",
+    "case",
+    "when",
+    "unless",
+    "and",
+    "or",
+    "let",
+    "let*",
+    "letrec",
+    "letrec*",
+    "lambda",
+    "define",
+    "begin",
+    "loop",
+    "recur",
+    "params",
+    "else",
     "set!",
 ];
 
 /// Primitive operators a candidate may call (the runtime's library, as documented in DESIGN §3).
 const PRIMITIVES: &[&str] = &[
-    "+", "-", "*", "/", "=", "<", ">", "<=", ">=", "not", "min", "max", "abs", "sin", "cos", "tan",
-    "asin", "acos", "atan", "sinh", "cosh", "tanh", "exp", "log", "sqrt", "pow", "expt", "square",
-    "floor", "ceiling", "round", "truncate", "modulo", "remainder", "quotient", "cons", "car",
-    "cdr", "list", "null?", "pair?", "length", "append", "map", "filter", "fold", "reverse",
-    "vec", "mat", "ref", "dot", "cross", "norm", "normalize", "vsum", "vlen", "scale", "matvec",
-    "matmul", "transpose", "trace", "det", "logdet", "inv", "outer", "eye", "zeros", "ones",
-    "number?", "zero?", "positive?", "negative?", "eval", "sigmoid", "softplus", "log1p", "expm1",
+    "+",
+    "-",
+    "*",
+    "/",
+    "=",
+    "<",
+    ">",
+    "<=",
+    ">=",
+    "not",
+    "min",
+    "max",
+    "abs",
+    "sin",
+    "cos",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "exp",
+    "log",
+    "sqrt",
+    "pow",
+    "expt",
+    "square",
+    "floor",
+    "ceiling",
+    "round",
+    "truncate",
+    "modulo",
+    "remainder",
+    "quotient",
+    "cons",
+    "car",
+    "cdr",
+    "list",
+    "null?",
+    "pair?",
+    "length",
+    "append",
+    "map",
+    "filter",
+    "fold",
+    "reverse",
+    "vec",
+    "mat",
+    "ref",
+    "dot",
+    "cross",
+    "norm",
+    "normalize",
+    "vsum",
+    "vlen",
+    "scale",
+    "matvec",
+    "matmul",
+    "transpose",
+    "trace",
+    "det",
+    "logdet",
+    "inv",
+    "outer",
+    "eye",
+    "zeros",
+    "ones",
+    "number?",
+    "zero?",
+    "positive?",
+    "negative?",
+    "eval",
+    "sigmoid",
+    "softplus",
+    "log1p",
+    "expm1",
 ];
 
 /// What validation learned about a candidate that passed.
@@ -86,12 +175,13 @@ impl Walk<'_> {
                 } else if self.params.contains(&name) || self.declared.contains(&name) {
                     self.used.insert(name);
                     "P".to_string()
-                } else if self.inputs.contains(&name) {
-                    name
-                } else if PRIMITIVES.contains(&name.as_str()) {
+                } else if self.inputs.contains(&name) || PRIMITIVES.contains(&name.as_str()) {
                     name
                 } else if operator {
-                    return Err(reject("unknown-operator", format!("unknown operator `{name}`")));
+                    return Err(reject(
+                        "unknown-operator",
+                        format!("unknown operator `{name}`"),
+                    ));
                 } else {
                     return Err(reject(
                         "free-variable",
@@ -110,12 +200,20 @@ impl Walk<'_> {
 
     /// `((v e) …)` bindings: `sequential` evaluates each init after the previous binding
     /// (`let*`); `recursive` binds all first (`letrec`).
-    fn bindings(&mut self, list: NodeId, sequential: bool, recursive: bool) -> Result<String, Rejection> {
+    fn bindings(
+        &mut self,
+        list: NodeId,
+        sequential: bool,
+        recursive: bool,
+    ) -> Result<String, Rejection> {
         let items = self.heap.list_items(list).unwrap_or_default();
         let mut pairs = Vec::new();
         for &b in &items {
             let parts = self.heap.list_items(b).unwrap_or_default();
-            pairs.push((parts.first().and_then(|&n| self.sym(n)).map(str::to_string), parts.get(1).copied()));
+            pairs.push((
+                parts.first().and_then(|&n| self.sym(n)).map(str::to_string),
+                parts.get(1).copied(),
+            ));
         }
         let mut out = Vec::new();
         if recursive {
@@ -168,7 +266,10 @@ impl Walk<'_> {
         if let Some(f) = form
             && self.forbidden.iter().any(|x| x == f)
         {
-            return Err(reject("forbidden-form", format!("the form `{f}` is not allowed in this task")));
+            return Err(reject(
+                "forbidden-form",
+                format!("the form `{f}` is not allowed in this task"),
+            ));
         }
         let depth = self.env.len();
         let res = match form {
@@ -224,7 +325,10 @@ impl Walk<'_> {
                 let target = items.get(1).copied();
                 let out = match target.map(|t| self.heap.node(t)) {
                     Some(Node::Pair(..)) => {
-                        let parts = self.heap.list_items(target.unwrap_or(id)).unwrap_or_default();
+                        let parts = self
+                            .heap
+                            .list_items(target.unwrap_or(id))
+                            .unwrap_or_default();
                         let fname = parts.first().and_then(|&n| self.sym(n)).map(str::to_string);
                         let f = self.bind(fname.as_deref());
                         let inner = self.env.len();
@@ -294,10 +398,18 @@ pub fn check(
         .iter()
         .filter(|p| walk.used.contains(*p))
         .cloned()
-        .chain(walk.declared.iter().filter(|d| !params.contains(d)).cloned())
+        .chain(
+            walk.declared
+                .iter()
+                .filter(|d| !params.contains(d))
+                .cloned(),
+        )
         .collect();
     if used.is_empty() {
-        return Err(reject("no-parameters", "the program uses no parameter".to_string()));
+        return Err(reject(
+            "no-parameters",
+            "the program uses no parameter".to_string(),
+        ));
     }
     Ok(Checked {
         skeleton: forms.join(" "),
@@ -336,7 +448,10 @@ mod tests {
         assert_eq!(a.skeleton, b.skeleton);
         assert_eq!(a.skeleton, "(+ (* P x) C)");
         assert_eq!(a.params, ["a"]);
-        assert_ne!(skel("(- (* a x) 1)").unwrap().skeleton, skel("(- 1 (* a x))").unwrap().skeleton);
+        assert_ne!(
+            skel("(- (* a x) 1)").unwrap().skeleton,
+            skel("(- 1 (* a x))").unwrap().skeleton
+        );
     }
 
     #[test]

@@ -134,5 +134,8 @@ fn unknown_suite_is_a_usage_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("kalman, multicore, all"), "{stderr}");
+    assert!(
+        stderr.contains("kalman, multicore, calibration, all"),
+        "{stderr}"
+    );
 }

@@ -126,7 +126,13 @@ mod tests {
 
     fn g(seed: u64) -> Grammar {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        Grammar::new(seed, s(&["x"]), s(&["a", "b", "c", "d", "e", "f"]), s(&["exp", "cos"]), 2)
+        Grammar::new(
+            seed,
+            s(&["x"]),
+            s(&["a", "b", "c", "d", "e", "f"]),
+            s(&["exp", "cos"]),
+            2,
+        )
     }
 
     #[test]

@@ -1,0 +1,483 @@
+//! The co-search engine: pulls candidates from a proposer, validates and deduplicates them by
+//! skeleton, calibrates each round in parallel (rayon; results placed by index so any thread count
+//! gives the same events), scores on validation, and stops on budget, exhaustion or success.
+//! Shards take every n-th distinct candidate; known events (resume, merge) are reused, not redone.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use ndvm_core::{EvalOptions, Evaluation, Evaluator, Heap, Inputs, Program};
+use ndvm_optimizers::{Calibrator, Dataset, ParamSpec, Shared};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, SearchError};
+use crate::observe::Observer;
+use crate::propose::{self, Candidate};
+use crate::task::{MetricName, Table, Task};
+use crate::validate::{self, Checked};
+
+/// One line of `events.jsonl`: the outcome of one calibration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Position of the distinct valid candidate in the stream (0-based); shards split on it.
+    pub index: u64,
+    /// The candidate's id (its position in the proposer's stream).
+    pub id: u64,
+    /// Program text.
+    pub src: String,
+    /// Canonical skeleton.
+    pub skeleton: String,
+    /// Atoms and pairs in the program.
+    pub complexity: usize,
+    /// Calibrator seed.
+    pub seed: u64,
+    /// Fitted parameters.
+    pub params: BTreeMap<String, f64>,
+    /// Training loss of the best start (absent when not finite).
+    pub train_loss: Option<f64>,
+    /// Validation R² (absent when not finite or not applicable).
+    pub validation_r2: Option<f64>,
+    /// Validation normalised MSE (MSE / variance of the validation target).
+    pub validation_nmse: Option<f64>,
+    /// `ok`, `non-finite` (no finite fit or prediction) or `error` (the calibrator rejected it).
+    pub status: String,
+    /// The calibrator's stop reason.
+    pub stop_reason: Option<String>,
+    /// Error message for status `error`.
+    pub error: Option<String>,
+    /// Loss evaluations the calibration made.
+    pub n_evals: u64,
+    /// Wall-clock milliseconds of this calibration (the one field that varies between runs).
+    pub wall_ms: f64,
+}
+
+impl Event {
+    /// The ranking score, higher is better: validation R², or minus the training loss.
+    pub fn score(&self, metric: MetricName) -> Option<f64> {
+        if self.status != "ok" {
+            return None;
+        }
+        match metric {
+            MetricName::R2 => self.validation_r2,
+            MetricName::Loss => self.train_loss.map(|l| -l),
+        }
+    }
+
+    /// Whether this event meets the success threshold.
+    pub fn is_success(&self, metric: MetricName, threshold: f64) -> bool {
+        match metric {
+            MetricName::R2 => self.score(metric).is_some_and(|s| s > threshold),
+            MetricName::Loss => self.score(metric).is_some_and(|s| -s < threshold),
+        }
+    }
+}
+
+/// A deterministic slice of the distinct-candidate stream: index `i` belongs to shard `i % count`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    /// This shard (0-based).
+    pub index: u64,
+    /// Number of shards.
+    pub count: u64,
+}
+
+impl Shard {
+    /// The whole stream.
+    pub const ALL: Shard = Shard { index: 0, count: 1 };
+
+    /// Parses `i/n`.
+    pub fn parse(s: &str) -> Result<Shard> {
+        let bad = |m: &str| SearchError::BadArgument {
+            arg: s.to_string(),
+            message: m.to_string(),
+        };
+        let (i, n) = s
+            .split_once('/')
+            .ok_or_else(|| bad("expected i/n, e.g. 0/3"))?;
+        let i: u64 = i
+            .trim()
+            .parse()
+            .map_err(|_| bad("i is not a whole number"))?;
+        let n: u64 = n
+            .trim()
+            .parse()
+            .map_err(|_| bad("n is not a whole number"))?;
+        if n == 0 || i >= n {
+            return Err(bad("need 0 ≤ i < n"));
+        }
+        Ok(Shard { index: i, count: n })
+    }
+
+    fn owns(self, index: u64) -> bool {
+        index % self.count == self.index
+    }
+}
+
+/// How to run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Worker threads for calibration.
+    pub threads: usize,
+    /// Which slice of the stream to calibrate.
+    pub shard: Shard,
+    /// Results already known by candidate index (from `events.jsonl` on resume, or all shards on
+    /// merge); they are reused, not recalibrated.
+    pub known: HashMap<u64, Event>,
+    /// When false, a needed result that is not known is an error (merge).
+    pub calibrate_missing: bool,
+}
+
+/// Why the run stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopKind {
+    /// The proposer has no more candidates.
+    Exhausted,
+    /// The calibration budget is used.
+    BudgetCalibrations,
+    /// The wall-clock budget is used.
+    BudgetSeconds,
+    /// A candidate met the success threshold and the task stops on success.
+    Success,
+}
+
+/// Counts of the candidate stream up to where the run stopped.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StreamStats {
+    /// Candidates taken from the proposer.
+    pub proposed: u64,
+    /// Rejected by validation, by class.
+    pub rejected: BTreeMap<String, u64>,
+    /// The first few rejections: `id: class: message`.
+    pub rejection_examples: Vec<String>,
+    /// Valid candidates whose skeleton was already seen.
+    pub duplicates: u64,
+    /// Distinct valid candidates (calibrated by this run or its shards).
+    pub distinct: u64,
+}
+
+/// What a run produced.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// Events of this shard, in index order.
+    pub events: Vec<Event>,
+    /// Stream counts.
+    pub stream: StreamStats,
+    /// Why it stopped.
+    pub stop: StopKind,
+    /// Index of the first successful candidate (over the whole stream).
+    pub first_success: Option<u64>,
+    /// Seconds from the start to the end of the round with the first success (this process).
+    pub time_to_first_success: Option<f64>,
+    /// Wall-clock seconds of this process's run.
+    pub elapsed: f64,
+    /// Calibrations this process performed (not reused).
+    pub n_fresh: u64,
+    /// Proposer warnings.
+    pub warnings: Vec<String>,
+    /// Proposer name.
+    pub proposer: &'static str,
+}
+
+/// A validated candidate waiting in a round.
+struct Pending {
+    index: u64,
+    cand: Candidate,
+    checked: Checked,
+}
+
+/// Runs a task.
+pub fn run(task: &Task, opts: &RunOptions, observer: &mut dyn Observer) -> Result<Outcome> {
+    let started = Instant::now();
+    let mut proposer = propose::for_task(task)?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.threads.max(1))
+        .build()
+        .map_err(|e| SearchError::BadArgument {
+            arg: format!("--threads {}", opts.threads),
+            message: e.to_string(),
+        })?;
+    let param_names: Vec<String> = task.params.iter().map(|p| p.name.clone()).collect();
+    let input_names: Vec<String> = task
+        .inputs
+        .iter()
+        .cloned()
+        .chain(task.shared.iter().map(|(n, _)| n.clone()))
+        .collect();
+    let mut buffer: std::collections::VecDeque<Candidate> = Default::default();
+    let mut exhausted = false;
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut stream = StreamStats::default();
+    let mut events: Vec<Event> = Vec::new();
+    let mut first_success = None;
+    let mut time_to_first_success = None;
+    let mut n_fresh = 0u64;
+    let deadline = task
+        .budget_seconds
+        .map(|s| started + Duration::from_secs_f64(s));
+    let stop = loop {
+        if task
+            .budget_calibrations
+            .is_some_and(|b| stream.distinct >= b as u64)
+        {
+            break StopKind::BudgetCalibrations;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break StopKind::BudgetSeconds;
+        }
+        let room = task.budget_calibrations.map_or(task.batch, |b| {
+            (b as u64 - stream.distinct).min(task.batch as u64) as usize
+        });
+        let mut round: Vec<Pending> = Vec::new();
+        while round.len() < room {
+            if buffer.is_empty() && !exhausted {
+                let more = proposer.propose(64)?;
+                exhausted = more.is_empty();
+                buffer.extend(more);
+            }
+            let Some(cand) = buffer.pop_front() else {
+                break;
+            };
+            stream.proposed += 1;
+            match validate::check_source(
+                &cand.src,
+                &input_names,
+                &param_names,
+                &task.forbidden_forms,
+            ) {
+                Err(r) => {
+                    *stream.rejected.entry(r.class.to_string()).or_insert(0) += 1;
+                    if stream.rejection_examples.len() < 10 {
+                        stream
+                            .rejection_examples
+                            .push(format!("{}: {}: {}", cand.id, r.class, r.message));
+                    }
+                }
+                Ok((_, _, checked)) => {
+                    if seen.insert(checked.skeleton.clone()) {
+                        round.push(Pending {
+                            index: stream.distinct,
+                            cand,
+                            checked,
+                        });
+                        stream.distinct += 1;
+                    } else {
+                        stream.duplicates += 1;
+                    }
+                }
+            }
+        }
+        if round.is_empty() {
+            break StopKind::Exhausted;
+        }
+        let mine: Vec<&Pending> = round.iter().filter(|p| opts.shard.owns(p.index)).collect();
+        let todo: Vec<&Pending> = mine
+            .iter()
+            .copied()
+            .filter(|p| !opts.known.contains_key(&p.index))
+            .collect();
+        if !todo.is_empty() && !opts.calibrate_missing {
+            return Err(SearchError::RunFolder {
+                path: task.output.clone(),
+                message: format!(
+                    "no shard holds candidate index {} (id {}): run every shard to the end before merging",
+                    todo[0].index, todo[0].cand.id
+                ),
+            });
+        }
+        let fresh: Vec<Event> = pool.install(|| {
+            todo.par_iter()
+                .map(|p| calibrate_one(task, p, deadline))
+                .collect()
+        });
+        n_fresh += fresh.len() as u64;
+        let mut fresh = fresh.into_iter();
+        let mut round_success = false;
+        for p in &mine {
+            let ev = match opts.known.get(&p.index) {
+                Some(e) => e.clone(),
+                None => {
+                    let e = fresh
+                        .next()
+                        .unwrap_or_else(|| unreachable!("one result per todo"));
+                    observer.on_event(&e)?;
+                    e
+                }
+            };
+            if ev.is_success(task.metric, task.threshold) {
+                round_success = true;
+                if first_success.is_none() {
+                    first_success = Some(ev.index);
+                }
+            }
+            events.push(ev);
+        }
+        if round_success && time_to_first_success.is_none() {
+            time_to_first_success = Some(started.elapsed().as_secs_f64());
+        }
+        observer.on_round(task, &events, &stream, started.elapsed().as_secs_f64());
+        if round_success && task.stop_on_success {
+            break StopKind::Success;
+        }
+    };
+    Ok(Outcome {
+        events,
+        stream,
+        stop,
+        first_success,
+        time_to_first_success,
+        elapsed: started.elapsed().as_secs_f64(),
+        n_fresh,
+        warnings: proposer.warnings(),
+        proposer: proposer.name(),
+    })
+}
+
+fn dataset(task: &Task, table: &Table) -> Dataset {
+    let mut d = Dataset::new();
+    for (name, col) in task.inputs.iter().zip(&table.columns) {
+        d = d.column(name, col.clone());
+    }
+    if !table.target.is_empty() {
+        d = d.target(table.target.clone());
+    }
+    for (name, value) in &task.shared {
+        d.shared.push((name.clone(), value.clone()));
+    }
+    d
+}
+
+fn finite(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
+fn calibrate_one(task: &Task, p: &Pending, deadline: Option<Instant>) -> Event {
+    let started = Instant::now();
+    let mut cfg = task.calibrate.clone();
+    cfg.params = p
+        .checked
+        .params
+        .iter()
+        .filter_map(|n| task.params.iter().find(|s| &s.name == n).cloned())
+        .collect::<Vec<ParamSpec>>();
+    cfg.time_limit = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+    let mut ev = Event {
+        index: p.index,
+        id: p.cand.id,
+        src: p.cand.src.clone(),
+        skeleton: p.checked.skeleton.clone(),
+        complexity: p.checked.complexity,
+        seed: cfg.seed,
+        params: BTreeMap::new(),
+        train_loss: None,
+        validation_r2: None,
+        validation_nmse: None,
+        status: "ok".to_string(),
+        stop_reason: None,
+        error: None,
+        n_evals: 0,
+        wall_ms: 0.0,
+    };
+    let res = (|| -> std::result::Result<(), String> {
+        let mut heap = Heap::new();
+        let program =
+            ndvm_frontends::scheme::parse(&mut heap, &p.cand.src).map_err(|e| e.message)?;
+        let mut cal = Calibrator::new(cfg).map_err(|e| e.to_string())?;
+        let fit = cal
+            .calibrate(&mut heap, &program, &dataset(task, &task.train))
+            .map_err(|e| e.to_string())?;
+        ev.n_evals = fit.n_evals;
+        ev.stop_reason = Some(fit.stop_reason.to_string());
+        ev.params = fit
+            .names
+            .iter()
+            .cloned()
+            .zip(fit.params.iter().copied())
+            .collect();
+        ev.train_loss = finite(fit.loss);
+        if ev.train_loss.is_none() {
+            ev.status = "non-finite".to_string();
+            return Ok(());
+        }
+        if !task.validation.target.is_empty() {
+            let pred = predict(task, &mut heap, &program, &ev.params, &task.validation)?;
+            match metrics(&pred, &task.validation.target) {
+                Some((r2, nmse)) => {
+                    ev.validation_r2 = Some(r2);
+                    ev.validation_nmse = Some(nmse);
+                }
+                None => ev.status = "non-finite".to_string(),
+            }
+        }
+        Ok(())
+    })();
+    if let Err(e) = res {
+        ev.status = "error".to_string();
+        ev.error = Some(e);
+    }
+    ev.wall_ms = started.elapsed().as_secs_f64() * 1e3;
+    ev
+}
+
+/// Forward predictions of a program with fixed parameters on a table.
+pub fn predict(
+    task: &Task,
+    heap: &mut Heap,
+    program: &Program,
+    params: &BTreeMap<String, f64>,
+    table: &Table,
+) -> std::result::Result<Vec<f64>, String> {
+    let n = table.n_rows().max(1);
+    let mut ev = Evaluator::new(EvalOptions::new(n).with_dialect(task.calibrate.dialect));
+    let mut inputs = Inputs::new();
+    for (name, col) in task.inputs.iter().zip(&table.columns) {
+        inputs = inputs.input_lanes(name, col.clone());
+    }
+    for (name, v) in params {
+        inputs = inputs.input(name, *v);
+    }
+    for (name, value) in &task.shared {
+        inputs = match value {
+            Shared::Scalar(x) => inputs.input(name, *x),
+            Shared::Vector(v) => inputs.vector(name, v.clone()),
+            Shared::Matrix { rows, cols, data } => inputs.matrix(name, *rows, *cols, data.clone()),
+        };
+    }
+    let mut out = Evaluation::empty();
+    ev.eval_into(heap, program, &inputs, false, &mut out)
+        .map_err(|e| e.to_string())?;
+    Ok((0..n)
+        .map(|i| out.value.number(i).unwrap_or(f64::NAN))
+        .collect())
+}
+
+/// R² and NMSE of predictions against a target; `None` when a prediction is not finite.
+pub fn metrics(pred: &[f64], target: &[f64]) -> Option<(f64, f64)> {
+    if pred.iter().any(|p| !p.is_finite()) || target.is_empty() {
+        return None;
+    }
+    let n = target.len() as f64;
+    let mean = target.iter().sum::<f64>() / n;
+    let ss_res: f64 = pred
+        .iter()
+        .zip(target)
+        .map(|(p, y)| (p - y) * (p - y))
+        .sum();
+    let ss_tot: f64 = target.iter().map(|y| (y - mean) * (y - mean)).sum();
+    Some((1.0 - ss_res / ss_tot, ss_res / ss_tot))
+}
+
+/// Test metrics of one event on every test table: name → (R², NMSE).
+pub fn test_scores(task: &Task, ev: &Event) -> BTreeMap<String, (Option<f64>, Option<f64>)> {
+    let mut out = BTreeMap::new();
+    for (name, table) in &task.tests {
+        let mut heap = Heap::new();
+        let res = ndvm_frontends::scheme::parse(&mut heap, &ev.src)
+            .map_err(|e| e.message)
+            .and_then(|program| predict(task, &mut heap, &program, &ev.params, table));
+        let m = res.ok().and_then(|p| metrics(&p, &table.target));
+        out.insert(name.clone(), (m.map(|m| m.0), m.map(|m| m.1)));
+    }
+    out
+}

@@ -1,0 +1,226 @@
+//! The `run` (default), `check` and `merge` commands: wire a task, its run folder, the observers
+//! and the engine together. The binary only parses arguments and prints.
+
+use std::path::{Path, PathBuf};
+
+use crate::engine::{self, Outcome, RunOptions, Shard};
+use crate::error::{Result, SearchError};
+use crate::observe::{EventLog, Fanout, LogLines, Observer};
+use crate::propose::replay;
+use crate::results::{self, RunMeta};
+use crate::task::{self, Task};
+
+/// Arguments of `ndvm-search TASK.yaml` / `--resume DIR`.
+#[derive(Clone, Debug)]
+pub struct RunArgs {
+    /// The task file (absent with `resume`).
+    pub task: Option<PathBuf>,
+    /// Continue the run in this folder.
+    pub resume: Option<PathBuf>,
+    /// The run folder to create (default `<output>/<task>-<timestamp>`).
+    pub out: Option<PathBuf>,
+    /// Calibration threads.
+    pub threads: usize,
+    /// Slice of the stream.
+    pub shard: Option<Shard>,
+    /// Budget override, seconds.
+    pub budget_seconds: Option<f64>,
+    /// Budget override, calibrations.
+    pub budget_calibrations: Option<usize>,
+}
+
+/// What a finished run reports.
+#[derive(Debug)]
+pub struct RunReport {
+    /// The run folder.
+    pub dir: PathBuf,
+    /// The summary's markdown.
+    pub markdown: String,
+    /// The engine's outcome.
+    pub outcome: Outcome,
+}
+
+/// The shard named by `SLURM_ARRAY_TASK_ID` and `SLURM_ARRAY_TASK_COUNT`, when both are set.
+pub fn shard_from_env() -> Result<Option<Shard>> {
+    match (
+        std::env::var("SLURM_ARRAY_TASK_ID"),
+        std::env::var("SLURM_ARRAY_TASK_COUNT"),
+    ) {
+        (Ok(i), Ok(n)) => Shard::parse(&format!("{i}/{n}")).map(Some),
+        _ => Ok(None),
+    }
+}
+
+fn apply_overrides(task: &mut Task, seconds: Option<f64>, calibrations: Option<usize>) {
+    if seconds.is_some() {
+        task.budget_seconds = seconds;
+    }
+    if calibrations.is_some() {
+        task.budget_calibrations = calibrations;
+    }
+}
+
+fn load_for(meta: &RunMeta, dir: &Path) -> Result<Task> {
+    let mut task = task::load(&meta.task_path)?;
+    if task.text != meta.task_text {
+        return Err(SearchError::RunFolder {
+            path: dir.to_path_buf(),
+            message: format!(
+                "the task file {} changed since this run started",
+                meta.task_path.display()
+            ),
+        });
+    }
+    apply_overrides(&mut task, meta.budget_seconds, meta.budget_calibrations);
+    Ok(task)
+}
+
+/// Runs (or resumes) a task; progress lines go to `log`.
+pub fn run(args: &RunArgs, log: &mut dyn FnMut(&str)) -> Result<RunReport> {
+    let (task, dir, meta, known) = match (&args.resume, &args.task) {
+        (Some(dir), _) => {
+            let meta = results::load_meta(dir)?;
+            let task = load_for(&meta, dir)?;
+            let known = results::index_events(results::read_events(dir, true)?, dir)?;
+            log(&format!(
+                "resuming {} ({} calibrations already done)",
+                dir.display(),
+                known.len()
+            ));
+            (task, dir.clone(), meta, known)
+        }
+        (None, Some(path)) => {
+            let mut task = task::load(path)?;
+            apply_overrides(&mut task, args.budget_seconds, args.budget_calibrations);
+            let shard = args.shard.unwrap_or(Shard::ALL);
+            let dir = match &args.out {
+                Some(d) => d.clone(),
+                None if shard.count > 1 => results::new_run_dir(
+                    &task.output,
+                    &format!("{}-shard{}of{}", task.name, shard.index, shard.count),
+                ),
+                None => results::new_run_dir(&task.output, &task.name),
+            };
+            let task_path = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+            let meta = RunMeta {
+                task_path,
+                task_text: task.text.clone(),
+                shard,
+                budget_seconds: args.budget_seconds,
+                budget_calibrations: args.budget_calibrations,
+            };
+            results::prepare(&dir, &task, &meta)?;
+            log(&format!("run folder {}", dir.display()));
+            (task, dir, meta, Default::default())
+        }
+        (None, None) => {
+            return Err(SearchError::BadArgument {
+                arg: String::new(),
+                message: "give a task file or --resume DIR".to_string(),
+            });
+        }
+    };
+    let opts = RunOptions {
+        threads: args.threads,
+        shard: meta.shard,
+        known,
+        calibrate_missing: true,
+    };
+    let mut event_log = EventLog::append(&dir.join("events.jsonl"))?;
+    let mut lines = LogLines::new(log);
+    let mut fan = Fanout(vec![&mut event_log as &mut dyn Observer, &mut lines]);
+    let outcome = engine::run(&task, &opts, &mut fan)?;
+    drop(fan);
+    let run = results::run_section(&outcome, args.threads, meta.shard);
+    let (summary, markdown) = results::summary(&task, &outcome, run);
+    results::write_summary(&dir, &summary, &markdown)?;
+    Ok(RunReport {
+        dir,
+        markdown,
+        outcome,
+    })
+}
+
+/// Merges shard folders into `out`: the events and summary the unsharded run would give.
+pub fn merge(dirs: &[PathBuf], out: Option<&Path>) -> Result<RunReport> {
+    let Some(first) = dirs.first() else {
+        return Err(SearchError::BadArgument {
+            arg: String::new(),
+            message: "name at least one run folder".to_string(),
+        });
+    };
+    let meta0 = results::load_meta(first)?;
+    let mut all = Vec::new();
+    for d in dirs {
+        let meta = results::load_meta(d)?;
+        if meta.task_text != meta0.task_text
+            || meta.budget_calibrations != meta0.budget_calibrations
+            || meta.budget_seconds != meta0.budget_seconds
+        {
+            return Err(SearchError::RunFolder {
+                path: d.clone(),
+                message: format!("ran a different task or budget than {}", first.display()),
+            });
+        }
+        all.extend(results::read_events(d, false)?);
+    }
+    let task = load_for(&meta0, first)?;
+    let known = results::index_events(all, first)?;
+    let opts = RunOptions {
+        threads: 1,
+        shard: Shard::ALL,
+        known,
+        calibrate_missing: false,
+    };
+    struct Quiet;
+    impl Observer for Quiet {
+        fn on_event(&mut self, _: &engine::Event) -> Result<()> {
+            Ok(())
+        }
+    }
+    let outcome = engine::run(&task, &opts, &mut Quiet)?;
+    let dir = match out {
+        Some(d) => d.to_path_buf(),
+        None => results::new_run_dir(&task.output, &format!("{}-merged", task.name)),
+    };
+    let meta = RunMeta {
+        shard: Shard::ALL,
+        ..meta0
+    };
+    results::prepare(&dir, &task, &meta)?;
+    results::write_events(&dir, &outcome.events)?;
+    let run = results::run_section(&outcome, 1, Shard::ALL);
+    let (summary, markdown) = results::summary(&task, &outcome, run);
+    results::write_summary(&dir, &summary, &markdown)?;
+    Ok(RunReport {
+        dir,
+        markdown,
+        outcome,
+    })
+}
+
+/// Checks a task file (`.yaml`/`.yml`) or a candidate cache (`.jsonl`); returns a one-line verdict.
+pub fn check(path: &Path) -> Result<String> {
+    if path.extension().is_some_and(|e| e == "jsonl") {
+        let (sources, warnings) = replay::read_cache(path)?;
+        let mut s = format!("{}: {} candidates", path.display(), sources.len());
+        for w in warnings {
+            s.push_str(&format!("\nwarning: {w}"));
+        }
+        return Ok(s);
+    }
+    let t = task::load(path)?;
+    Ok(format!(
+        "{}: task `{}`: {} train / {} validation rows, {} test tables, {} parameters, proposer {}",
+        path.display(),
+        t.name,
+        t.train.n_rows(),
+        t.validation.n_rows(),
+        t.tests.len(),
+        t.params.len(),
+        match t.proposer {
+            task::ProposerConfig::Replay { .. } => "replay",
+            task::ProposerConfig::Grammar { .. } => "grammar",
+        }
+    ))
+}

@@ -1,0 +1,341 @@
+//! End-to-end co-search tests through the `ndvm-search` binary: the shipped symreg task, replay of
+//! the shared candidate stream (determinism across threads and runs), resume after SIGKILL, shard
+//! merge, `check` diagnostics, and the LLM-SR oscillator task with two test files.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("search/ has a parent")
+        .to_path_buf()
+}
+
+/// The shared data folder; fails loudly when it is missing.
+fn shared(sub: &str) -> PathBuf {
+    let dir = root().join("../shared").join(sub);
+    assert!(
+        dir.exists(),
+        "the shared data is missing: expected {} (the workspace must sit next to ../shared)",
+        dir.display()
+    );
+    dir
+}
+
+fn test_task(name: &str) -> PathBuf {
+    root().join("search/tests/data/tasks").join(name)
+}
+
+/// A fresh scratch folder for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cosearch-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn ndvm() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ndvm-search"));
+    c.current_dir(root());
+    c.env_remove("SLURM_ARRAY_TASK_ID");
+    c
+}
+
+fn run_ok(args: &[&str]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ndvm-search"));
+    c.current_dir(root()).args(args);
+    c.env_remove("SLURM_ARRAY_TASK_ID");
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "ndvm-search {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// `summary.json` without its `run` (wall-clock) section, as text.
+fn summary_core(dir: &Path) -> String {
+    let mut v: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    v.as_object_mut().unwrap().remove("run");
+    serde_json::to_string_pretty(&v).unwrap()
+}
+
+fn summary(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap()
+}
+
+/// `events.jsonl` without the per-calibration wall time, line by line.
+fn events_core(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            v.as_object_mut().unwrap().remove("wall_ms");
+            v.to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn symreg_finds_validation_r2_above_099_within_its_default_budget() {
+    let dir = scratch("symreg");
+    let out = dir.join("run");
+    run_ok(&["run", "tasks/symreg.yaml", "--out", p(&out), "-q"]);
+    let s = summary(&out);
+    let best = &s["best"];
+    assert!(best["validation_r2"].as_f64().unwrap() > 0.99, "{best}");
+    assert!(best["params"].as_object().is_some_and(|m| !m.is_empty()));
+    assert!(s["first_success"]["calibrations"].as_u64().is_some());
+    assert!(
+        std::fs::read_to_string(out.join("data.csv"))
+            .unwrap()
+            .starts_with("x,y,split\n")
+    );
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(md.contains(best["src"].as_str().unwrap()), "{md}");
+}
+
+#[test]
+fn replay_is_reproducible_across_threads_and_runs() {
+    shared("seed-data/cosearch_candidates_valid.jsonl");
+    let dir = scratch("replay");
+    let task = test_task("replay.yaml");
+    let mut cores = Vec::new();
+    for (name, threads) in [("t1", "1"), ("t2", "2"), ("t2b", "2")] {
+        let out = dir.join(name);
+        run_ok(&[
+            "run",
+            p(&task),
+            "--out",
+            p(&out),
+            "--threads",
+            threads,
+            "-q",
+        ]);
+        cores.push((summary_core(&out), events_core(&out)));
+    }
+    assert_eq!(cores[0], cores[1], "--threads 1 and --threads 2 differ");
+    assert_eq!(cores[1], cores[2], "two runs differ");
+    let s = summary(&dir.join("t1"));
+    assert_eq!(s["stream"]["proposed"], 247);
+    let r2 = s["best"]["validation_r2"].as_f64().unwrap();
+    assert!(r2 > 0.9, "held-out R² {r2}");
+}
+
+fn count_lines(path: &Path) -> usize {
+    std::fs::read_to_string(path).map_or(0, |t| t.matches('\n').count())
+}
+
+#[test]
+fn resume_after_sigkill_equals_an_uninterrupted_run() {
+    shared("seed-data/cosearch_candidates_valid.jsonl");
+    let dir = scratch("resume");
+    let task = test_task("replay.yaml");
+    let budget = ["--budget-calibrations", "64", "--threads", "1"];
+    let reference = dir.join("reference");
+    let mut args = vec!["run", p(&task), "--out", p(&reference), "-q"];
+    args.extend(budget);
+    run_ok(&args);
+    for (i, kill_after) in [1usize, 17, 40].into_iter().enumerate() {
+        let out = dir.join(format!("killed{i}"));
+        let mut child = ndvm()
+            .args(["run", p(&task), "--out", p(&out)])
+            .args(budget)
+            .arg("-q")
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let events = out.join("events.jsonl");
+        let started = Instant::now();
+        while count_lines(&events) < kill_after && started.elapsed() < Duration::from_secs(60) {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before the kill point"
+        );
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        if i == 1 {
+            // A kill in the middle of a write leaves a truncated last line.
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&events)
+                .unwrap();
+            f.write_all(b"{\"index\": 99, \"id\"").unwrap();
+        }
+        run_ok(&["run", "--resume", p(&out), "-q"]);
+        assert_eq!(
+            events_core(&out),
+            events_core(&reference),
+            "events after kill {i}"
+        );
+        assert_eq!(
+            summary_core(&out),
+            summary_core(&reference),
+            "summary after kill {i}"
+        );
+    }
+}
+
+#[test]
+fn merged_shards_equal_the_unsharded_run() {
+    shared("seed-data/cosearch_candidates_valid.jsonl");
+    let dir = scratch("shards");
+    let task = test_task("replay.yaml");
+    let whole = dir.join("whole");
+    run_ok(&[
+        "run",
+        p(&task),
+        "--out",
+        p(&whole),
+        "--budget-calibrations",
+        "48",
+        "-q",
+    ]);
+    let mut shards = Vec::new();
+    for i in 0..3 {
+        let out = dir.join(format!("shard{i}"));
+        let shard = format!("{i}/3");
+        run_ok(&[
+            "run",
+            p(&task),
+            "--out",
+            p(&out),
+            "--budget-calibrations",
+            "48",
+            "--shard",
+            &shard,
+            "-q",
+        ]);
+        shards.push(out);
+    }
+    // Slurm array variables select the shard too.
+    let slurm = dir.join("slurm1");
+    let out = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
+        .current_dir(root())
+        .args([
+            "run",
+            p(&task),
+            "--out",
+            p(&slurm),
+            "--budget-calibrations",
+            "48",
+            "-q",
+        ])
+        .env("SLURM_ARRAY_TASK_ID", "1")
+        .env("SLURM_ARRAY_TASK_COUNT", "3")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(events_core(&slurm), events_core(&shards[1]));
+    let merged = dir.join("merged");
+    run_ok(&[
+        "merge",
+        p(&shards[0]),
+        p(&shards[1]),
+        p(&shards[2]),
+        "--out",
+        p(&merged),
+    ]);
+    assert_eq!(events_core(&merged), events_core(&whole));
+    assert_eq!(summary_core(&merged), summary_core(&whole));
+    // A missing shard is an error, not a silently smaller summary.
+    let out = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
+        .current_dir(root())
+        .args([
+            "merge",
+            p(&shards[0]),
+            p(&shards[2]),
+            "--out",
+            p(&dir.join("partial")),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no shard holds"));
+}
+
+#[test]
+fn check_rejects_a_typo_naming_line_and_column() {
+    let dir = scratch("check");
+    let file = dir.join("typo.yaml");
+    std::fs::write(
+        &file,
+        "name: t\ndata:\n  generate: {formula: x, from: 0, to: 1, n: 8}\ninputs: [x]\ntarget: y\nparams: [{name: a}]\nbudget:\n  secnds: 3\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
+        .args(["check", p(&file)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{}:8:3: ", file.display())), "{err}");
+    assert!(err.contains("secnds"), "{err}");
+    // A bad value is located too.
+    std::fs::write(
+        &file,
+        "name: t\ndata:\n  generate: {formula: x, from: 0, to: 1, n: 8}\ninputs: [x]\ntarget: y\nparams: [{name: a, kind: positive, init: -1}]\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
+        .args(["check", p(&file)])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{}:6:", file.display())), "{err}");
+    assert!(err.contains("outside its domain"), "{err}");
+}
+
+#[test]
+fn every_shipped_task_checks() {
+    for entry in std::fs::read_dir(root().join("tasks")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            run_ok(&["check", p(&path)]);
+        }
+    }
+    for entry in std::fs::read_dir(root().join("caches")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "jsonl") {
+            run_ok(&["check", p(&path)]);
+        }
+    }
+}
+
+#[test]
+fn oscillator1_reports_nmse_on_both_test_files() {
+    shared("llmsr-data/oscillator1/train.csv");
+    let dir = scratch("oscillator1");
+    let out = dir.join("run");
+    run_ok(&[
+        "run",
+        p(&test_task("oscillator1.yaml")),
+        "--out",
+        p(&out),
+        "-q",
+    ]);
+    let s = summary(&out);
+    assert_eq!(s["proposer"], "grammar");
+    for name in ["test_id", "test_ood"] {
+        let nmse = &s["best"]["test"][name]["nmse"];
+        assert!(nmse.as_f64().is_some_and(f64::is_finite), "{name}: {nmse}");
+    }
+    assert_eq!(s["data"]["tests"]["test_id"], 10_000);
+}
