@@ -788,3 +788,32 @@ pub(crate) fn det_family_vjp(
         _ => {}
     }
 }
+
+/// The term lists of the tensor ops a program uses, computed once per (op, input sizes).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TermCache {
+    entries: Vec<(TensorOp, usize, usize, Vec<Term>)>,
+}
+
+impl TermCache {
+    /// The terms of `op` with inputs of `na` and `nb` elements.
+    pub(crate) fn get(&mut self, op: TensorOp, na: usize, nb: usize) -> &[Term] {
+        let found = self
+            .entries
+            .iter()
+            .position(|e| e.0 == op && e.1 == na && e.2 == nb);
+        let i = match found {
+            Some(i) => i,
+            None => {
+                if self.entries.len() >= 64 {
+                    self.entries.clear();
+                }
+                let mut terms = Vec::new();
+                op.terms(na, nb, &mut terms);
+                self.entries.push((op, na, nb, terms));
+                self.entries.len() - 1
+            }
+        };
+        &self.entries[i].3
+    }
+}

@@ -5,7 +5,7 @@
 #![allow(clippy::needless_range_loop)] // index arithmetic mirrors the maths
 
 use crate::lanes::{Lanes, PayloadId};
-use crate::linalg::{Strided, TensorOp, Term, det_family_vjp, terms_vjp, terms_vjp_masked};
+use crate::linalg::{Strided, TensorOp, TermCache, det_family_vjp, terms_vjp, terms_vjp_masked};
 use crate::mask::{LaneMask, MaskId};
 use crate::prims::{Binary, Unary, each_binary, each_unary};
 
@@ -44,7 +44,7 @@ pub(crate) struct Tape {
     adj: Vec<f64>,
     adj_off: Vec<u32>,
     bufs: [Vec<f64>; 6],
-    terms: Vec<Term>,
+    term_cache: TermCache,
 }
 
 /// The contribution `g · d` of one adjoint step; a zero adjoint contributes exactly zero, so a
@@ -209,8 +209,7 @@ impl Tape {
                     let gb = go0 + e * b;
                     if node.mask == MaskId::FULL && so == 1 && !(ia0.is_some() && ia0 == ib0) {
                         // Contiguous lanes; a uniform operand is broadcast into a buffer first.
-                        let mut bufs = std::mem::take(&mut self.bufs);
-                        let [ga, xa, ya, ..] = &mut bufs;
+                        let [ga, xa, ya, ..] = &mut self.bufs;
                         ga.clear();
                         ga.extend_from_slice(&self.adj[gb..gb + b]);
                         let x: &[f64] = if sa == 1 {
@@ -261,7 +260,6 @@ impl Tape {
                             }
                             (None, None) => {}
                         }
-                        self.bufs = bufs;
                         continue;
                     }
                     for &l in act {
@@ -328,13 +326,18 @@ impl Tape {
                 } else {
                     0
                 };
-                let mut terms = std::mem::take(&mut self.terms);
-                op.terms(na, nb, &mut terms);
-                let mut bufs = std::mem::take(&mut self.bufs);
-                let g = &mut bufs[3];
                 let go0 = self.adj_off[node.out.0 as usize] as usize;
+                let ia = self.idx(node.a, 0, 0, b);
+                let ib = if op.is_bilinear() {
+                    self.idx(node.b, 0, 0, b)
+                } else {
+                    None
+                };
+                let terms = self.term_cache.get(op, na, nb);
+                let g = &mut self.bufs[3];
                 g.clear();
                 g.extend_from_slice(&self.adj[go0..go0 + n_out * b]);
+                let g = &self.bufs[3];
                 let view = |m: crate::lanes::Meta| Strided {
                     data: &lanes.data[m.off as usize..],
                     w: if m.varying { b } else { 1 },
@@ -342,19 +345,13 @@ impl Tape {
                 };
                 let sa = view(lanes.meta(node.a));
                 let sb = view(lanes.meta(node.b));
-                let ia = self.idx(node.a, 0, 0, b);
-                let ib = if op.is_bilinear() {
-                    self.idx(node.b, 0, 0, b)
-                } else {
-                    None
-                };
                 let bil = op.is_bilinear();
                 let full = node.mask == MaskId::FULL;
                 let vjp = |da: Option<&mut [f64]>, db: Option<&mut [f64]>| {
                     if full {
-                        terms_vjp(&terms, bil, sa, sb, g, da, db, b);
+                        terms_vjp(terms, bil, sa, sb, g, da, db, b);
                     } else {
-                        terms_vjp_masked(&terms, bil, sa, sb, g, da, db, b, act);
+                        terms_vjp_masked(terms, bil, sa, sb, g, da, db, b, act);
                     }
                 };
                 match (ia, ib) {
@@ -371,8 +368,6 @@ impl Tape {
                     (None, Some(j)) => vjp(None, Some(&mut self.adj[j..j + nb * b])),
                     (None, None) => {}
                 }
-                self.bufs = bufs;
-                self.terms = terms;
             }
             TapeOp::Tensor(op)
                 if node.mask == MaskId::FULL

@@ -917,8 +917,9 @@ impl Evaluator {
         if op.is_bilinear() || op.is_linear() {
             // Structure-of-arrays path: one pass per term over contiguous lanes.
             let nl = if varying { self.lanes.n_lanes() } else { 1 };
-            let mut terms = std::mem::take(&mut self.terms_buf);
-            op.terms(ma.n as usize, mb.map_or(0, |m| m.n as usize), &mut terms);
+            let terms = self
+                .term_cache
+                .get(op, ma.n as usize, mb.map_or(0, |m| m.n as usize));
             let oo = self.lanes.meta(out).off as usize;
             let (src, dst) = self.lanes.data.split_at_mut(oo);
             let view = |m: crate::lanes::Meta| linalg::Strided {
@@ -937,12 +938,11 @@ impl Evaluator {
             );
             let dst = &mut dst[..n_out * nl];
             if !varying || self.mask == MaskId::FULL {
-                linalg::terms_forward(&terms, op.is_bilinear(), sa, sb, dst, nl);
+                linalg::terms_forward(terms, op.is_bilinear(), sa, sb, dst, nl);
             } else {
                 let act = self.masks.lanes(self.mask);
-                linalg::terms_forward_masked(&terms, op.is_bilinear(), sa, sb, dst, nl, act);
+                linalg::terms_forward_masked(terms, op.is_bilinear(), sa, sb, dst, nl, act);
             }
-            self.terms_buf = terms;
             if grad {
                 self.tape
                     .push(TapeOp::Tensor(op), out, a, b.unwrap_or(a), self.mask);
