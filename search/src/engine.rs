@@ -216,6 +216,7 @@ pub fn run(task: &Task, opts: &RunOptions, observer: &mut dyn Observer) -> Resul
     let deadline = task
         .budget_seconds
         .map(|s| started + Duration::from_secs_f64(s));
+    observer.on_start(task, opts.known.len());
     let stop = loop {
         if task
             .budget_calibrations
@@ -305,6 +306,9 @@ pub fn run(task: &Task, opts: &RunOptions, observer: &mut dyn Observer) -> Resul
                     e
                 }
             };
+            if let Some(score) = ev.score(task.metric) {
+                proposer.feedback(ev.id, score);
+            }
             if ev.is_success(task.metric, task.threshold) {
                 round_success = true;
                 if first_success.is_none() {
@@ -321,7 +325,7 @@ pub fn run(task: &Task, opts: &RunOptions, observer: &mut dyn Observer) -> Resul
             break StopKind::Success;
         }
     };
-    Ok(Outcome {
+    let outcome = Outcome {
         events,
         stream,
         stop,
@@ -331,7 +335,9 @@ pub fn run(task: &Task, opts: &RunOptions, observer: &mut dyn Observer) -> Resul
         n_fresh,
         warnings: proposer.warnings(),
         proposer: proposer.name(),
-    })
+    };
+    observer.on_finish(task, &outcome);
+    Ok(outcome)
 }
 
 fn dataset(task: &Task, table: &Table) -> Dataset {

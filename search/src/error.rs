@@ -95,6 +95,14 @@ pub enum SearchError {
         /// What is wrong, lowercase.
         message: String,
     },
+    /// A proposer could not produce candidates (no API key, the cache cannot be written, …).
+    #[error("{proposer} proposer: {message}")]
+    Proposer {
+        /// The proposer (`llm`).
+        proposer: &'static str,
+        /// What is wrong.
+        message: String,
+    },
     /// The evaluator rejected the program; `rendered` is the full diagnostic with file, line and column.
     #[error("{rendered}")]
     Eval {

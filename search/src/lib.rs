@@ -2,8 +2,8 @@
 //! command (one program file, or a JSONL batch) and the `calibrate` command (fit a program to a
 //! CSV table) behind the `ndvm-search` binary.
 //!
-//! The co-search (`task`, `propose`, `validate`, `engine`, `observe`, `results`, `runcmd`) runs a
-//! YAML task end to end; the LLM proposer is not built yet.
+//! The co-search (`task`, `propose`, `validate`, `engine`, `observe`, `results`, `plots`,
+//! `runcmd`) runs a YAML task end to end; the LLM proposer is not built yet.
 //!
 //! ```
 //! use ndvm_core::Dialect;
@@ -27,6 +27,7 @@ pub mod error;
 pub mod evalcmd;
 pub mod matrix_csv;
 pub mod observe;
+pub mod plots;
 pub mod propose;
 pub mod report;
 pub mod results;

@@ -1,23 +1,37 @@
-//! Observers: what the engine reports to as it goes (`on_event` for each fresh calibration,
-//! `on_round` after each round). The event log appends `events.jsonl`; the log-line observer
-//! prints one progress line per round to a sink (stderr in the binary).
+//! Observers: what the engine reports to as it goes (`on_start`, `on_event` for each fresh
+//! calibration, `on_round` after each round, `on_finish`). The event log appends `events.jsonl`;
+//! progress goes to stderr as an indicatif bar on a terminal, as plain log lines otherwise
+//! (`Progress`), or nowhere (`-q`).
 
 use std::fs::File;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use crate::engine::{Event, StreamStats};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::engine::{Event, Outcome, StreamStats};
 use crate::error::{Result, SearchError};
-use crate::task::Task;
+use crate::task::{MetricName, Task};
 
 /// Receives the engine's progress.
 pub trait Observer {
+    /// The run starts; `known` results (resume, merge) will be reused, not recalibrated.
+    fn on_start(&mut self, task: &Task, known: usize) {
+        let _ = (task, known);
+    }
+
     /// A calibration finished (fresh, not reused from a previous run).
     fn on_event(&mut self, event: &Event) -> Result<()>;
 
     /// A round finished; `events` are all of this shard's events so far.
     fn on_round(&mut self, task: &Task, events: &[Event], stream: &StreamStats, elapsed_s: f64) {
         let _ = (task, events, stream, elapsed_s);
+    }
+
+    /// The run stopped (not called when it fails).
+    fn on_finish(&mut self, task: &Task, outcome: &Outcome) {
+        let _ = (task, outcome);
     }
 }
 
@@ -65,15 +79,69 @@ impl Observer for EventLog {
     }
 }
 
-/// Plain progress lines: calibrations done, best score so far, elapsed time.
+/// The best score so far as text: `validation R² 0.993412 (candidate 17)`, or `-`.
+fn best_text(task: &Task, events: &[Event]) -> String {
+    let best = events
+        .iter()
+        .filter_map(|e| e.score(task.metric).map(|s| (s, e.id)))
+        .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
+    match (best, task.metric) {
+        (None, _) => "-".to_string(),
+        (Some((s, id)), MetricName::R2) => format!("validation R² {s:.6} (candidate {id})"),
+        (Some((s, id)), MetricName::Loss) => format!("training loss {:.6} (candidate {id})", -s),
+    }
+}
+
+/// The best score so far, short enough for a bar line: `R² 0.993412 (#17)`, or `-`.
+fn short_best(task: &Task, events: &[Event]) -> String {
+    best_text(task, events)
+        .replace("validation ", "")
+        .replace("training ", "")
+        .replace("candidate ", "#")
+}
+
+/// `done/budget calibrations` or `done calibrations` without a calibration budget.
+fn done_text(task: &Task, done: usize) -> String {
+    match task.budget_calibrations {
+        Some(b) => format!("{done}/{b} calibrations"),
+        None => format!("{done} calibrations"),
+    }
+}
+
+/// Plain progress lines (calibrations done / budget, best score so far, elapsed time) for a log
+/// or a pipe: the first round, then at most one line per `every`, and a closing line.
 pub struct LogLines<'a> {
     sink: &'a mut dyn FnMut(&str),
+    every: Duration,
+    last: Option<Instant>,
+    /// Calibrations counted in the last line printed.
+    printed: Option<usize>,
 }
 
 impl<'a> LogLines<'a> {
-    /// Lines go to `sink`.
+    /// Lines go to `sink`, at most one per second (plus the closing line).
     pub fn new(sink: &'a mut dyn FnMut(&str)) -> Self {
-        LogLines { sink }
+        LogLines::every(sink, Duration::from_secs(1))
+    }
+
+    /// Lines go to `sink`, at most one per `every` (zero: one per round).
+    pub fn every(sink: &'a mut dyn FnMut(&str), every: Duration) -> Self {
+        LogLines {
+            sink,
+            every,
+            last: None,
+            printed: None,
+        }
+    }
+
+    fn line(&mut self, task: &Task, events: &[Event], stream: &StreamStats, elapsed_s: f64) {
+        self.printed = Some(events.len());
+        (self.sink)(&format!(
+            "[{elapsed_s:7.1}s] {}, {} proposed, best {}",
+            done_text(task, events.len()),
+            stream.proposed,
+            best_text(task, events)
+        ));
     }
 }
 
@@ -83,19 +151,120 @@ impl Observer for LogLines<'_> {
     }
 
     fn on_round(&mut self, task: &Task, events: &[Event], stream: &StreamStats, elapsed_s: f64) {
-        let best = events
-            .iter()
-            .filter_map(|e| e.score(task.metric).map(|s| (s, e.id)))
-            .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
-        let best = best.map_or("-".to_string(), |(s, id)| {
-            format!("{s:.6} (candidate {id})")
-        });
+        if self.last.is_some_and(|t| t.elapsed() < self.every) {
+            return;
+        }
+        self.last = Some(Instant::now());
+        self.line(task, events, stream, elapsed_s);
+    }
+
+    fn on_finish(&mut self, task: &Task, outcome: &Outcome) {
+        if self.printed != Some(outcome.events.len()) {
+            self.line(task, &outcome.events, &outcome.stream, outcome.elapsed);
+        }
         (self.sink)(&format!(
-            "[{elapsed_s:7.1}s] {} calibrated, {} proposed, best {}",
-            events.len(),
-            stream.proposed,
-            best
+            "stopped: {}",
+            serde_json::to_value(outcome.stop)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
         ));
+    }
+}
+
+/// An indicatif progress bar on stderr: calibrations done / budget (a spinner without a
+/// calibration budget), the best score so far and the elapsed time.
+pub struct Bar {
+    bar: ProgressBar,
+}
+
+impl Bar {
+    /// A bar drawing to stderr (hidden by indicatif when stderr is not a terminal).
+    pub fn stderr() -> Bar {
+        Bar::with_target(ProgressDrawTarget::stderr())
+    }
+
+    /// A bar drawing to `target`.
+    pub fn with_target(target: ProgressDrawTarget) -> Bar {
+        let bar = ProgressBar::with_draw_target(None, target);
+        Bar { bar }
+    }
+}
+
+impl Observer for Bar {
+    fn on_start(&mut self, task: &Task, known: usize) {
+        let style = match task.budget_calibrations {
+            Some(b) => {
+                self.bar.set_length(b as u64);
+                ProgressStyle::with_template(
+                    "{spinner} {elapsed_precise} [{wide_bar:.cyan/blue}] {pos}/{len} calibrations, best {msg}",
+                )
+            }
+            None => ProgressStyle::with_template(
+                "{spinner} {elapsed_precise} {pos} calibrations, best {msg}",
+            ),
+        };
+        if let Ok(style) = style {
+            self.bar.set_style(style.progress_chars("=> "));
+        }
+        self.bar.set_position(known as u64);
+        self.bar.set_message("-");
+        self.bar.enable_steady_tick(Duration::from_millis(200));
+    }
+
+    fn on_event(&mut self, _event: &Event) -> Result<()> {
+        Ok(())
+    }
+
+    fn on_round(&mut self, task: &Task, events: &[Event], _stream: &StreamStats, _elapsed_s: f64) {
+        self.bar.set_position(events.len() as u64);
+        self.bar.set_message(short_best(task, events));
+    }
+
+    fn on_finish(&mut self, task: &Task, outcome: &Outcome) {
+        self.bar.set_position(outcome.events.len() as u64);
+        self.bar.set_message(short_best(task, &outcome.events));
+        // `abandon` keeps the last state on screen (`finish` would fill the bar to its length).
+        self.bar.abandon();
+    }
+}
+
+impl Drop for Bar {
+    fn drop(&mut self) {
+        if !self.bar.is_finished() {
+            self.bar.abandon();
+        }
+    }
+}
+
+/// How a run shows its progress on stderr.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ProgressMode {
+    /// A bar when stderr is a terminal, plain lines otherwise.
+    #[default]
+    Auto,
+    /// Plain lines.
+    Lines,
+    /// Nothing (`-q`).
+    Quiet,
+}
+
+/// The progress observer for `mode`; lines go to `sink`.
+pub fn progress<'a>(mode: ProgressMode, sink: &'a mut dyn FnMut(&str)) -> Box<dyn Observer + 'a> {
+    match mode {
+        ProgressMode::Quiet => Box::new(Nothing),
+        ProgressMode::Auto if std::io::stderr().is_terminal() => Box::new(Bar::stderr()),
+        ProgressMode::Auto | ProgressMode::Lines => Box::new(LogLines::new(sink)),
+    }
+}
+
+/// Observes nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Nothing;
+
+impl Observer for Nothing {
+    fn on_event(&mut self, _event: &Event) -> Result<()> {
+        Ok(())
     }
 }
 
@@ -103,6 +272,12 @@ impl Observer for LogLines<'_> {
 pub struct Fanout<'a>(pub Vec<&'a mut dyn Observer>);
 
 impl Observer for Fanout<'_> {
+    fn on_start(&mut self, task: &Task, known: usize) {
+        for o in &mut self.0 {
+            o.on_start(task, known);
+        }
+    }
+
     fn on_event(&mut self, event: &Event) -> Result<()> {
         for o in &mut self.0 {
             o.on_event(event)?;
@@ -113,6 +288,12 @@ impl Observer for Fanout<'_> {
     fn on_round(&mut self, task: &Task, events: &[Event], stream: &StreamStats, elapsed_s: f64) {
         for o in &mut self.0 {
             o.on_round(task, events, stream, elapsed_s);
+        }
+    }
+
+    fn on_finish(&mut self, task: &Task, outcome: &Outcome) {
+        for o in &mut self.0 {
+            o.on_finish(task, outcome);
         }
     }
 }

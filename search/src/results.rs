@@ -1,8 +1,9 @@
 //! The run folder `results/<task>-<timestamp>/`: `task.yaml` (copy), `run.json` (what resume and
-//! merge need), `data.csv` (generated data with its split), `events.jsonl`, `summary.json` and
-//! `summary.md`. The summary's `run` section holds every wall-clock and machine-dependent field; the
-//! rest is a pure function of the task and the events, byte-identical across thread counts, runs,
-//! resumes and shard merges.
+//! merge need), `data.csv` (generated data with its split), `events.jsonl`, `summary.json`,
+//! `summary.md` (which links the `plot-*.svg`/`.png` files that `plots` writes beside it). The
+//! summary's `run` section holds every wall-clock and machine-dependent field; the rest is a pure
+//! function of the task and the events, byte-identical across thread counts, runs, resumes and
+//! shard merges.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -389,6 +390,14 @@ fn markdown(task: &Task, v: &Value, metric_name: &str) -> String {
             );
         }
     }
+    let _ = writeln!(
+        s,
+        "\n## Plots\n\n| plot | files |\n|---|---|\n\
+         | best fit vs data | [plot-fit.svg](plot-fit.svg), [plot-fit.png](plot-fit.png) |\n\
+         | best score over calibrations and time | [plot-progress.svg](plot-progress.svg), [plot-progress.png](plot-progress.png) |\n\
+         | complexity / error Pareto front | [plot-pareto.svg](plot-pareto.svg), [plot-pareto.png](plot-pareto.png) |\n\n\
+         ![best fit](plot-fit.svg)"
+    );
     let r = &v["run"];
     let _ = writeln!(
         s,

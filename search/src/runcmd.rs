@@ -1,11 +1,13 @@
 //! The `run` (default), `check` and `merge` commands: wire a task, its run folder, the observers
-//! and the engine together. The binary only parses arguments and prints.
+//! and the engine together, then write the summary and the plots. The binary only parses
+//! arguments and prints.
 
 use std::path::{Path, PathBuf};
 
 use crate::engine::{self, Outcome, RunOptions, Shard};
 use crate::error::{Result, SearchError};
-use crate::observe::{EventLog, Fanout, LogLines, Observer};
+use crate::observe::{self, EventLog, Fanout, Nothing, Observer, ProgressMode};
+use crate::plots;
 use crate::propose::replay;
 use crate::results::{self, RunMeta};
 use crate::task::{self, Task};
@@ -27,6 +29,8 @@ pub struct RunArgs {
     pub budget_seconds: Option<f64>,
     /// Budget override, calibrations.
     pub budget_calibrations: Option<usize>,
+    /// How progress shows on stderr (a bar on a terminal, plain lines otherwise, or nothing).
+    pub progress: ProgressMode,
 }
 
 /// What a finished run reports.
@@ -127,13 +131,15 @@ pub fn run(args: &RunArgs, log: &mut dyn FnMut(&str)) -> Result<RunReport> {
         calibrate_missing: true,
     };
     let mut event_log = EventLog::append(&dir.join("events.jsonl"))?;
-    let mut lines = LogLines::new(log);
-    let mut fan = Fanout(vec![&mut event_log as &mut dyn Observer, &mut lines]);
-    let outcome = engine::run(&task, &opts, &mut fan)?;
-    drop(fan);
+    let outcome = {
+        let mut progress = observe::progress(args.progress, &mut *log);
+        let mut fan = Fanout(vec![&mut event_log as &mut dyn Observer, &mut *progress]);
+        engine::run(&task, &opts, &mut fan)?
+    };
     let run = results::run_section(&outcome, args.threads, meta.shard);
     let (summary, markdown) = results::summary(&task, &outcome, run);
     results::write_summary(&dir, &summary, &markdown)?;
+    plots::write_all(&dir, &task, &outcome.events, &summary)?;
     Ok(RunReport {
         dir,
         markdown,
@@ -172,13 +178,7 @@ pub fn merge(dirs: &[PathBuf], out: Option<&Path>) -> Result<RunReport> {
         known,
         calibrate_missing: false,
     };
-    struct Quiet;
-    impl Observer for Quiet {
-        fn on_event(&mut self, _: &engine::Event) -> Result<()> {
-            Ok(())
-        }
-    }
-    let outcome = engine::run(&task, &opts, &mut Quiet)?;
+    let outcome = engine::run(&task, &opts, &mut Nothing)?;
     let dir = match out {
         Some(d) => d.to_path_buf(),
         None => results::new_run_dir(&task.output, &format!("{}-merged", task.name)),
@@ -192,6 +192,7 @@ pub fn merge(dirs: &[PathBuf], out: Option<&Path>) -> Result<RunReport> {
     let run = results::run_section(&outcome, 1, Shard::ALL);
     let (summary, markdown) = results::summary(&task, &outcome, run);
     results::write_summary(&dir, &summary, &markdown)?;
+    plots::write_all(&dir, &task, &outcome.events, &summary)?;
     Ok(RunReport {
         dir,
         markdown,
@@ -219,6 +220,7 @@ pub fn check(path: &Path) -> Result<String> {
         t.tests.len(),
         t.params.len(),
         match t.proposer {
+            _ if t.llm.is_some() => "llm",
             task::ProposerConfig::Replay { .. } => "replay",
             task::ProposerConfig::Grammar { .. } => "grammar",
         }

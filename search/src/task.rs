@@ -247,7 +247,8 @@ pub enum OptimizerName {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProposerSpec {
-    /// `replay` or `grammar` (default: replay when `cache` is given, else grammar).
+    /// `replay`, `grammar` or `llm` (default: replay when `cache` is given, else grammar; llm
+    /// only when asked for).
     #[serde(default)]
     pub kind: Option<ProposerName>,
     /// JSONL cache replayed in file order (relative to the task file).
@@ -262,6 +263,45 @@ pub struct ProposerSpec {
     /// Candidates calibrated per round (the success check runs after each round).
     #[serde(default)]
     pub batch: Option<Spanned<usize>>,
+    /// LLM: base URL of an OpenAI-compatible API (for example `http://127.0.0.1:8000/v1`).
+    #[serde(default)]
+    pub base_url: Option<Spanned<String>>,
+    /// LLM: model name sent with each request.
+    #[serde(default)]
+    pub model: Option<Spanned<String>>,
+    /// LLM: environment variable holding the API key (default `OPENAI_API_KEY`).
+    #[serde(default)]
+    pub api_key_env: Option<Spanned<String>>,
+    /// LLM: the API key itself (takes precedence over `api_key_env`).
+    #[serde(default)]
+    pub api_key: Option<String>,
+    /// LLM: sampling temperature (default 0.8).
+    #[serde(default)]
+    pub temperature: Option<Spanned<f64>>,
+    /// LLM: requests in flight at once (default 4).
+    #[serde(default)]
+    pub concurrency: Option<Spanned<usize>>,
+    /// LLM: most requests this run makes (default 64).
+    #[serde(default)]
+    pub max_requests: Option<Spanned<usize>>,
+    /// LLM: prompt template (relative to the task file).
+    #[serde(default)]
+    pub prompt: Option<Spanned<String>>,
+    /// LLM: seconds one attempt may take (default 60).
+    #[serde(default)]
+    pub timeout: Option<Spanned<f64>>,
+    /// LLM: further attempts after a 429, a 5xx, a timeout or a transport error (default 3).
+    #[serde(default)]
+    pub retries: Option<usize>,
+    /// LLM: delay before the first retry in seconds, doubled for each further one (default 1).
+    #[serde(default)]
+    pub backoff: Option<Spanned<f64>>,
+    /// LLM: most completion tokens per answer (default: the server's).
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    /// LLM: previously valid programs shown in the prompt (default 3).
+    #[serde(default)]
+    pub examples: Option<usize>,
 }
 
 /// Proposer names.
@@ -272,7 +312,7 @@ pub enum ProposerName {
     Replay,
     /// Seeded random programs.
     Grammar,
-    /// An OpenAI-compatible endpoint (not built yet).
+    /// An OpenAI-compatible chat endpoint.
     Llm,
 }
 
@@ -358,6 +398,73 @@ pub enum ProposerConfig {
     },
 }
 
+/// Settings of the `llm` proposer, resolved from the task (the prompt template already read).
+/// Its `Debug` form redacts the API key.
+#[derive(Clone, PartialEq)]
+pub struct LlmConfig {
+    /// Base URL of the API (`…/v1`).
+    pub base_url: String,
+    /// Model name.
+    pub model: String,
+    /// Environment variable holding the key.
+    pub api_key_env: String,
+    /// A key given in the task itself.
+    pub api_key: Option<String>,
+    /// Sampling temperature.
+    pub temperature: f64,
+    /// Requests in flight at once.
+    pub concurrency: usize,
+    /// Most requests this run makes.
+    pub max_requests: usize,
+    /// The prompt template file.
+    pub prompt_path: PathBuf,
+    /// The template's text.
+    pub prompt: String,
+    /// The JSONL cache: replayed first, then every answer is appended to it.
+    pub cache: PathBuf,
+    /// Seconds one attempt may take.
+    pub timeout_s: f64,
+    /// Further attempts after a retryable failure.
+    pub retries: usize,
+    /// First retry delay in seconds (doubled each time).
+    pub backoff_s: f64,
+    /// Most completion tokens per answer.
+    pub max_tokens: Option<u32>,
+    /// Previously valid programs shown in the prompt.
+    pub examples: usize,
+    /// Unary operators named in the prompt.
+    pub operators: Vec<String>,
+    /// The target column (named in the prompt).
+    pub target: String,
+    /// The task's description (named in the prompt).
+    pub description: String,
+}
+
+impl std::fmt::Debug for LlmConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmConfig")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key_env", &self.api_key_env)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("temperature", &self.temperature)
+            .field("concurrency", &self.concurrency)
+            .field("max_requests", &self.max_requests)
+            .field("prompt_path", &self.prompt_path)
+            .field("prompt", &self.prompt)
+            .field("cache", &self.cache)
+            .field("timeout_s", &self.timeout_s)
+            .field("retries", &self.retries)
+            .field("backoff_s", &self.backoff_s)
+            .field("max_tokens", &self.max_tokens)
+            .field("examples", &self.examples)
+            .field("operators", &self.operators)
+            .field("target", &self.target)
+            .field("description", &self.description)
+            .finish()
+    }
+}
+
 /// The validated task: everything the engine needs.
 #[derive(Clone, Debug)]
 pub struct Task {
@@ -375,8 +482,12 @@ pub struct Task {
     pub params: Vec<ParamSpec>,
     /// Calibrator settings; `params` is filled per candidate.
     pub calibrate: CalibrateConfig,
-    /// Proposer.
+    /// Proposer. For `kind: llm` this is `Replay` of the llm cache (which the llm proposer
+    /// replays before asking for more) and [`Task::llm`] holds the endpoint settings.
     pub proposer: ProposerConfig,
+    /// The `llm` proposer's settings when the task says `proposer.kind: llm`; `None` otherwise,
+    /// and then nothing contacts the network.
+    pub llm: Option<LlmConfig>,
     /// Candidates per round.
     pub batch: usize,
     /// Wall-clock budget.
@@ -453,6 +564,98 @@ pub fn load(path: &Path) -> Result<Task> {
 /// The unary operators the grammar uses by default.
 pub const DEFAULT_OPERATORS: &[&str] = &["exp", "sin", "cos", "log", "sqrt"];
 const GRAMMAR_OPERATORS: &[&str] = &["exp", "sin", "cos", "log", "sqrt", "tanh", "abs"];
+
+/// Resolves `proposer:` for `kind: llm` (reads the prompt template; contacts nothing).
+fn resolve_llm(path: &Path, base: &Path, spec: &TaskSpec, no_vars: bool) -> Result<LlmConfig> {
+    let p = &spec.proposer;
+    let err = |loc: Location, msg: String| task_err(path, Some(loc), msg);
+    let need = |key: &str| {
+        task_err(
+            path,
+            None,
+            format!("`proposer.kind: llm` needs `proposer.{key}`"),
+        )
+    };
+    if no_vars {
+        return Err(task_err(
+            path,
+            None,
+            "the llm proposer needs `inputs` and `params`",
+        ));
+    }
+    let base_url = p.base_url.as_ref().ok_or_else(|| need("base_url"))?;
+    if !(base_url.value.starts_with("http://") || base_url.value.starts_with("https://")) {
+        return Err(err(
+            base_url.referenced,
+            "`base_url` must start with http:// or https://".into(),
+        ));
+    }
+    let model = p.model.as_ref().ok_or_else(|| need("model"))?;
+    let prompt = p.prompt.as_ref().ok_or_else(|| need("prompt"))?;
+    let cache = p.cache.as_ref().ok_or_else(|| need("cache"))?;
+    let prompt_path = base.join(&prompt.value);
+    let prompt_text = std::fs::read_to_string(&prompt_path).map_err(|e| {
+        err(
+            prompt.referenced,
+            format!("cannot read prompt {}: {e}", prompt_path.display()),
+        )
+    })?;
+    let positive = |v: &Option<Spanned<f64>>, key: &str, default: f64| match v {
+        Some(t) if !(t.value.is_finite() && t.value > 0.0) => {
+            Err(err(t.referenced, format!("`{key}` must be positive")))
+        }
+        Some(t) => Ok(t.value),
+        None => Ok(default),
+    };
+    let at_least_one = |v: &Option<Spanned<usize>>, key: &str, default: usize| match v {
+        Some(t) if t.value == 0 => Err(err(t.referenced, format!("`{key}` must be at least 1"))),
+        Some(t) => Ok(t.value),
+        None => Ok(default),
+    };
+    let temperature = match &p.temperature {
+        Some(t) if !(t.value.is_finite() && (0.0..=2.0).contains(&t.value)) => {
+            return Err(err(t.referenced, "`temperature` must be in [0, 2]".into()));
+        }
+        Some(t) => t.value,
+        None => 0.8,
+    };
+    let backoff_s = match &p.backoff {
+        Some(t) if !(t.value.is_finite() && t.value >= 0.0) => {
+            return Err(err(t.referenced, "`backoff` must be ≥ 0".into()));
+        }
+        Some(t) => t.value,
+        None => 1.0,
+    };
+    Ok(LlmConfig {
+        base_url: base_url.value.trim_end_matches('/').to_string(),
+        model: model.value.clone(),
+        api_key_env: p
+            .api_key_env
+            .as_ref()
+            .map_or_else(|| "OPENAI_API_KEY".to_string(), |v| v.value.clone()),
+        api_key: p.api_key.clone(),
+        temperature,
+        concurrency: at_least_one(&p.concurrency, "concurrency", 4)?,
+        max_requests: at_least_one(&p.max_requests, "max_requests", 64)?,
+        prompt_path,
+        prompt: prompt_text,
+        cache: base.join(&cache.value),
+        timeout_s: positive(&p.timeout, "timeout", 60.0)?,
+        retries: p.retries.unwrap_or(3),
+        backoff_s,
+        max_tokens: p.max_tokens,
+        examples: p.examples.unwrap_or(3),
+        operators: p.operators.as_ref().map_or_else(
+            || DEFAULT_OPERATORS.iter().map(|s| s.to_string()).collect(),
+            |ops| ops.iter().map(|o| o.value.clone()).collect(),
+        ),
+        target: spec
+            .target
+            .as_ref()
+            .map_or_else(|| "y".to_string(), |t| t.value.clone()),
+        description: spec.description.clone().unwrap_or_default(),
+    })
+}
 
 fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
     let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
@@ -749,6 +952,7 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
     } else {
         ProposerName::Grammar
     });
+    let mut llm = None;
     let proposer = match kind {
         ProposerName::Replay => {
             let Some(cache) = &p.cache else {
@@ -806,13 +1010,34 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
             }
         }
         ProposerName::Llm => {
-            return Err(task_err(
-                path,
-                None,
-                "the llm proposer is not built yet; use `replay` or `grammar`",
-            ));
+            let config = resolve_llm(path, &base, &spec, inputs.is_empty() || params.is_empty())?;
+            let cache = config.cache.clone();
+            llm = Some(config);
+            ProposerConfig::Replay { cache }
         }
     };
+    if kind != ProposerName::Llm {
+        let llm_only = [
+            p.base_url.as_ref().map(|v| ("base_url", v.referenced)),
+            p.model.as_ref().map(|v| ("model", v.referenced)),
+            p.prompt.as_ref().map(|v| ("prompt", v.referenced)),
+            p.temperature
+                .as_ref()
+                .map(|v| ("temperature", v.referenced)),
+            p.concurrency
+                .as_ref()
+                .map(|v| ("concurrency", v.referenced)),
+            p.max_requests
+                .as_ref()
+                .map(|v| ("max_requests", v.referenced)),
+        ];
+        if let Some((key, loc)) = llm_only.into_iter().flatten().next() {
+            return Err(err(
+                loc,
+                format!("`proposer.{key}` only applies to `kind: llm`"),
+            ));
+        }
+    }
     let batch = match &p.batch {
         Some(b) if b.value == 0 => {
             return Err(err(b.referenced, "`batch` must be at least 1".into()));
@@ -862,6 +1087,7 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
         params,
         calibrate,
         proposer,
+        llm,
         batch,
         budget_seconds,
         budget_calibrations: spec.budget.calibrations,

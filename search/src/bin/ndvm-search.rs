@@ -244,7 +244,7 @@ struct RunCli {
     /// Override the task's budget in calibrations.
     #[arg(long, value_name = "N", conflicts_with = "resume")]
     budget_calibrations: Option<usize>,
-    /// Print no progress lines.
+    /// Print no progress bar or lines on stderr.
     #[arg(long, short)]
     quiet: bool,
 }
@@ -282,6 +282,11 @@ fn run_task(args: RunCli) -> anyhow::Result<()> {
             shard,
             budget_seconds: args.budget_seconds,
             budget_calibrations: args.budget_calibrations,
+            progress: if quiet {
+                ndvm_search::observe::ProgressMode::Quiet
+            } else {
+                ndvm_search::observe::ProgressMode::Auto
+            },
         },
         &mut log,
     )?;

@@ -1,8 +1,10 @@
 //! Proposers: where candidate programs come from. `Proposer` is one method; `replay` reads a
-//! JSONL cache in file order and `grammar` draws seeded random programs. The LLM proposer is not
-//! built yet.
+//! JSONL cache in file order, `grammar` draws seeded random programs and `llm` asks an
+//! OpenAI-compatible chat endpoint (only when a task says `kind: llm`), appending every answer to
+//! the cache so that replaying it later gives the same stream offline.
 
 pub mod grammar;
+pub mod llm;
 pub mod replay;
 
 use crate::error::Result;
@@ -27,12 +29,32 @@ pub trait Proposer {
         Vec::new()
     }
 
-    /// A short name (`replay`, `grammar`).
+    /// A short name (`replay`, `grammar`, `llm`).
     fn name(&self) -> &'static str;
+
+    /// Feedback from the engine: candidate `id` reached `score` (higher is better; validation R²
+    /// or the negated loss). The `llm` proposer shows the best ones as examples in later prompts;
+    /// the others ignore it.
+    fn feedback(&mut self, id: u64, score: f64) {
+        let _ = (id, score);
+    }
 }
 
 /// The proposer a task asks for.
 pub fn for_task(task: &Task) -> Result<Box<dyn Proposer>> {
+    if let Some(config) = &task.llm {
+        return Ok(Box::new(llm::LlmProposer::new(
+            config.clone(),
+            // Shared inputs (matrices) are variables a program may read, as in the engine.
+            task.inputs
+                .iter()
+                .cloned()
+                .chain(task.shared.iter().map(|(n, _)| n.clone()))
+                .collect(),
+            task.params.iter().map(|p| p.name.clone()).collect(),
+            task.forbidden_forms.clone(),
+        )?));
+    }
     Ok(match &task.proposer {
         ProposerConfig::Replay { cache } => Box::new(replay::CacheReplay::open(cache)?),
         ProposerConfig::Grammar {

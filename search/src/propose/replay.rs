@@ -1,17 +1,47 @@
 //! `CacheReplay`: replays a JSONL candidate cache in file order (one JSON object per line with a
-//! `src` string; other keys are ignored), so an offline run is reproducible bit for bit. A
-//! truncated last line (no final newline, not valid JSON) is reported as a warning, not an error.
+//! `src` string; other keys are ignored), so an offline run is reproducible bit for bit. Lines the
+//! `llm` proposer wrote carry provenance ([`CacheLine`]); a line with a `verdict` but no `src` (an
+//! answer with no program, a failed request) is skipped. A truncated last line (no final newline,
+//! not valid JSON) is reported as a warning, not an error.
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Candidate, Proposer};
 use crate::error::{Result, SearchError};
 
-#[derive(Deserialize)]
-struct Line {
-    src: String,
+/// One cache line. Only `src` matters to replay; the rest is provenance written by the `llm`
+/// proposer (absent in hand-written caches).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct CacheLine {
+    /// The program (absent when the answer held none or the request failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src: Option<String>,
+    /// `valid`, `invalid-<class>` (parse, free-variable, …), `no-program` or `request-failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
+    /// Why, for anything but `valid`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The model that answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Hash of the prompt sent (`fnv1a64:` and 16 hex digits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_hash: Option<String>,
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// When the answer arrived, seconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<f64>,
+    /// Attempts the request took (retries + 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+    /// The answer's text as received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<String>,
 }
 
 /// Replays a cache file.
@@ -42,8 +72,23 @@ pub fn parse_cache(path: &Path, text: &str) -> Result<(Vec<String>, Vec<String>)
             continue;
         }
         let is_last_unterminated = i + 1 == n;
-        match serde_json::from_str::<Line>(line) {
-            Ok(l) => sources.push(l.src),
+        match serde_json::from_str::<CacheLine>(line) {
+            Ok(CacheLine { src: Some(src), .. }) => sources.push(src),
+            Ok(CacheLine {
+                verdict: Some(_), ..
+            }) => {}
+            Ok(_) if is_last_unterminated => warnings.push(format!(
+                "{}:{}: truncated last line ignored (no `src`)",
+                path.display(),
+                i + 1
+            )),
+            Ok(_) => {
+                return Err(SearchError::Csv {
+                    path: PathBuf::from(path),
+                    line: Some(i + 1),
+                    message: "not a cache line: no `src` and no `verdict`".into(),
+                });
+            }
             Err(e) if is_last_unterminated => warnings.push(format!(
                 "{}:{}: truncated last line ignored ({e})",
                 path.display(),
@@ -108,5 +153,19 @@ mod tests {
         assert!(w[0].starts_with("c.jsonl:2: truncated"), "{w:?}");
         let e = parse_cache(p, "{\"src\": 1}\n{\"src\": \"a\"}\n").unwrap_err();
         assert!(e.to_string().starts_with("c.jsonl:1: "), "{e}");
+        let e = parse_cache(p, "{\"srx\": \"a\"}\n").unwrap_err();
+        assert!(e.to_string().contains("no `src`"), "{e}");
+    }
+
+    #[test]
+    fn provenance_lines_replay_their_src_and_skip_failures() {
+        let text = concat!(
+            "{\"src\":\"(* a x)\",\"verdict\":\"valid\",\"model\":\"m\",\"temperature\":0.5}\n",
+            "{\"verdict\":\"no-program\",\"reason\":\"no s-expression\",\"raw\":\"hi\"}\n",
+            "{\"src\":\"(+ a\",\"verdict\":\"invalid-parse\"}\n",
+        );
+        let (s, w) = parse_cache(Path::new("c.jsonl"), text).unwrap();
+        assert_eq!(s, ["(* a x)", "(+ a"]);
+        assert!(w.is_empty());
     }
 }

@@ -1,0 +1,775 @@
+//! The `llm` proposer against a local mock of an OpenAI-compatible chat endpoint (wiremock on
+//! 127.0.0.1; nothing else is contacted): good, prose and code-fenced answers, garbage, 429 and
+//! 500 with backoff, timeouts, each checked in the cache it writes; then an end-to-end
+//! `ndvm-search` run with `kind: llm` that finds a good fit and is replayed offline with identical
+//! results.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use ndvm_search::propose::llm::LlmProposer;
+use ndvm_search::propose::replay::{CacheLine, CacheReplay};
+use ndvm_search::propose::{Candidate, Proposer};
+use ndvm_search::task::LlmConfig;
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("search/ has a parent")
+        .to_path_buf()
+}
+
+/// A fresh scratch folder for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("llm-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A mock server on loopback, with the runtime that drives the test's async calls.
+struct Mocked {
+    rt: tokio::runtime::Runtime,
+    server: MockServer,
+}
+
+impl Mocked {
+    fn start() -> Mocked {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let server = rt.block_on(MockServer::start());
+        assert!(server.uri().starts_with("http://127.0.0.1:"));
+        Mocked { rt, server }
+    }
+
+    /// Answers chat requests with `responses` in turn (the last one repeats).
+    fn answer(&self, responses: Vec<ResponseTemplate>) {
+        self.rt.block_on(
+            Mock::given(method("POST"))
+                .and(path("/v1/chat/completions"))
+                .respond_with(Seq {
+                    responses,
+                    next: AtomicUsize::new(0),
+                })
+                .mount(&self.server),
+        );
+    }
+
+    fn base_url(&self) -> String {
+        format!("{}/v1", self.server.uri())
+    }
+
+    fn requests(&self) -> Vec<Value> {
+        self.rt
+            .block_on(self.server.received_requests())
+            .unwrap_or_default()
+            .iter()
+            .map(|r| serde_json::from_slice(&r.body).unwrap())
+            .collect()
+    }
+}
+
+struct Seq {
+    responses: Vec<ResponseTemplate>,
+    next: AtomicUsize,
+}
+
+impl Respond for Seq {
+    fn respond(&self, _: &Request) -> ResponseTemplate {
+        let i = self.next.fetch_add(1, Ordering::SeqCst);
+        self.responses[i.min(self.responses.len() - 1)].clone()
+    }
+}
+
+/// A 200 chat completion whose single choice says `content`.
+fn ok(content: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 1_700_000_000u32,
+        "model": "mock-model-2",
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content},
+            "finish_reason": "stop"
+        }],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    }))
+}
+
+fn status(code: u16) -> ResponseTemplate {
+    ResponseTemplate::new(code).set_body_json(json!({
+        "error": {"message": format!("mock status {code}"), "type": "test", "param": null, "code": null}
+    }))
+}
+
+fn config(base_url: &str, cache: &Path) -> LlmConfig {
+    LlmConfig {
+        base_url: base_url.to_string(),
+        model: "mock-model".into(),
+        api_key_env: "NDVM_TEST_NO_SUCH_KEY".into(),
+        api_key: Some("test-key".into()),
+        temperature: 0.7,
+        concurrency: 1,
+        max_requests: 8,
+        prompt_path: root().join("bootstrap/prompts/symreg.md"),
+        prompt: std::fs::read_to_string(root().join("bootstrap/prompts/symreg.md")).unwrap(),
+        cache: cache.to_path_buf(),
+        timeout_s: 5.0,
+        retries: 3,
+        backoff_s: 0.01,
+        max_tokens: Some(200),
+        examples: 2,
+        operators: vec!["exp".into(), "cos".into()],
+        target: "y".into(),
+        description: "a test".into(),
+    }
+}
+
+fn proposer(config: LlmConfig) -> LlmProposer {
+    LlmProposer::new(
+        config,
+        vec!["x".into()],
+        vec!["a".into(), "b".into()],
+        vec!["define".into()],
+    )
+    .unwrap()
+}
+
+fn cache_lines(path: &Path) -> Vec<CacheLine> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Every line carries its provenance.
+fn assert_provenance(line: &CacheLine) {
+    assert!(line.model.is_some(), "{line:?}");
+    assert!(
+        line.prompt_hash
+            .as_deref()
+            .is_some_and(|h| h.starts_with("fnv1a64:") && h.len() == 24),
+        "{line:?}"
+    );
+    assert_eq!(line.temperature, Some(0.7));
+    assert!(line.time.is_some_and(|t| t > 1.7e9), "{line:?}");
+    assert!(line.attempts.is_some_and(|a| a >= 1), "{line:?}");
+    assert!(line.verdict.is_some(), "{line:?}");
+}
+
+fn drain(p: &mut LlmProposer) -> Vec<Candidate> {
+    let mut all = Vec::new();
+    loop {
+        let more = p.propose(64).unwrap();
+        if more.is_empty() {
+            return all;
+        }
+        all.extend(more);
+    }
+}
+
+#[test]
+fn good_answers_land_in_the_cache_with_provenance() {
+    let m = Mocked::start();
+    m.answer(vec![ok("(* a (exp (* b x)))"), ok("(+ (* a x) b)")]);
+    let dir = scratch("good");
+    let cache = dir.join("sub/cache.jsonl");
+    let mut c = config(&m.base_url(), &cache);
+    c.max_requests = 2;
+    let mut p = proposer(c);
+    let cands = drain(&mut p);
+    assert_eq!(
+        cands,
+        [
+            Candidate {
+                id: 0,
+                src: "(* a (exp (* b x)))".into()
+            },
+            Candidate {
+                id: 1,
+                src: "(+ (* a x) b)".into()
+            }
+        ]
+    );
+    assert_eq!(p.requests(), 2);
+    let lines = cache_lines(&cache);
+    assert_eq!(lines.len(), 2);
+    for l in &lines {
+        assert_provenance(l);
+        assert_eq!(l.verdict.as_deref(), Some("valid"));
+        assert_eq!(l.reason, None);
+        assert_eq!(
+            l.model.as_deref(),
+            Some("mock-model-2"),
+            "the model that answered"
+        );
+        assert_eq!(l.attempts, Some(1));
+        assert_eq!(l.raw.as_deref(), l.src.as_deref());
+    }
+    // The request: the configured model, temperature and token limit; the rendered prompt names
+    // the inputs, parameters and operators, and the second shows the first answer as an example.
+    let reqs = m.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0]["model"], "mock-model");
+    assert!((reqs[0]["temperature"].as_f64().unwrap() - 0.7).abs() < 1e-6);
+    assert_eq!(reqs[0]["max_completion_tokens"], 200);
+    let prompt0 = reqs[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(prompt0.contains("free parameters a, b"), "{prompt0}");
+    assert!(prompt0.contains("unary functions exp, cos"), "{prompt0}");
+    assert!(prompt0.contains("(none yet)"), "{prompt0}");
+    assert!(!prompt0.contains("{{"), "{prompt0}");
+    let prompt1 = reqs[1]["messages"][0]["content"].as_str().unwrap();
+    assert!(prompt1.contains("(* a (exp (* b x)))"), "{prompt1}");
+    assert_ne!(lines[0].prompt_hash, lines[1].prompt_hash);
+    // The cache replays to the same stream, offline.
+    let mut replay = CacheReplay::open(&cache).unwrap();
+    assert_eq!(replay.propose(64).unwrap(), cands);
+}
+
+#[test]
+fn prose_and_code_fenced_answers_are_extracted() {
+    let m = Mocked::start();
+    let prose = "Sure! A damped oscillation fits (it decays) well: (* (exp (* a x)) (cos (* b x))) \
+                 should do.";
+    let fenced = "Here is my proposal:\n\n```scheme\n(* a (cos (* b x)))\n```\n\nThe cosine (with \
+                  a frequency b) models the oscillation.";
+    m.answer(vec![ok(prose), ok(fenced)]);
+    let dir = scratch("prose");
+    let cache = dir.join("cache.jsonl");
+    let mut c = config(&m.base_url(), &cache);
+    c.max_requests = 2;
+    let srcs: Vec<String> = drain(&mut proposer(c)).into_iter().map(|c| c.src).collect();
+    assert_eq!(
+        srcs,
+        ["(* (exp (* a x)) (cos (* b x)))", "(* a (cos (* b x)))"]
+    );
+    let lines = cache_lines(&cache);
+    assert_eq!(lines[0].raw.as_deref(), Some(prose));
+    assert_eq!(lines[1].raw.as_deref(), Some(fenced));
+    for l in &lines {
+        assert_provenance(l);
+        assert_eq!(l.verdict.as_deref(), Some("valid"));
+    }
+}
+
+#[test]
+fn garbage_is_recorded_with_a_reason_and_never_proposed_unless_it_holds_a_program() {
+    let m = Mocked::start();
+    m.answer(vec![
+        ok("I'm sorry, I can't help with that."),
+        ok(""),
+        ok("```scheme\n(+ (* a x)\n```"),
+        ok("(* z (exp a))"),
+        ok("(define (f) (* a x))"),
+        ok("(* a x)"),
+    ]);
+    let dir = scratch("garbage");
+    let cache = dir.join("cache.jsonl");
+    let mut c = config(&m.base_url(), &cache);
+    c.max_requests = 6;
+    let mut p = proposer(c);
+    // The first call keeps asking until an answer holds a program.
+    let first = p.propose(64).unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].id, 0);
+    assert_eq!(p.requests(), 3);
+    let rest = drain(&mut p);
+    let lines = cache_lines(&cache);
+    let verdicts: Vec<&str> = lines
+        .iter()
+        .map(|l| l.verdict.as_deref().unwrap())
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            "no-program",
+            "no-program",
+            "invalid-parse",
+            "invalid-free-variable",
+            "invalid-forbidden-form",
+            "valid"
+        ]
+    );
+    for l in &lines {
+        assert_provenance(l);
+        assert_eq!(
+            l.reason.is_some(),
+            l.verdict.as_deref() != Some("valid"),
+            "{l:?}"
+        );
+    }
+    assert!(
+        lines[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("no s-expression")
+    );
+    assert!(lines[1].reason.as_deref().unwrap().contains("empty"));
+    assert_eq!(lines[0].src, None);
+    assert_eq!(lines[1].src, None);
+    // Invalid programs stay in the stream (the engine rejects them and counts why), so the live
+    // stream and the replayed cache agree.
+    let live: Vec<Candidate> = first.into_iter().chain(rest).collect();
+    assert_eq!(live.len(), 4);
+    assert_eq!(live[3].src, "(* a x)");
+    let mut replay = CacheReplay::open(&cache).unwrap();
+    assert_eq!(replay.propose(64).unwrap(), live);
+}
+
+#[test]
+fn rate_limit_then_success_backs_off_and_records_the_attempts() {
+    let m = Mocked::start();
+    m.answer(vec![status(429), status(429), ok("(* a x)")]);
+    let dir = scratch("429");
+    let cache = dir.join("cache.jsonl");
+    let mut c = config(&m.base_url(), &cache);
+    c.max_requests = 1;
+    c.backoff_s = 0.02;
+    let t0 = Instant::now();
+    let cands = drain(&mut proposer(c));
+    // Two retries: 0.02 s then 0.04 s.
+    assert!(
+        t0.elapsed() >= Duration::from_millis(60),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(cands.len(), 1);
+    let lines = cache_lines(&cache);
+    assert_eq!(lines.len(), 1, "retried attempts are not separate lines");
+    assert_provenance(&lines[0]);
+    assert_eq!(lines[0].verdict.as_deref(), Some("valid"));
+    assert_eq!(lines[0].attempts, Some(3));
+    assert_eq!(m.requests().len(), 3);
+}
+
+#[test]
+fn server_error_then_success_and_persistent_errors_are_bounded() {
+    let m = Mocked::start();
+    m.answer(vec![status(500), ok("(* b x)")]);
+    let dir = scratch("500");
+    let cache = dir.join("cache.jsonl");
+    let mut c = config(&m.base_url(), &cache);
+    c.max_requests = 1;
+    assert_eq!(drain(&mut proposer(c)).len(), 1);
+    let lines = cache_lines(&cache);
+    assert_eq!(lines[0].verdict.as_deref(), Some("valid"));
+    assert_eq!(lines[0].attempts, Some(2));
+
+    // Always 503: retries run out and the request is recorded as failed.
+    let m = Mocked::start();
+    m.answer(vec![status(503)]);
+    let cache = dir.join("cache-503.jsonl");
+    let mut c = config(&m.base_url(), &cache);
+    c.max_requests = 1;
+    c.retries = 2;
+    assert!(drain(&mut proposer(c)).is_empty());
+    let lines = cache_lines(&cache);
+    assert_provenance(&lines[0]);
+    assert_eq!(lines[0].verdict.as_deref(), Some("request-failed"));
+    assert_eq!(lines[0].attempts, Some(3));
+    let reason = lines[0].reason.as_deref().unwrap();
+    assert!(reason.contains("http 503"), "{reason}");
+    assert_eq!(lines[0].src, None);
+    assert_eq!(m.requests().len(), 3);
+
+    // A 200 that is not a chat completion is recorded and not retried.
+    let m = Mocked::start();
+    m.answer(vec![
+        ResponseTemplate::new(200).set_body_string("<html>proxy</html>"),
+    ]);
+    let cache = dir.join("cache-html.jsonl");
+    let mut c = config(&m.base_url(), &cache);
+    c.max_requests = 1;
+    assert!(drain(&mut proposer(c)).is_empty());
+    let lines = cache_lines(&cache);
+    assert_eq!(lines[0].verdict.as_deref(), Some("request-failed"));
+    assert_eq!(lines[0].attempts, Some(1));
+    assert!(
+        lines[0].reason.as_deref().unwrap().contains("deserialize"),
+        "{lines:?}"
+    );
+
+    // A 400 is not retried.
+    let m = Mocked::start();
+    m.answer(vec![status(400), ok("(* a x)")]);
+    let cache = dir.join("cache-400.jsonl");
+    let mut c = config(&m.base_url(), &cache);
+    c.max_requests = 1;
+    assert!(drain(&mut proposer(c)).is_empty());
+    let lines = cache_lines(&cache);
+    assert_eq!(lines[0].verdict.as_deref(), Some("request-failed"));
+    assert_eq!(lines[0].attempts, Some(1));
+    assert!(lines[0].reason.as_deref().unwrap().contains("http 400"));
+}
+
+#[test]
+fn a_slow_answer_times_out_is_retried_and_then_recorded() {
+    let m = Mocked::start();
+    let slow = ok("(* a x)").set_delay(Duration::from_secs(3));
+    m.answer(vec![slow.clone(), ok("(* a (sin x))")]);
+    let dir = scratch("timeout");
+    let cache = dir.join("cache.jsonl");
+    let mut c = config(&m.base_url(), &cache);
+    c.max_requests = 1;
+    c.timeout_s = 0.2;
+    let t0 = Instant::now();
+    let cands = drain(&mut proposer(c.clone()));
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    assert_eq!(cands.len(), 1);
+    assert_eq!(cands[0].src, "(* a (sin x))");
+    let lines = cache_lines(&cache);
+    assert_eq!(lines[0].attempts, Some(2));
+    assert_eq!(lines[0].verdict.as_deref(), Some("valid"));
+
+    // Always slow: bounded by retries, then a `request-failed` line naming the timeout.
+    let m = Mocked::start();
+    m.answer(vec![slow]);
+    let cache = dir.join("cache-slow.jsonl");
+    let mut c = config(&m.base_url(), &cache);
+    c.max_requests = 1;
+    c.timeout_s = 0.2;
+    c.retries = 1;
+    let t0 = Instant::now();
+    assert!(drain(&mut proposer(c)).is_empty());
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    let lines = cache_lines(&cache);
+    assert_provenance(&lines[0]);
+    assert_eq!(lines[0].verdict.as_deref(), Some("request-failed"));
+    assert_eq!(lines[0].attempts, Some(2));
+    assert!(lines[0].reason.as_deref().unwrap().contains("timeout"));
+}
+
+#[test]
+fn concurrent_requests_append_every_answer_and_the_cache_is_replayed_first_next_time() {
+    let m = Mocked::start();
+    m.answer(vec![
+        ok("(* a x)"),
+        ok("(* a (exp x))"),
+        ok("(* a (cos x))"),
+        ok("(* a (sin x))"),
+        ok("(* b (exp x))"),
+    ]);
+    let dir = scratch("concurrent");
+    let cache = dir.join("cache.jsonl");
+    let mut c = config(&m.base_url(), &cache);
+    c.concurrency = 4;
+    c.max_requests = 5;
+    let mut p = proposer(c.clone());
+    let first = p.propose(64).unwrap();
+    assert_eq!(first.len(), 4, "one wave of `concurrency` requests");
+    let all: Vec<Candidate> = first.into_iter().chain(drain(&mut p)).collect();
+    assert_eq!(all.len(), 5);
+    assert_eq!(m.requests().len(), 5);
+    let lines = cache_lines(&cache);
+    let cached: Vec<&str> = lines.iter().map(|l| l.src.as_deref().unwrap()).collect();
+    let live: Vec<&str> = all.iter().map(|c| c.src.as_str()).collect();
+    assert_eq!(cached, live, "candidates come in cache (arrival) order");
+
+    // A second proposer on the same cache replays it before asking for more.
+    drop(p);
+    c.max_requests = 1;
+    let mut again = proposer(c);
+    let replayed = again.propose(3).unwrap();
+    assert_eq!(replayed, all[..3]);
+    assert_eq!(again.requests(), 0);
+    let rest = drain(&mut again);
+    assert_eq!(rest.len(), 3, "two cached, then one new request");
+    assert_eq!(rest[2].id, 5);
+    assert_eq!(m.requests().len(), 6);
+}
+
+#[test]
+fn a_truncated_last_cache_line_is_cut_before_appending() {
+    let m = Mocked::start();
+    m.answer(vec![ok("(* a x)")]);
+    let dir = scratch("truncated");
+    let cache = dir.join("cache.jsonl");
+    std::fs::write(&cache, "{\"src\": \"(* b x)\"}\n{\"src\": \"(+ a").unwrap();
+    let mut c = config(&m.base_url(), &cache);
+    c.max_requests = 1;
+    let mut p = proposer(c);
+    assert_eq!(p.warnings().len(), 2, "{:?}", p.warnings());
+    let srcs: Vec<String> = drain(&mut p).into_iter().map(|c| c.src).collect();
+    assert_eq!(srcs, ["(* b x)", "(* a x)"]);
+    let (sources, warnings) = ndvm_search::propose::replay::read_cache(&cache).unwrap();
+    assert_eq!(sources, srcs);
+    assert!(warnings.is_empty());
+}
+
+#[test]
+fn a_missing_key_or_a_bad_template_is_an_error_before_any_request() {
+    let dir = scratch("nokey");
+    let mut c = config("http://127.0.0.1:9/v1", &dir.join("cache.jsonl"));
+    c.api_key = None;
+    let e = LlmProposer::new(c.clone(), vec!["x".into()], vec!["a".into()], vec![]).unwrap_err();
+    assert!(e.to_string().contains("$NDVM_TEST_NO_SUCH_KEY"), "{e}");
+    c.api_key = Some(String::new());
+    c.prompt = "{{inputs}} {{oops}}".into();
+    let e = LlmProposer::new(c, vec!["x".into()], vec!["a".into()], vec![]).unwrap_err();
+    assert!(e.to_string().contains("oops"), "{e}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// End to end through the binary.
+
+fn ndvm(args: &[&str]) -> std::process::Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
+        .current_dir(root())
+        .env_remove("SLURM_ARRAY_TASK_ID")
+        .env_remove("SLURM_ARRAY_TASK_COUNT")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ndvm-search {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `summary.json` without the wall-clock `run` section and the proposer's name.
+fn summary_core(dir: &Path) -> Value {
+    let mut v: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let o = v.as_object_mut().unwrap();
+    o.remove("run");
+    o.remove("proposer");
+    v
+}
+
+fn events_core(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            v.as_object_mut().unwrap().remove("wall_ms");
+            v
+        })
+        .collect()
+}
+
+fn task_yaml(proposer: &str) -> String {
+    format!(
+        r#"name: llm-e2e
+seed: 7
+data:
+  generate:
+    formula: "(* (exp (* -0.3 x)) (cos (* 2 x)))"
+    from: 0.1
+    to: 6.0
+    n: 64
+    noise: 0.02
+inputs: [x]
+target: y
+split: {{train: 44, validation: 10}}
+params:
+  - {{name: a, init: -0.5}}
+  - {{name: b, init: 2.2}}
+  - {{name: c, init: 0.5}}
+proposer:
+{proposer}
+  batch: 2
+calibrator: {{starts: 16}}
+budget: {{seconds: 120, calibrations: 20}}
+success: {{metric: r2, threshold: 0.99, stop: true}}
+"#
+    )
+}
+
+#[test]
+fn ndvm_search_with_kind_llm_finds_a_fit_and_its_cache_replays_identically_offline() {
+    let m = Mocked::start();
+    m.answer(vec![
+        ok("Let me think. A line first: (+ (* a x) b)"),
+        ok("no idea"),
+        ok("```scheme\n(* c (exp (* a x)))\n```"),
+        ok("```scheme\n(* (exp (* a x)) (cos (* b x)))\n```"),
+        ok("(* (exp (* a x)) (sin (* b x)))"),
+    ]);
+    let dir = scratch("e2e");
+    let cache = dir.join("cache.jsonl");
+    let prompt = root().join("bootstrap/prompts/symreg.md");
+    let live_task = dir.join("live.yaml");
+    std::fs::write(
+        &live_task,
+        task_yaml(&format!(
+            "  kind: llm\n  base_url: {}\n  model: mock-model\n  api_key: test\n  \
+             temperature: 0.5\n  concurrency: 1\n  max_requests: 5\n  timeout: 5\n  \
+             backoff: 0.01\n  prompt: {}\n  cache: cache.jsonl",
+            m.base_url(),
+            prompt.display()
+        )),
+    )
+    .unwrap();
+    let check = ndvm(&["check", live_task.to_str().unwrap()]);
+    assert_eq!(m.requests().len(), 0, "check contacts nothing");
+    assert!(String::from_utf8_lossy(&check.stdout).contains("llm-e2e"));
+    let live = dir.join("live");
+    ndvm(&[
+        "run",
+        live_task.to_str().unwrap(),
+        "--out",
+        live.to_str().unwrap(),
+        "-q",
+    ]);
+    let asked = m.requests().len();
+    assert!((4..=5).contains(&asked), "{asked} requests");
+    let s = summary_core(&live);
+    let best = &s["best"];
+    assert!(best["validation_r2"].as_f64().unwrap() > 0.99, "{best}");
+    assert_eq!(best["src"], "(* (exp (* a x)) (cos (* b x)))");
+    let lines = cache_lines(&cache);
+    assert_eq!(lines.len(), asked);
+    assert_eq!(lines[1].verdict.as_deref(), Some("no-program"));
+    lines.iter().for_each(|l| {
+        assert!(l.prompt_hash.is_some() && l.time.is_some() && l.model.is_some());
+    });
+
+    // Replay the written cache offline: same events and summary, no request.
+    let replay_task = dir.join("replay.yaml");
+    std::fs::write(
+        &replay_task,
+        task_yaml("  kind: replay\n  cache: cache.jsonl"),
+    )
+    .unwrap();
+    let replayed = dir.join("replay");
+    ndvm(&[
+        "run",
+        replay_task.to_str().unwrap(),
+        "--out",
+        replayed.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(m.requests().len(), asked, "replay contacts nothing");
+    assert_eq!(events_core(&replayed), events_core(&live));
+    assert_eq!(summary_core(&replayed), summary_core(&live));
+    // A second replay is identical too (bit-reproducible offline).
+    let again = dir.join("replay2");
+    ndvm(&[
+        "run",
+        replay_task.to_str().unwrap(),
+        "--out",
+        again.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(summary_core(&again), summary_core(&replayed));
+    assert_eq!(events_core(&again), events_core(&replayed));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The task spec.
+
+const LLM_TASK: &str = "name: t
+data:
+  generate: {formula: \"(* 2 x)\", from: 0, to: 1, n: 8}
+inputs: [x]
+target: y
+params: [{name: a}]
+proposer:
+  kind: llm
+  base_url: http://127.0.0.1:1/v1/
+  model: m
+  prompt: PROMPT
+  cache: c.jsonl
+";
+
+fn write_task(dir: &Path, text: &str) -> PathBuf {
+    let file = dir.join("task.yaml");
+    let prompt = root().join("bootstrap/prompts/symreg.md");
+    std::fs::write(&file, text.replace("PROMPT", prompt.to_str().unwrap())).unwrap();
+    file
+}
+
+fn load_err(dir: &Path, text: &str) -> String {
+    let file = write_task(dir, text);
+    let e = ndvm_search::task::load(&file).unwrap_err().to_string();
+    let prefix = format!("{}:", file.display());
+    assert!(e.starts_with(&prefix), "{e}");
+    e[prefix.len()..].to_string()
+}
+
+#[test]
+fn kind_llm_resolves_its_keys_with_defaults_and_contacts_nothing() {
+    let dir = scratch("spec");
+    let t = ndvm_search::task::load(&write_task(&dir, LLM_TASK)).unwrap();
+    let c = t.llm.expect("an llm task");
+    assert_eq!(c.base_url, "http://127.0.0.1:1/v1");
+    assert_eq!(c.model, "m");
+    assert_eq!(c.api_key_env, "OPENAI_API_KEY");
+    assert_eq!(c.api_key, None);
+    assert_eq!(
+        (
+            c.temperature,
+            c.concurrency,
+            c.max_requests,
+            c.retries,
+            c.examples
+        ),
+        (0.8, 4, 64, 3, 3)
+    );
+    assert_eq!((c.timeout_s, c.backoff_s, c.max_tokens), (60.0, 1.0, None));
+    assert_eq!(c.cache, dir.join("c.jsonl"));
+    assert!(c.prompt.contains("{{examples}}"));
+    assert!(!c.cache.exists(), "loading a task writes nothing");
+    // A key given in the task never shows in debug output (logs, panics).
+    let mut keyed = c.clone();
+    keyed.api_key = Some("sk-secret-123".to_string());
+    let shown = format!("{keyed:?}");
+    assert!(
+        !shown.contains("sk-secret-123") && shown.contains("<redacted>"),
+        "{shown}"
+    );
+    // Every other kind is offline.
+    let grammar = LLM_TASK.lines().take(6).collect::<Vec<_>>().join("\n");
+    let t = ndvm_search::task::load(&write_task(&dir, &grammar)).unwrap();
+    assert!(t.llm.is_none());
+}
+
+#[test]
+fn llm_keys_are_checked_with_line_and_column() {
+    let dir = scratch("spec-errors");
+    let e = load_err(&dir, &format!("{LLM_TASK}  temprature: 0.5\n"));
+    assert!(e.starts_with("13:3: unknown field `temprature`"), "{e}");
+    let e = load_err(&dir, &format!("{LLM_TASK}  temperature: 3\n"));
+    assert!(
+        e.starts_with("13:16: `temperature` must be in [0, 2]"),
+        "{e}"
+    );
+    let e = load_err(&dir, &format!("{LLM_TASK}  concurrency: 0\n"));
+    assert!(
+        e.starts_with("13:16: `concurrency` must be at least 1"),
+        "{e}"
+    );
+    let e = load_err(&dir, &format!("{LLM_TASK}  timeout: -1\n"));
+    assert!(e.starts_with("13:12: `timeout` must be positive"), "{e}");
+    let e = load_err(&dir, &LLM_TASK.replace("http://127.0.0.1:1/v1/", "ftp://x"));
+    assert!(
+        e.starts_with("9:13: `base_url` must start with http"),
+        "{e}"
+    );
+    let e = load_err(&dir, &LLM_TASK.replace("  model: m\n", ""));
+    assert!(
+        e.contains("`proposer.kind: llm` needs `proposer.model`"),
+        "{e}"
+    );
+    let e = load_err(&dir, &LLM_TASK.replace("PROMPT", "missing.md"));
+    assert!(e.starts_with("11:11: cannot read prompt"), "{e}");
+    let e = load_err(&dir, &LLM_TASK.replace("kind: llm", "kind: grammar"));
+    assert!(
+        e.starts_with("9:13: `proposer.base_url` only applies to `kind: llm`"),
+        "{e}"
+    );
+}
