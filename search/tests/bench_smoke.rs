@@ -135,7 +135,7 @@ fn unknown_suite_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("kalman, multicore, calibration, all"),
+        stderr.contains("kalman, multicore, calibration, cosearch, all"),
         "{stderr}"
     );
 }

@@ -7,10 +7,12 @@
 //!
 //! `calibration` ([`calibration::throughput`]): 50-step Adam calibrations per second on the 247
 //! replayed symbolic-regression candidates (44 data lanes; K = 1, 8, 32 multistarts). The
-//! recurrence candidates of a `tasks/recurrence.yaml` stream are not measured yet.
+//! recurrence candidates of a `tasks/recurrence.yaml` stream are not measured yet. `cosearch`
+//! ([`cosearch::replay`]): the whole engine replaying that stream at 1 … all threads.
 
 pub mod calibration;
 pub mod ceiling;
+pub mod cosearch;
 pub mod kalman;
 pub mod multicore;
 pub mod timing;
@@ -33,6 +35,8 @@ pub enum Selection {
     Multicore,
     /// Calibration throughput on the replayed candidate stream.
     Calibration,
+    /// The whole co-search engine replaying the candidate stream at 1 … all threads.
+    Cosearch,
     /// Every suite.
     All,
 }
@@ -44,10 +48,12 @@ impl Selection {
             "kalman" => Ok(Selection::Kalman),
             "multicore" => Ok(Selection::Multicore),
             "calibration" => Ok(Selection::Calibration),
+            "cosearch" => Ok(Selection::Cosearch),
             "all" => Ok(Selection::All),
             _ => Err(SearchError::BadArgument {
                 arg: s.to_string(),
-                message: "expected one of kalman, multicore, calibration, all".to_string(),
+                message: "expected one of kalman, multicore, calibration, cosearch, all"
+                    .to_string(),
             }),
         }
     }
@@ -205,6 +211,19 @@ struct CalibrationFile<'a> {
     rows: &'a [calibration::ThroughputRow],
 }
 
+/// The JSON file of the `cosearch` suite.
+#[derive(Serialize)]
+struct CosearchFile<'a> {
+    suite: &'static str,
+    command: String,
+    quick: bool,
+    task: String,
+    machine: &'a Machine,
+    /// `/proc/loadavg` when the suite finished (with `machine.loadavg_at_start`: was it quiet?).
+    loadavg_at_end: Option<String>,
+    rows: &'a [cosearch::CosearchRow],
+}
+
 /// The JSON file of the `multicore` suite.
 #[derive(Serialize)]
 struct MulticoreFile<'a> {
@@ -302,6 +321,24 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Vec<Suit
             name: "calibration",
             path: write_json(&cfg.out_dir, "calibration", &file)?,
             table: calibration::table(n_candidates, &rows),
+        });
+    }
+    if matches!(cfg.selection, Selection::Cosearch | Selection::All) {
+        let threads: Vec<usize> = (1..=machine.nproc.max(1)).collect();
+        let rows = cosearch::replay(&threads, cfg.quick.then_some(16), progress)?;
+        let file = CosearchFile {
+            suite: "cosearch",
+            command: format!("ndvm-search bench cosearch{quick_flag}"),
+            quick: cfg.quick,
+            task: cosearch::replay_task().display().to_string(),
+            machine: &machine,
+            loadavg_at_end: loadavg(),
+            rows: &rows,
+        };
+        reports.push(SuiteReport {
+            name: "cosearch",
+            path: write_json(&cfg.out_dir, "cosearch", &file)?,
+            table: cosearch::table(&rows),
         });
     }
     Ok(reports)

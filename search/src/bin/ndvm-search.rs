@@ -78,7 +78,7 @@ enum Command {
     ///   ndvm-search bench all --out results/bench
     #[command(verbatim_doc_comment)]
     Bench {
-        /// Which suite: kalman, multicore, calibration or all.
+        /// Which suite: kalman, multicore, calibration, cosearch or all.
         #[arg(default_value = "all", value_parser = |s: &str| usage(ndvm_search::bench::Selection::parse(s)))]
         suite: ndvm_search::bench::Selection,
         /// A few-second smoke run instead of the full measurement.
