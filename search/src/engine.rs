@@ -287,24 +287,46 @@ pub fn run(task: &Task, opts: &RunOptions, observer: &mut dyn Observer) -> Resul
                 ),
             });
         }
-        let fresh: Vec<Event> = pool.install(|| {
-            todo.par_iter()
-                .map(|p| calibrate_one(task, p, deadline))
-                .collect()
+        // Each calibration is handed to the observers (the event log appends it) the moment it
+        // finishes, so a kill loses only calibrations still running; the round's results are
+        // then put back in index order, which is what every later step sees.
+        let mut fresh: Vec<Event> = Vec::with_capacity(todo.len());
+        let mut observer_error = None;
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::channel::<Event>();
+            let work = scope.spawn(|| {
+                pool.install(|| {
+                    todo.par_iter().for_each_with(tx, |tx, p| {
+                        // The receiver outlives every sender (it is drained below).
+                        let _ = tx.send(calibrate_one(task, p, deadline));
+                    })
+                })
+            });
+            for e in rx {
+                if observer_error.is_none()
+                    && let Err(err) = observer.on_event(&e)
+                {
+                    observer_error = Some(err);
+                }
+                fresh.push(e);
+            }
+            if let Err(panic) = work.join() {
+                std::panic::resume_unwind(panic);
+            }
         });
+        if let Some(err) = observer_error {
+            return Err(err);
+        }
+        fresh.sort_by_key(|e| e.index);
         n_fresh += fresh.len() as u64;
         let mut fresh = fresh.into_iter();
         let mut round_success = false;
         for p in &mine {
             let ev = match opts.known.get(&p.index) {
                 Some(e) => e.clone(),
-                None => {
-                    let e = fresh
-                        .next()
-                        .unwrap_or_else(|| unreachable!("one result per todo"));
-                    observer.on_event(&e)?;
-                    e
-                }
+                None => fresh
+                    .next()
+                    .unwrap_or_else(|| unreachable!("one result per todo")),
             };
             if let Some(score) = ev.score(task.metric) {
                 proposer.feedback(ev.id, score);

@@ -103,8 +103,13 @@ pub fn prepare(dir: &Path, task: &Task, meta: &RunMeta) -> Result<()> {
     Ok(())
 }
 
+/// Writes `text` to `path` atomically: a sibling temporary file renamed over it, so a kill leaves
+/// either the old or the new contents, never a mix.
 fn write(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).map_err(|source| SearchError::Write { source })
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|source| SearchError::Write { source })
 }
 
 fn to_json<T: Serialize>(v: &T) -> Result<String> {

@@ -136,6 +136,9 @@ pub fn run(args: &RunArgs, log: &mut dyn FnMut(&str)) -> Result<RunReport> {
         let mut fan = Fanout(vec![&mut event_log as &mut dyn Observer, &mut *progress]);
         engine::run(&task, &opts, &mut fan)?
     };
+    // Events were appended as calibrations finished; the finished run's log is in index order.
+    drop(event_log);
+    results::write_events(&dir, &outcome.events)?;
     let run = results::run_section(&outcome, args.threads, meta.shard);
     let (summary, markdown) = results::summary(&task, &outcome, run);
     results::write_summary(&dir, &summary, &markdown)?;

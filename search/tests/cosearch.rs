@@ -170,6 +170,8 @@ fn resume_after_sigkill_equals_an_uninterrupted_run() {
         );
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
+        // Every calibration on disk at the kill is reused, never redone.
+        let done = count_lines(&events);
         if i == 1 {
             // A kill in the middle of a write leaves a truncated last line.
             use std::io::Write;
@@ -180,6 +182,12 @@ fn resume_after_sigkill_equals_an_uninterrupted_run() {
             f.write_all(b"{\"index\": 99, \"id\"").unwrap();
         }
         run_ok(&["run", "--resume", p(&out), "-q"]);
+        let fresh = |d: &Path| summary(d)["run"]["fresh_calibrations"].as_u64().unwrap();
+        assert_eq!(
+            fresh(&out) as usize,
+            fresh(&reference) as usize - done,
+            "calibrations redone after kill {i}"
+        );
         assert_eq!(
             events_core(&out),
             events_core(&reference),
