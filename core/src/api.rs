@@ -22,6 +22,9 @@ pub struct EvalOptions {
     pub max_steps: u64,
     /// Nesting depth of non-tail evaluation allowed before `ErrorKind::DepthLimit`.
     pub max_depth: u32,
+    /// Replay a gradient run's recorded trace instead of walking again when only the
+    /// differentiated inputs changed and every guard holds (bit-identical to a walk; on by default).
+    pub replay: bool,
 }
 
 impl EvalOptions {
@@ -37,7 +40,14 @@ impl EvalOptions {
             dialect: Dialect::Default,
             max_steps: Self::DEFAULT_MAX_STEPS,
             max_depth: Self::DEFAULT_MAX_DEPTH,
+            replay: true,
         }
+    }
+
+    /// The same options with trace replay on or off.
+    pub fn with_replay(mut self, replay: bool) -> Self {
+        self.replay = replay;
+        self
     }
 
     /// The same options in another dialect.

@@ -11,6 +11,8 @@ use crate::tape::{Tape, TapeOp};
 use crate::value::Value;
 
 mod apply;
+mod kernels;
+mod replay;
 
 const NO_FRAME: u32 = u32::MAX;
 
@@ -96,6 +98,7 @@ pub struct Evaluator {
     cache: Option<DecodeKey>,
     cached_tops: Vec<CodeId>,
     cached_input_slots: Vec<u32>,
+    trace: replay::Trace,
 }
 
 /// What a decoded program depends on: the heap, the forms, the input names and the dialect.
@@ -171,6 +174,7 @@ impl Evaluator {
             cache: None,
             cached_tops: Vec::new(),
             cached_input_slots: Vec::new(),
+            trace: replay::Trace::default(),
             opts: EvalOptions { n_lanes: b, ..opts },
         }
     }
@@ -183,6 +187,11 @@ impl Evaluator {
     /// Evaluation steps (form visits) the last run took.
     pub fn last_steps(&self) -> u64 {
         self.steps
+    }
+
+    /// Whether the last run was a replay of the recorded trace before it (see `EvalOptions::replay`).
+    pub fn last_run_replayed(&self) -> bool {
+        self.trace.replayed()
     }
 
     /// Number of tape nodes the last recorded run appended.
@@ -247,6 +256,7 @@ impl Evaluator {
     }
 
     fn reset(&mut self) {
+        self.trace.invalidate();
         self.lanes.clear();
         self.masks.clear();
         self.mask = MaskId::FULL;
@@ -270,8 +280,6 @@ impl Evaluator {
         grad: bool,
         out: &mut Evaluation,
     ) -> Result<()> {
-        self.reset();
-        self.recording = grad;
         // Globals: inputs first, then decoded top-level names. The decoded forms are reused while
         // the heap, the forms and the input names stay the same.
         let hit = self.cache.as_ref().is_some_and(|k| {
@@ -283,6 +291,12 @@ impl Evaluator {
                     .zip(&inputs.entries)
                     .all(|(a, b)| *a == b.name)
         });
+        if hit && grad && self.try_replay(inputs, out)? {
+            return Ok(());
+        }
+        self.reset();
+        self.recording = grad;
+        self.trace.begin(grad);
         if !hit {
             decode::intern_forms(&mut self.heap);
             self.cache = None;
@@ -381,11 +395,23 @@ impl Evaluator {
                 }
             }
             self.globals[slot as usize] = v;
+            self.trace.input(v);
         }
+        self.grad_inputs = grad_inputs;
         let mut result = Value::Nil;
         for &top in tops {
             result = self.eval_value(top, NO_FRAME)?;
         }
+        self.trace.finish(result);
+        self.finish(result, inputs, grad, out);
+        Ok(())
+    }
+
+    /// Writes the value, the gradients (after the reverse sweep) and the per-lane faults of a run
+    /// whose result is `result` into `out`.
+    fn finish(&mut self, result: Value, inputs: &Inputs, grad: bool, out: &mut Evaluation) {
+        let b = self.lanes.n_lanes();
+        let grad_inputs = std::mem::take(&mut self.grad_inputs);
         self.output_into(result, &mut out.value);
         let n_grads = if grad { grad_inputs.len() } else { 0 };
         out.grads.truncate(n_grads);
@@ -439,7 +465,6 @@ impl Evaluator {
                 .zip(faults.iter_mut())
                 .for_each(|(x, f)| *f |= !x.is_finite());
         }
-        Ok(())
     }
 
     // ---------------------------------------------------------------- payload helpers
@@ -884,6 +909,7 @@ impl Evaluator {
             Value::Nil if self.opts.dialect == Dialect::Reference => return Truth::False,
             _ => return Truth::True,
         };
+        self.taint_if_grad(p);
         if !self.lanes.is_varying(p) {
             return if self.is_true_lane(p, 0) {
                 Truth::True
@@ -1033,14 +1059,7 @@ impl Evaluator {
             let n = sx.n();
             let grad = self.recording && (self.lanes.meta(px).grad || self.lanes.meta(py).grad);
             let out = self.lanes.alloc(n, true, grad);
-            for (src, m) in [(px, xm), (py, ym)] {
-                for &l in self.masks.lanes(m) {
-                    for e in 0..n {
-                        let v = self.lanes.get(src, e, l as usize);
-                        self.lanes.set(out, e, l as usize, v);
-                    }
-                }
-            }
+            kernels::select(&mut self.lanes, &self.masks, out, px, xm, py, ym);
             if grad {
                 self.tape.push(TapeOp::Select { then: xm }, out, px, py, ym);
             }

@@ -81,10 +81,11 @@ fn main() {
         let med = samples[samples.len() / 2];
         if b == 1 {
             println!(
-                "(steps per run: {}, tape nodes: {}, arena floats: {})",
+                "(steps per run: {}, tape nodes: {}, arena floats: {}, replayed: {})",
                 ev.last_steps(),
                 ev.last_tape_len(),
-                ev.arena_floats()
+                ev.arena_floats(),
+                ev.last_run_replayed()
             );
         }
         println!("{b:>6} {med:>14.1} {:>16.3}", med / b as f64);

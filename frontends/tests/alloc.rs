@@ -47,22 +47,33 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// Runs `src` 100 times after two warm-up runs and returns the number of allocations in those 100.
+/// Runs `src` 100 times after two warm-up runs and returns the number of allocations in those 100,
+/// summed over walking every run (replay off) and replaying the recorded trace (replay on).
 fn allocations(src: &str, dialect: Dialect, n_lanes: usize, inputs: &Inputs) -> usize {
     let mut heap = Heap::new();
     let program = ndvm_frontends::scheme::parse(&mut heap, src).expect("parses");
-    let mut ev = Evaluator::new(EvalOptions::new(n_lanes).with_dialect(dialect));
-    let mut out = Evaluation::empty();
-    for _ in 0..2 {
-        ev.eval_into(&mut heap, &program, inputs, true, &mut out)
-            .expect("runs");
+    let mut total = 0;
+    for replay in [false, true] {
+        let opts = EvalOptions::new(n_lanes)
+            .with_dialect(dialect)
+            .with_replay(replay);
+        let mut ev = Evaluator::new(opts);
+        let mut out = Evaluation::empty();
+        for _ in 0..2 {
+            ev.eval_into(&mut heap, &program, inputs, true, &mut out)
+                .expect("runs");
+        }
+        let before = allocs_so_far();
+        for _ in 0..100 {
+            ev.eval_into(&mut heap, &program, inputs, true, &mut out)
+                .expect("runs");
+        }
+        total += allocs_so_far() - before;
+        if !replay {
+            assert!(!ev.last_run_replayed());
+        }
     }
-    let before = allocs_so_far();
-    for _ in 0..100 {
-        ev.eval_into(&mut heap, &program, inputs, true, &mut out)
-            .expect("runs");
-    }
-    allocs_so_far() - before
+    total
 }
 
 #[test]

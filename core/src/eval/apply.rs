@@ -1,15 +1,15 @@
 //! Primitive application: arithmetic kernels over lanes (with scalar broadcast), comparisons, lists,
 //! higher-order list functions and tensor ops, each recording its tape node when differentiable.
 
-use super::{Evaluator, Shape, err};
+use super::replay::{BoolTest, Guard};
+use super::{Evaluator, Shape, err, kernels};
 use crate::api::{Dialect, Output};
 use crate::decode::{CodeId, Decoder};
 use crate::error::{CoreError, ErrorKind, Result};
 use crate::heap::{Heap, Node, NodeId};
 use crate::lanes::PayloadId;
-use crate::linalg::{self, TensorOp};
-use crate::mask::MaskId;
-use crate::prims::{Binary, Compare, Prim, Unary, each_binary, each_unary};
+use crate::linalg::TensorOp;
+use crate::prims::{Binary, Compare, Prim, Unary};
 use crate::tape::TapeOp;
 use crate::value::Value;
 
@@ -72,9 +72,9 @@ impl Evaluator {
             Prim::Not => {
                 let v = self.arg(base, 0);
                 match v {
-                    Value::Bool(p) => self.map_bool(p, |x| x == 0.0),
+                    Value::Bool(p) => self.map_bool(p, BoolTest::Zero),
                     Value::Num(p) if self.opts.dialect == Dialect::Reference => {
-                        self.map_bool(p, |x| x == 0.0)
+                        self.map_bool(p, BoolTest::Zero)
                     }
                     Value::Nil if self.opts.dialect == Dialect::Reference => {
                         Ok(self.bool_value(true))
@@ -88,9 +88,9 @@ impl Evaluator {
                     return Err(type_error(name(), "a number", v));
                 };
                 match p {
-                    Prim::ZeroP => self.map_bool(q, |x| x == 0.0),
-                    Prim::PositiveP => self.map_bool(q, |x| x > 0.0),
-                    _ => self.map_bool(q, |x| x < 0.0),
+                    Prim::ZeroP => self.map_bool(q, BoolTest::Zero),
+                    Prim::PositiveP => self.map_bool(q, BoolTest::Positive),
+                    _ => self.map_bool(q, BoolTest::Negative),
                 }
             }
             Prim::NumberP => Ok(self.bool_value(matches!(self.arg(base, 0), Value::Num(_)))),
@@ -396,28 +396,9 @@ impl Evaluator {
         let ma = self.lanes.meta(a);
         let grad = self.recording && ma.grad && op.differentiable();
         let out = self.lanes.alloc(ma.n as usize, ma.varying, grad);
-        let mo = self.lanes.meta(out);
-        let b = self.lanes.n_lanes();
-        let n = ma.n as usize;
-        let (src, dst) = self.lanes.data.split_at_mut(mo.off as usize);
-        let src = &src[ma.off as usize..];
-        if !ma.varying {
-            for e in 0..n {
-                dst[e] = op.apply(src[e]);
-            }
-        } else if self.mask == MaskId::FULL {
-            each_unary!(op, op => {
-                for (d, s) in dst[..n * b].iter_mut().zip(&src[..n * b]) {
-                    *d = op.apply(*s);
-                }
-            });
-        } else {
-            for e in 0..n {
-                for &l in self.masks.lanes(self.mask) {
-                    let i = e * b + l as usize;
-                    dst[i] = op.apply(src[i]);
-                }
-            }
+        kernels::unary(&mut self.lanes, &self.masks, self.mask, op, out, a);
+        if self.recording && ma.grad && !grad {
+            self.guard(Guard::Unary(op), out, a, a);
         }
         if grad {
             self.tape.push(TapeOp::Unary(op), out, a, a, self.mask);
@@ -439,46 +420,9 @@ impl Evaluator {
         let grad = self.recording && (ma.grad || mb.grad) && op.differentiable();
         let n = shape.n();
         let out = self.lanes.alloc(n, varying, grad);
-        let mo = self.lanes.meta(out);
-        let b = self.lanes.n_lanes();
-        let (src, dst) = self.lanes.data.split_at_mut(mo.off as usize);
-        let wa = if ma.varying { b } else { 1 };
-        let wb = if mb.varying { b } else { 1 };
-        for e in 0..n {
-            let ea = if ma.n == 1 { 0 } else { e };
-            let eb = if mb.n == 1 { 0 } else { e };
-            let xa = &src[ma.off as usize + ea * wa..ma.off as usize + ea * wa + wa];
-            let xb = &src[mb.off as usize + eb * wb..mb.off as usize + eb * wb + wb];
-            if !varying {
-                dst[e] = op.apply(xa[0], xb[0]);
-                continue;
-            }
-            let d = &mut dst[e * b..(e + 1) * b];
-            if self.mask == MaskId::FULL {
-                each_binary!(op, op => {
-                match (ma.varying, mb.varying) {
-                    (true, true) => d
-                        .iter_mut()
-                        .zip(xa.iter().zip(xb))
-                        .for_each(|(o, (p, q))| *o = op.apply(*p, *q)),
-                    (true, false) => d
-                        .iter_mut()
-                        .zip(xa)
-                        .for_each(|(o, p)| *o = op.apply(*p, xb[0])),
-                    _ => d
-                        .iter_mut()
-                        .zip(xb)
-                        .for_each(|(o, q)| *o = op.apply(xa[0], *q)),
-                }
-                });
-            } else {
-                for &l in self.masks.lanes(self.mask) {
-                    let l = l as usize;
-                    let p = if ma.varying { xa[l] } else { xa[0] };
-                    let q = if mb.varying { xb[l] } else { xb[0] };
-                    d[l] = op.apply(p, q);
-                }
-            }
+        kernels::binary(&mut self.lanes, &self.masks, self.mask, op, out, a, bq);
+        if self.recording && (ma.grad || mb.grad) && !grad {
+            self.guard(Guard::Binary(op), out, a, bq);
         }
         if grad {
             self.tape.push(TapeOp::Binary(op), out, a, bq, self.mask);
@@ -486,18 +430,24 @@ impl Evaluator {
         Ok(shape.value(out))
     }
 
-    fn map_bool(&mut self, p: PayloadId, f: impl Fn(f64) -> bool) -> Result<Value> {
+    fn map_bool(&mut self, p: PayloadId, t: BoolTest) -> Result<Value> {
         let m = self.lanes.meta(p);
-        if !m.varying {
-            return Ok(self.bool_value(f(self.get(p, 0, 0))));
+        let v = if !m.varying {
+            self.bool_value(t.holds(self.get(p, 0, 0)))
+        } else {
+            let out = self.lanes.alloc(1, true, false);
+            for &l in self.masks.lanes(self.mask) {
+                let x = self.lanes.get(p, 0, l as usize);
+                self.lanes
+                    .set(out, 0, l as usize, f64::from(u8::from(t.holds(x))));
+            }
+            Value::Bool(out)
+        };
+        if self.recording && m.grad {
+            let out = v.payload().unwrap_or(self.false_p);
+            self.guard(Guard::Test(t), out, p, p);
         }
-        let out = self.lanes.alloc(1, true, false);
-        for &l in self.masks.lanes(self.mask) {
-            let x = self.lanes.get(p, 0, l as usize);
-            self.lanes
-                .set(out, 0, l as usize, f64::from(u8::from(f(x))));
-        }
-        Ok(Value::Bool(out))
+        Ok(v)
     }
 
     fn compare_chain(&mut self, c: Compare, base: usize, n: usize) -> Result<Value> {
@@ -518,25 +468,31 @@ impl Evaluator {
                 )
             })
         };
-        if !varying {
+        let out = if !varying {
             let ok = holds(self, 0);
-            return Ok(self.bool_value(ok));
+            if ok { self.true_p } else { self.false_p }
+        } else {
+            let out = self.lanes.alloc(1, true, false);
+            let lanes = self.take_lanes(true);
+            for &l in &lanes {
+                let ok = holds(self, l as usize);
+                self.set(out, 0, l as usize, f64::from(u8::from(ok)));
+            }
+            self.lane_buf = lanes;
+            out
+        };
+        if self.recording && (0..n).any(|i| self.lanes.meta(payload(self, i)).grad) {
+            self.guard_compare(c, base, n, out);
         }
-        let out = self.lanes.alloc(1, true, false);
-        let lanes = self.take_lanes(true);
-        for &l in &lanes {
-            let ok = holds(self, l as usize);
-            self.set(out, 0, l as usize, f64::from(u8::from(ok)));
-        }
-        self.lane_buf = lanes;
         Ok(Value::Bool(out))
     }
 
     /// The value of an index argument, identical on every active lane.
-    fn uniform_index(&self, v: Value, what: &str) -> Result<usize> {
+    fn uniform_index(&mut self, v: Value, what: &str) -> Result<usize> {
         let Value::Num(p) = v else {
             return Err(type_error(what, "an index number", v));
         };
+        self.taint_if_grad(p);
         let l0 = self.first_lane();
         let x = self.get(p, 0, if self.lanes.is_varying(p) { l0 } else { 0 });
         if self.lanes.is_varying(p) {
@@ -590,6 +546,8 @@ impl Evaluator {
     }
 
     fn elementwise_equal(&mut self, a: PayloadId, b: PayloadId, n: usize) -> Result<Value> {
+        self.taint_if_grad(a);
+        self.taint_if_grad(b);
         let out = self.lanes.alloc(1, true, false);
         for &l in self.masks.lanes(self.mask).to_vec().iter() {
             let l = l as usize;
@@ -603,6 +561,8 @@ impl Evaluator {
         let (Value::Bool(a), Value::Bool(b)) = (x, y) else {
             return Ok(self.bool_value(false));
         };
+        self.taint_if_grad(a);
+        self.taint_if_grad(b);
         if !self.lanes.is_varying(a) && !self.lanes.is_varying(b) {
             return Ok(self.bool_value(self.get(a, 0, 0) != 0.0 && self.get(b, 0, 0) != 0.0));
         }
@@ -715,6 +675,7 @@ impl Evaluator {
                         "eval of data holding lane-varying numbers",
                     ));
                 }
+                self.taint_if_grad(p);
                 let x = self.get(p, 0, 0);
                 if matches!(v, Value::Bool(_)) {
                     heap.alloc(Node::Bool(x != 0.0))
@@ -740,19 +701,7 @@ impl Evaluator {
         let varying = parts.iter().any(|&p| self.lanes.is_varying(p));
         let grad = self.recording && parts.iter().any(|&p| self.lanes.meta(p).grad);
         let out = self.lanes.alloc(n, varying, grad);
-        let lanes = self.take_lanes(varying);
-        let mut e0 = 0;
-        for &p in parts {
-            let k = self.lanes.n_elems(p);
-            for e in 0..k {
-                for &l in &lanes {
-                    let x = self.get(p, e, l as usize);
-                    self.set(out, e0 + e, l as usize, x);
-                }
-            }
-            e0 += k;
-        }
-        self.lane_buf = lanes;
+        kernels::concat(&mut self.lanes, &self.masks, self.mask, out, parts);
         if grad {
             let start = self.tape.extra.len() as u32;
             self.tape.extra.extend_from_slice(parts);
@@ -836,14 +785,7 @@ impl Evaluator {
         let m = self.lanes.meta(a);
         let grad = self.recording && m.grad;
         let out = self.lanes.alloc(n, m.varying, grad);
-        let lanes = self.take_lanes(m.varying);
-        for e in 0..n {
-            for &l in &lanes {
-                let x = self.get(a, start + e, l as usize);
-                self.set(out, e, l as usize, x);
-            }
-        }
-        self.lane_buf = lanes;
+        kernels::gather(&mut self.lanes, &self.masks, self.mask, out, a, start);
         if grad {
             self.tape.push(
                 TapeOp::Gather {
@@ -914,75 +856,17 @@ impl Evaluator {
         let grad = self.recording && (ma.grad || mb.is_some_and(|m| m.grad));
         let n_out = shape.n();
         let out = self.lanes.alloc(n_out, varying, grad);
-        if op.is_bilinear() || op.is_linear() {
-            // Structure-of-arrays path: one pass per term over contiguous lanes.
-            let nl = if varying { self.lanes.n_lanes() } else { 1 };
-            let terms = self
-                .term_cache
-                .get(op, ma.n as usize, mb.map_or(0, |m| m.n as usize));
-            let oo = self.lanes.meta(out).off as usize;
-            let (src, dst) = self.lanes.data.split_at_mut(oo);
-            let view = |m: crate::lanes::Meta| linalg::Strided {
-                data: &src[m.off as usize..],
-                w: if m.varying { nl } else { 1 },
-                s: usize::from(m.varying),
-            };
-            let sa = view(ma);
-            let sb = mb.map_or(
-                linalg::Strided {
-                    data: &[],
-                    w: 0,
-                    s: 0,
-                },
-                view,
-            );
-            let dst = &mut dst[..n_out * nl];
-            if !varying || self.mask == MaskId::FULL {
-                linalg::terms_forward(terms, op.is_bilinear(), sa, sb, dst, nl);
-            } else {
-                let act = self.masks.lanes(self.mask);
-                linalg::terms_forward_masked(terms, op.is_bilinear(), sa, sb, dst, nl, act);
-            }
-            if grad {
-                self.tape
-                    .push(TapeOp::Tensor(op), out, a, b.unwrap_or(a), self.mask);
-            }
-            return shape.value(out);
-        }
-        let lanes = self.take_lanes(varying);
-        let mut bufs = std::mem::take(&mut self.fbuf);
-        let [ba, bb, bo, ..] = &mut bufs;
-        ba.resize(ma.n as usize, 0.0);
-        bb.resize(mb.map_or(0, |m| m.n as usize), 0.0);
-        bo.resize(n_out, 0.0);
-        let nl = self.lanes.n_lanes();
-        let stride = |m: crate::lanes::Meta| {
-            if m.varying {
-                (m.off as usize, nl, 1)
-            } else {
-                (m.off as usize, 1, 0)
-            }
-        };
-        let (ao, aw, al) = stride(ma);
-        let (bo_, bw, bl) = mb.map_or((0, 0, 0), stride);
-        let (oo, ow, ol) = stride(self.lanes.meta(out));
-        for &l in &lanes {
-            let l = l as usize;
-            let data = &self.lanes.data;
-            for (e, x) in ba.iter_mut().enumerate() {
-                *x = data[ao + e * aw + l * al];
-            }
-            for (e, x) in bb.iter_mut().enumerate() {
-                *x = data[bo_ + e * bw + l * bl];
-            }
-            op.forward(ba, bb, bo);
-            let data = &mut self.lanes.data;
-            for (e, &x) in bo.iter().enumerate() {
-                data[oo + e * ow + l * ol] = x;
-            }
-        }
-        self.fbuf = bufs;
-        self.lane_buf = lanes;
+        kernels::tensor(
+            &mut self.lanes,
+            &self.masks,
+            self.mask,
+            &mut self.term_cache,
+            &mut self.fbuf,
+            op,
+            out,
+            a,
+            b,
+        );
         if grad {
             self.tape
                 .push(TapeOp::Tensor(op), out, a, b.unwrap_or(a), self.mask);
@@ -1006,53 +890,21 @@ impl Evaluator {
         let grad = self.recording && ma.grad;
         let inv = self.lanes.alloc(m * m, ma.varying, grad && p != Prim::Inv);
         let det = self.lanes.alloc(1, ma.varying, false);
-        let lanes = self.take_lanes(ma.varying);
-        let mut bufs = std::mem::take(&mut self.fbuf);
-        let [ba, bi, bw, ..] = &mut bufs;
-        ba.resize(m * m, 0.0);
-        bi.resize(m * m, 0.0);
-        bw.resize(m * m, 0.0);
-        if m == 2 && ma.varying && self.mask == MaskId::FULL {
-            // Closed-form 2×2 over contiguous lanes (the same expressions as `det_inv`).
-            let nl = self.lanes.n_lanes();
-            let (ao, io, dof) = (
-                ma.off as usize,
-                self.lanes.meta(inv).off as usize,
-                self.lanes.meta(det).off as usize,
-            );
-            let data = &mut self.lanes.data;
-            for l in 0..nl {
-                let (a0, a1, a2, a3) = (
-                    data[ao + l],
-                    data[ao + nl + l],
-                    data[ao + 2 * nl + l],
-                    data[ao + 3 * nl + l],
-                );
-                let d = a0 * a3 - a1 * a2;
-                data[io + l] = a3 / d;
-                data[io + nl + l] = -a1 / d;
-                data[io + 2 * nl + l] = -a2 / d;
-                data[io + 3 * nl + l] = a0 / d;
-                data[dof + l] = d;
-            }
-        } else {
-            for &l in &lanes {
-                let l = l as usize;
-                for (e, x) in ba.iter_mut().enumerate() {
-                    *x = self.get(a, e, l);
-                }
-                let d = linalg::det_inv(ba, m, bi, bw);
-                for (e, &x) in bi.iter().enumerate() {
-                    self.set(inv, e, l, x);
-                }
-                self.set(det, 0, l, d);
-            }
-        }
-        self.fbuf = bufs;
+        // `det` sits right after `inv`: the replay finds it there (see `replay.rs`).
+        debug_assert_eq!(det.0, inv.0 + 1);
+        kernels::det_inv(
+            &mut self.lanes,
+            &self.masks,
+            self.mask,
+            &mut self.fbuf,
+            m,
+            a,
+            inv,
+            det,
+        );
         let abs = self.opts.dialect == Dialect::Reference;
         match p {
             Prim::Inv => {
-                self.lane_buf = lanes;
                 if grad {
                     self.lanes.meta[inv.0 as usize].grad = true;
                     self.tape
@@ -1061,7 +913,6 @@ impl Evaluator {
                 Ok(Value::Matrix(inv, r, r))
             }
             Prim::Det => {
-                self.lane_buf = lanes;
                 self.lanes.meta[det.0 as usize].grad = grad;
                 if grad {
                     self.tape.push(
@@ -1076,12 +927,7 @@ impl Evaluator {
             }
             _ => {
                 let out = self.lanes.alloc(1, ma.varying, grad);
-                for &l in &lanes {
-                    let d = self.get(det, 0, l as usize);
-                    let x = if abs { d.abs().ln() } else { d.ln() };
-                    self.set(out, 0, l as usize, x);
-                }
-                self.lane_buf = lanes;
+                kernels::log_det(&mut self.lanes, &self.masks, self.mask, det, out, abs);
                 if grad {
                     self.tape.push(
                         TapeOp::Tensor(TensorOp::LogDet { m: r, abs }),
@@ -1154,6 +1000,9 @@ impl Evaluator {
     }
 
     fn show(&mut self, v: Value) -> String {
+        if let Some(p) = v.payload() {
+            self.taint_if_grad(p);
+        }
         match v {
             Value::Nil => "()".into(),
             Value::Num(p) => crate::print::number_to_string(self.get(p, 0, 0)),

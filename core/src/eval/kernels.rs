@@ -1,0 +1,333 @@
+//! Numeric kernels shared by the walk and the trace replay: each fills one freshly allocated
+//! payload from its inputs on the lanes of a mask, so a replayed node computes exactly what the
+//! walk computed (the same code, hence the same bits).
+
+use crate::lanes::{Lanes, PayloadId};
+use crate::linalg::{self, TensorOp, TermCache};
+use crate::mask::{LaneMask, MaskId};
+use crate::prims::{Binary, Unary, each_binary, each_unary};
+
+const LANE_ZERO: [u32; 1] = [0];
+
+/// The lanes a result is computed on: the mask's lanes for a varying result, lane 0 for a
+/// uniform one.
+#[inline]
+pub(crate) fn compute_lanes(masks: &LaneMask, mask: MaskId, varying: bool) -> &[u32] {
+    if varying {
+        masks.lanes(mask)
+    } else {
+        &LANE_ZERO
+    }
+}
+
+/// `out = op(a)` elementwise (same element count and lane layout as `a`).
+pub(crate) fn unary(
+    lanes: &mut Lanes,
+    masks: &LaneMask,
+    mask: MaskId,
+    op: Unary,
+    out: PayloadId,
+    a: PayloadId,
+) {
+    let ma = lanes.meta(a);
+    let mo = lanes.meta(out);
+    let b = lanes.n_lanes();
+    let n = ma.n as usize;
+    let (src, dst) = lanes.data.split_at_mut(mo.off as usize);
+    let src = &src[ma.off as usize..];
+    if !ma.varying {
+        for e in 0..n {
+            dst[e] = op.apply(src[e]);
+        }
+    } else if mask == MaskId::FULL {
+        each_unary!(op, op => {
+            for (d, s) in dst[..n * b].iter_mut().zip(&src[..n * b]) {
+                *d = op.apply(*s);
+            }
+        });
+    } else {
+        for e in 0..n {
+            for &l in masks.lanes(mask) {
+                let i = e * b + l as usize;
+                dst[i] = op.apply(src[i]);
+            }
+        }
+    }
+}
+
+/// `out = op(a, b)` elementwise, a one-element operand broadcast over the other's elements.
+pub(crate) fn binary(
+    lanes: &mut Lanes,
+    masks: &LaneMask,
+    mask: MaskId,
+    op: Binary,
+    out: PayloadId,
+    a: PayloadId,
+    bq: PayloadId,
+) {
+    let ma = lanes.meta(a);
+    let mb = lanes.meta(bq);
+    let mo = lanes.meta(out);
+    let varying = ma.varying || mb.varying;
+    let n = mo.n as usize;
+    let b = lanes.n_lanes();
+    let (src, dst) = lanes.data.split_at_mut(mo.off as usize);
+    let wa = if ma.varying { b } else { 1 };
+    let wb = if mb.varying { b } else { 1 };
+    if !varying || (b == 1 && mask == MaskId::FULL) {
+        // One value per element (uniform, or a single lane): a plain scalar loop.
+        let (sa, sb) = (usize::from(ma.n != 1), usize::from(mb.n != 1));
+        let (oa, ob) = (ma.off as usize, mb.off as usize);
+        for (e, d) in dst[..n].iter_mut().enumerate() {
+            *d = op.apply(src[oa + e * sa], src[ob + e * sb]);
+        }
+        return;
+    }
+    for e in 0..n {
+        let ea = if ma.n == 1 { 0 } else { e };
+        let eb = if mb.n == 1 { 0 } else { e };
+        let xa = &src[ma.off as usize + ea * wa..ma.off as usize + ea * wa + wa];
+        let xb = &src[mb.off as usize + eb * wb..mb.off as usize + eb * wb + wb];
+        if !varying {
+            dst[e] = op.apply(xa[0], xb[0]);
+            continue;
+        }
+        let d = &mut dst[e * b..(e + 1) * b];
+        if mask == MaskId::FULL {
+            each_binary!(op, op => {
+            match (ma.varying, mb.varying) {
+                (true, true) => d
+                    .iter_mut()
+                    .zip(xa.iter().zip(xb))
+                    .for_each(|(o, (p, q))| *o = op.apply(*p, *q)),
+                (true, false) => d
+                    .iter_mut()
+                    .zip(xa)
+                    .for_each(|(o, p)| *o = op.apply(*p, xb[0])),
+                _ => d
+                    .iter_mut()
+                    .zip(xb)
+                    .for_each(|(o, q)| *o = op.apply(xa[0], *q)),
+            }
+            });
+        } else {
+            for &l in masks.lanes(mask) {
+                let l = l as usize;
+                let p = if ma.varying { xa[l] } else { xa[0] };
+                let q = if mb.varying { xb[l] } else { xb[0] };
+                d[l] = op.apply(p, q);
+            }
+        }
+    }
+}
+
+/// `out = x` on lanes `xm`, `y` on lanes `ym` (`out` is varying).
+pub(crate) fn select(
+    lanes: &mut Lanes,
+    masks: &LaneMask,
+    out: PayloadId,
+    x: PayloadId,
+    xm: MaskId,
+    y: PayloadId,
+    ym: MaskId,
+) {
+    let n = lanes.n_elems(out);
+    for (src, m) in [(x, xm), (y, ym)] {
+        for &l in masks.lanes(m) {
+            for e in 0..n {
+                let v = lanes.get(src, e, l as usize);
+                lanes.set(out, e, l as usize, v);
+            }
+        }
+    }
+}
+
+/// `out` = the elements of `parts`, one after another.
+pub(crate) fn concat(
+    lanes: &mut Lanes,
+    masks: &LaneMask,
+    mask: MaskId,
+    out: PayloadId,
+    parts: &[PayloadId],
+) {
+    let act = compute_lanes(masks, mask, lanes.is_varying(out));
+    let mut e0 = 0;
+    for &p in parts {
+        let k = lanes.n_elems(p);
+        for e in 0..k {
+            for &l in act {
+                let x = lanes.get(p, e, l as usize);
+                lanes.set(out, e0 + e, l as usize, x);
+            }
+        }
+        e0 += k;
+    }
+}
+
+/// `out` = elements `start ..` of `a`.
+pub(crate) fn gather(
+    lanes: &mut Lanes,
+    masks: &LaneMask,
+    mask: MaskId,
+    out: PayloadId,
+    a: PayloadId,
+    start: usize,
+) {
+    let act = compute_lanes(masks, mask, lanes.is_varying(out));
+    for e in 0..lanes.n_elems(out) {
+        for &l in act {
+            let x = lanes.get(a, start + e, l as usize);
+            lanes.set(out, e, l as usize, x);
+        }
+    }
+}
+
+/// A per-lane tensor op (not the determinant family) into `out`.
+#[allow(clippy::too_many_arguments)] // the arenas and scratch a kernel needs, spelled out
+pub(crate) fn tensor(
+    lanes: &mut Lanes,
+    masks: &LaneMask,
+    mask: MaskId,
+    term_cache: &mut TermCache,
+    bufs: &mut [Vec<f64>; 5],
+    op: TensorOp,
+    out: PayloadId,
+    a: PayloadId,
+    b: Option<PayloadId>,
+) {
+    let ma = lanes.meta(a);
+    let mb = b.map(|b| lanes.meta(b));
+    let mo = lanes.meta(out);
+    let varying = mo.varying;
+    let n_out = mo.n as usize;
+    if op.is_bilinear() || op.is_linear() {
+        // Structure-of-arrays path: one pass per term over contiguous lanes.
+        let nl = if varying { lanes.n_lanes() } else { 1 };
+        let terms = term_cache.get(op, ma.n as usize, mb.map_or(0, |m| m.n as usize));
+        let oo = mo.off as usize;
+        let (src, dst) = lanes.data.split_at_mut(oo);
+        let view = |m: crate::lanes::Meta| linalg::Strided {
+            data: &src[m.off as usize..],
+            w: if m.varying { nl } else { 1 },
+            s: usize::from(m.varying),
+        };
+        let sa = view(ma);
+        let sb = mb.map_or(
+            linalg::Strided {
+                data: &[],
+                w: 0,
+                s: 0,
+            },
+            view,
+        );
+        let dst = &mut dst[..n_out * nl];
+        if !varying || mask == MaskId::FULL {
+            linalg::terms_forward(terms, op.is_bilinear(), sa, sb, dst, nl);
+        } else {
+            let act = masks.lanes(mask);
+            linalg::terms_forward_masked(terms, op.is_bilinear(), sa, sb, dst, nl, act);
+        }
+        return;
+    }
+    let [ba, bb, bo, ..] = bufs;
+    ba.resize(ma.n as usize, 0.0);
+    bb.resize(mb.map_or(0, |m| m.n as usize), 0.0);
+    bo.resize(n_out, 0.0);
+    let nl = lanes.n_lanes();
+    let stride = |m: crate::lanes::Meta| {
+        if m.varying {
+            (m.off as usize, nl, 1)
+        } else {
+            (m.off as usize, 1, 0)
+        }
+    };
+    let (ao, aw, al) = stride(ma);
+    let (bo_, bw, bl) = mb.map_or((0, 0, 0), stride);
+    let (oo, ow, ol) = stride(mo);
+    for &l in compute_lanes(masks, mask, varying) {
+        let l = l as usize;
+        let data = &lanes.data;
+        for (e, x) in ba.iter_mut().enumerate() {
+            *x = data[ao + e * aw + l * al];
+        }
+        for (e, x) in bb.iter_mut().enumerate() {
+            *x = data[bo_ + e * bw + l * bl];
+        }
+        op.forward(ba, bb, bo);
+        let data = &mut lanes.data;
+        for (e, &x) in bo.iter().enumerate() {
+            data[oo + e * ow + l * ol] = x;
+        }
+    }
+}
+
+/// The inverse of the `m`×`m` matrix `a` into `inv` and its determinant into `det`.
+#[allow(clippy::too_many_arguments)] // the arenas and scratch a kernel needs, spelled out
+pub(crate) fn det_inv(
+    lanes: &mut Lanes,
+    masks: &LaneMask,
+    mask: MaskId,
+    bufs: &mut [Vec<f64>; 5],
+    m: usize,
+    a: PayloadId,
+    inv: PayloadId,
+    det: PayloadId,
+) {
+    let ma = lanes.meta(a);
+    let [ba, bi, bw, ..] = bufs;
+    ba.resize(m * m, 0.0);
+    bi.resize(m * m, 0.0);
+    bw.resize(m * m, 0.0);
+    if m == 2 && ma.varying && mask == MaskId::FULL {
+        // Closed-form 2×2 over contiguous lanes (the same expressions as `det_inv`).
+        let nl = lanes.n_lanes();
+        let (ao, io, dof) = (
+            ma.off as usize,
+            lanes.meta(inv).off as usize,
+            lanes.meta(det).off as usize,
+        );
+        let data = &mut lanes.data;
+        for l in 0..nl {
+            let (a0, a1, a2, a3) = (
+                data[ao + l],
+                data[ao + nl + l],
+                data[ao + 2 * nl + l],
+                data[ao + 3 * nl + l],
+            );
+            let d = a0 * a3 - a1 * a2;
+            data[io + l] = a3 / d;
+            data[io + nl + l] = -a1 / d;
+            data[io + 2 * nl + l] = -a2 / d;
+            data[io + 3 * nl + l] = a0 / d;
+            data[dof + l] = d;
+        }
+    } else {
+        for &l in compute_lanes(masks, mask, ma.varying) {
+            let l = l as usize;
+            for (e, x) in ba.iter_mut().enumerate() {
+                *x = lanes.get(a, e, l);
+            }
+            let d = linalg::det_inv(ba, m, bi, bw);
+            for (e, &x) in bi.iter().enumerate() {
+                lanes.set(inv, e, l, x);
+            }
+            lanes.set(det, 0, l, d);
+        }
+    }
+}
+
+/// `out = log det` (or `log |det|` when `abs`) from a determinant payload.
+pub(crate) fn log_det(
+    lanes: &mut Lanes,
+    masks: &LaneMask,
+    mask: MaskId,
+    det: PayloadId,
+    out: PayloadId,
+    abs: bool,
+) {
+    for &l in compute_lanes(masks, mask, lanes.is_varying(out)) {
+        let d = lanes.get(det, 0, l as usize);
+        let x = if abs { d.abs().ln() } else { d.ln() };
+        lanes.set(out, 0, l as usize, x);
+    }
+}

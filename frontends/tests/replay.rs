@@ -1,0 +1,269 @@
+//! Trace replay: a reused evaluator that replays its recorded trace returns, bit for bit, what a
+//! fresh walk returns — for every oracle and corpus program over a sequence of parameter values,
+//! for branches on parameters (guards hold, then fail), and for changed data — and replays at all
+//! where it should (Kalman, the corpus).
+
+mod common;
+
+use common::{Failure, LaneBits, fuzz_corpus, lane_bits, opts, oracle_programs};
+use ndvm_core::{Dialect, EvalOptions, Evaluation, Evaluator, Heap, Inputs};
+
+/// The bits of every lane of a result, or its error.
+fn bits(r: &Result<Evaluation, Failure>, n_lanes: usize) -> Result<Vec<LaneBits>, String> {
+    match r {
+        Ok(e) => Ok((0..n_lanes).map(|l| lane_bits(e, l)).collect()),
+        Err(f) => Err(f.to_string()),
+    }
+}
+
+/// Runs `seq` through one reused evaluator (replay on) and compares each result with a fresh
+/// evaluator's walk (replay off); returns which runs were replays.
+fn check_sequence(name: &str, src: &str, opts: EvalOptions, seq: &[Inputs]) -> Vec<bool> {
+    let mut heap = Heap::new();
+    let program = ndvm_frontends::scheme::parse(&mut heap, src)
+        .unwrap_or_else(|e| panic!("{name}: parse: {e}"));
+    let mut reused = Evaluator::new(opts.clone());
+    let mut replayed = Vec::new();
+    for (k, inputs) in seq.iter().enumerate() {
+        let got = reused
+            .eval_grad(&mut heap, &program, inputs)
+            .map_err(|e| Failure::Eval {
+                kind: e.kind,
+                message: e.message,
+                at: None,
+            });
+        replayed.push(reused.last_run_replayed());
+        let mut fresh = Evaluator::new(opts.clone().with_replay(false));
+        let want = fresh
+            .eval_grad(&mut heap, &program, inputs)
+            .map_err(|e| Failure::Eval {
+                kind: e.kind,
+                message: e.message,
+                at: None,
+            });
+        assert!(
+            !fresh.last_run_replayed(),
+            "{name}: replay off yet replayed"
+        );
+        assert_eq!(
+            bits(&got, opts.n_lanes),
+            bits(&want, opts.n_lanes),
+            "{name}: run {k} (replayed: {}) differs from a fresh walk",
+            replayed[k]
+        );
+    }
+    replayed
+}
+
+/// Parameter scalings tried in order: the recording point, small moves (guards hold), larger
+/// ones and a sign flip (guards may fail, and the walk takes over).
+const SCALES: [f64; 6] = [1.0, 1.001, 0.999, 1.001, 2.0, -1.0];
+
+#[test]
+fn oracle_programs_replay_bit_for_bit() {
+    let mut replays = 0;
+    let mut kalman_replays = 0;
+    for p in oracle_programs() {
+        let seq: Vec<Inputs> = SCALES
+            .iter()
+            .map(|s| {
+                let mut inputs = Inputs::new();
+                for (n, v) in &p.scalars {
+                    inputs = inputs.param(n, v * s);
+                }
+                p.with_matrix(inputs)
+            })
+            .collect();
+        let r = check_sequence(&p.name, &p.src, opts(Dialect::Reference, 1), &seq);
+        assert!(!r[0], "{}: the first run cannot be a replay", p.name);
+        replays += r.iter().filter(|&&x| x).count();
+        if p.name == "kalman2d_T80" {
+            kalman_replays = r.iter().filter(|&&x| x).count();
+        }
+    }
+    assert_eq!(
+        kalman_replays,
+        SCALES.len() - 1,
+        "kalman2d_T80 replays every run after the first"
+    );
+    assert!(replays >= 100, "only {replays} oracle runs replayed");
+}
+
+#[test]
+fn corpus_programs_replay_bit_for_bit_at_one_and_several_lanes() {
+    let corpus = fuzz_corpus();
+    assert_eq!(corpus.len(), 200);
+    let mut replays = 0;
+    for p in &corpus {
+        // One lane, uniform parameters.
+        let seq: Vec<Inputs> = SCALES
+            .iter()
+            .map(|s| {
+                p.params
+                    .iter()
+                    .fold(Inputs::new(), |acc, (n, v)| acc.param(n, v * s))
+            })
+            .collect();
+        let name = format!("fuzz #{}", p.id);
+        let r = check_sequence(&name, &p.src, opts(Dialect::Default, 1), &seq);
+        replays += r.iter().filter(|&&x| x).count();
+        // Five lanes, per-lane parameters spread around the point.
+        let seq: Vec<Inputs> = SCALES
+            .iter()
+            .map(|s| {
+                p.params.iter().fold(Inputs::new(), |acc, (n, v)| {
+                    acc.param_lanes(n, (0..5).map(|l| v * s * (1.0 + 0.1 * l as f64)).collect())
+                })
+            })
+            .collect();
+        check_sequence(&name, &p.src, opts(Dialect::Default, 5), &seq);
+    }
+    assert!(
+        replays >= 500,
+        "only {replays} of 1000 corpus runs replayed"
+    );
+}
+
+fn lanes(xs: &[f64]) -> Vec<f64> {
+    xs.to_vec()
+}
+
+#[test]
+fn branch_on_a_parameter_replays_while_its_guard_holds() {
+    let src = "(if (< a 0.0) (* a a) (- (* 3.0 a)))";
+    let one = |a: f64| Inputs::new().param("a", a);
+    let r = check_sequence(
+        "if on a",
+        src,
+        opts(Dialect::Default, 1),
+        &[one(1.0), one(2.0), one(-1.0), one(-2.0), one(3.0)],
+    );
+    assert_eq!(r, [false, true, false, true, false]);
+
+    // Four lanes whose branches split; the guard is the whole lane pattern.
+    let four = |xs: &[f64]| Inputs::new().param_lanes("a", lanes(xs));
+    let r = check_sequence(
+        "if on a, four lanes",
+        src,
+        opts(Dialect::Default, 4),
+        &[
+            four(&[1.0, -1.0, 2.0, -2.0]),
+            four(&[1.5, -0.5, 2.5, -2.5]),
+            four(&[-1.5, -0.5, 2.5, -2.5]),
+        ],
+    );
+    assert_eq!(r, [false, true, false]);
+}
+
+#[test]
+fn loop_trip_count_on_a_parameter_is_guarded() {
+    // Halve x until it drops below 1: the trip count depends on the parameter.
+    let src = "(loop ((x a) (k 0)) (if (< x 1.0) (+ x k) (recur (* x 0.5) (+ k 1))))";
+    let one = |a: f64| Inputs::new().param("a", a);
+    let r = check_sequence(
+        "loop on a",
+        src,
+        opts(Dialect::Default, 1),
+        &[one(5.0), one(6.0), one(9.0), one(9.5)],
+    );
+    assert_eq!(r, [false, true, false, true]);
+}
+
+#[test]
+fn non_differentiable_ops_are_guarded() {
+    // floor, zero?, positive? and quotient of parameters decide values and an index.
+    let src = "(+ (ref (vec 10.0 20.0 30.0 40.0) (floor a))
+                  (if (positive? (- a 1.5)) a (* 2.0 a))
+                  (if (zero? (floor (* 0.1 a))) 0.0 a)
+                  (quotient (floor a) 2.0))";
+    let one = |a: f64| Inputs::new().param("a", a);
+    let r = check_sequence(
+        "guards",
+        src,
+        opts(Dialect::Default, 1),
+        &[one(1.2), one(1.3), one(1.7), one(2.2), one(2.9), one(3.1)],
+    );
+    assert_eq!(r, [false, true, false, false, true, false]);
+}
+
+#[test]
+fn structural_reads_of_parameters_are_never_replayed() {
+    // In the reference dialect a number is a truth value: `(if a …)` reads the parameter itself.
+    let one = |a: f64| Inputs::new().param("a", a);
+    let r = check_sequence(
+        "truthiness of a",
+        "(if a (* a a) 1.0)",
+        opts(Dialect::Reference, 1),
+        &[one(1.0), one(2.0), one(0.0), one(3.0)],
+    );
+    assert_eq!(r, [false; 4]);
+    // A parameter used as an index.
+    let r = check_sequence(
+        "index a",
+        "(* a (ref (vec 1.0 2.0 3.0) a))",
+        opts(Dialect::Default, 1),
+        &[one(1.0), one(1.0), one(2.0)],
+    );
+    assert_eq!(r, [false; 3]);
+}
+
+#[test]
+fn changed_data_or_shapes_are_walked() {
+    let src = "(* a (+ x (ref m 1 0)))";
+    let base = |a: f64, x: f64, m10: f64| {
+        Inputs::new()
+            .param_lanes("a", vec![a, a + 1.0])
+            .input_lanes("x", vec![x, x * 2.0])
+            .matrix("m", 2, 2, vec![1.0, 2.0, m10, 4.0])
+    };
+    let r = check_sequence(
+        "data",
+        src,
+        opts(Dialect::Default, 2),
+        &[
+            base(1.0, 1.0, 3.0),
+            base(2.0, 1.0, 3.0),
+            base(2.0, 1.5, 3.0),
+            base(3.0, 1.5, 3.0),
+            base(3.0, 1.5, 5.0),
+            base(4.0, 1.5, 5.0),
+        ],
+    );
+    assert_eq!(r, [false, true, false, true, false, true]);
+    // The same names with another shape: uniform instead of per lane.
+    let uniform = Inputs::new()
+        .param("a", 1.0)
+        .input_lanes("x", vec![1.5, 3.0])
+        .matrix("m", 2, 2, vec![1.0, 2.0, 5.0, 4.0]);
+    let r = check_sequence(
+        "shape change",
+        src,
+        opts(Dialect::Default, 2),
+        &[base(1.0, 1.5, 5.0), uniform.clone(), uniform],
+    );
+    assert_eq!(r, [false, false, true]);
+}
+
+#[test]
+fn a_forward_run_between_gradient_runs_forces_a_walk() {
+    let src = "(* a a a)";
+    let mut heap = Heap::new();
+    let program = ndvm_frontends::scheme::parse(&mut heap, src).expect("parse");
+    let mut ev = Evaluator::new(opts(Dialect::Default, 1));
+    let at = |a: f64| Inputs::new().param("a", a);
+    let g = |ev: &mut Evaluator, heap: &mut Heap, a: f64| {
+        let e = ev.eval_grad(heap, &program, &at(a)).expect("runs");
+        (
+            e.value.number(0),
+            e.grads[0].per_lane[0],
+            ev.last_run_replayed(),
+        )
+    };
+    assert_eq!(g(&mut ev, &mut heap, 2.0), (Some(8.0), 12.0, false));
+    assert_eq!(g(&mut ev, &mut heap, 3.0), (Some(27.0), 27.0, true));
+    let fwd = ev.eval(&mut heap, &program, &at(5.0)).expect("runs");
+    assert_eq!(fwd.value.number(0), Some(125.0));
+    assert!(!ev.last_run_replayed());
+    assert_eq!(g(&mut ev, &mut heap, 1.0), (Some(1.0), 3.0, false));
+    assert_eq!(g(&mut ev, &mut heap, 4.0), (Some(64.0), 48.0, true));
+}
