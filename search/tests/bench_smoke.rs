@@ -92,8 +92,10 @@ fn quick_bench_writes_both_reports() {
     for row in rows {
         for key in [
             "interp_grad_us",
+            "interp_grad_walk_us",
             "ceiling_grad_us",
             "ratio_grad",
+            "ratio_grad_walk",
             "interp_fwd_us",
             "ceiling_fwd_us",
             "ratio_fwd",
@@ -101,7 +103,13 @@ fn quick_bench_writes_both_reports() {
             positive(&row[key], key);
         }
         assert!(row["max_rel_diff"].as_f64().unwrap() <= 1e-9);
-        for key in ["interp_grad", "ceiling_grad", "interp_fwd", "ceiling_fwd"] {
+        for key in [
+            "interp_grad",
+            "interp_grad_walk",
+            "ceiling_grad",
+            "interp_fwd",
+            "ceiling_fwd",
+        ] {
             check_timing(&row[key], key);
         }
     }

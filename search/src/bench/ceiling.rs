@@ -223,7 +223,7 @@ mod tests {
         ];
         let q: Vec<f64> = points.iter().map(|p| p.0).collect();
         let r: Vec<f64> = points.iter().map(|p| p.1).collect();
-        let mut runner = kalman::KalmanRunner::new(&case, points.len()).unwrap();
+        let mut runner = kalman::KalmanRunner::new(&case, points.len(), true).unwrap();
         runner.set_params(&q, &r);
         runner.run(true).unwrap();
         for (lane, &(q, r)) in points.iter().enumerate() {

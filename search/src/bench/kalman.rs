@@ -124,15 +124,20 @@ pub struct KalmanRunner {
 }
 
 impl KalmanRunner {
-    /// A runner for `n_lanes` lanes, with every lane at the oracle's `(q, r)`.
-    pub fn new(case: &KalmanCase, n_lanes: usize) -> Result<KalmanRunner> {
+    /// A runner for `n_lanes` lanes, with every lane at the oracle's `(q, r)`; `replay`: gradient
+    /// runs after the first replay the recorded trace (see `EvalOptions::replay`) instead of walking.
+    pub fn new(case: &KalmanCase, n_lanes: usize, replay: bool) -> Result<KalmanRunner> {
         let mut heap = Heap::new();
         let program = evalcmd::parse_program(&mut heap, "kalman2d_T80.scm", &case.src)?;
         let mut inputs = Inputs::new();
         inputs.push("q", InputValue::Lanes(vec![case.q; n_lanes]), true);
         inputs.push("r", InputValue::Lanes(vec![case.r; n_lanes]), true);
         inputs.push("obs", case.obs_input(), false);
-        let evaluator = Evaluator::new(EvalOptions::new(n_lanes).with_dialect(Dialect::Reference));
+        let evaluator = Evaluator::new(
+            EvalOptions::new(n_lanes)
+                .with_dialect(Dialect::Reference)
+                .with_replay(replay),
+        );
         Ok(KalmanRunner {
             src: case.src.clone(),
             heap,
@@ -177,6 +182,11 @@ impl KalmanRunner {
         })
     }
 
+    /// Whether the last run replayed the recorded trace.
+    pub fn replayed(&self) -> bool {
+        self.evaluator.last_run_replayed()
+    }
+
     /// Floats the evaluator's payload arena held at the end of the last run (a memory gauge).
     pub fn arena_floats(&self) -> usize {
         self.evaluator.arena_floats()
@@ -198,12 +208,17 @@ impl KalmanRunner {
 pub struct SweepRow {
     /// Lane count B.
     pub n_lanes: usize,
-    /// Interpreter, forward and gradient, per lane (µs).
+    /// Interpreter, forward and gradient, per lane (µs): the recorded trace replayed with new
+    /// parameters (every timed run changes `(q, r)`).
     pub interp_grad_us: f64,
+    /// Interpreter, forward and gradient walking the program every run (replay off), per lane (µs).
+    pub interp_grad_walk_us: f64,
     /// Ceiling, forward and gradient, per evaluation (µs).
     pub ceiling_grad_us: f64,
     /// `interp_grad_us / ceiling_grad_us`.
     pub ratio_grad: f64,
+    /// `interp_grad_walk_us / ceiling_grad_us`.
+    pub ratio_grad_walk: f64,
     /// Interpreter, forward only, per lane (µs).
     pub interp_fwd_us: f64,
     /// Ceiling, forward only, per evaluation (µs).
@@ -217,8 +232,10 @@ pub struct SweepRow {
     pub arena_floats_grad: usize,
     /// Floats in the payload arena after a forward-only run.
     pub arena_floats_fwd: usize,
-    /// Raw interpreter forward+gradient timing (per call of B lanes).
+    /// Raw interpreter forward+gradient timing, replayed (per call of B lanes).
     pub interp_grad: Timing,
+    /// Raw interpreter forward+gradient timing, walked.
+    pub interp_grad_walk: Timing,
     /// Raw ceiling forward+gradient timing (per call of B evaluations).
     pub ceiling_grad: Timing,
     /// Raw interpreter forward-only timing.
@@ -244,18 +261,29 @@ pub fn sweep(
     for n_lanes in LANE_COUNTS {
         progress(&format!("kalman: B = {n_lanes}"));
         let (q, r) = case.lane_params(n_lanes);
-        let mut runner = KalmanRunner::new(case, n_lanes)?;
-        runner.set_params(&q, &r);
+        // A second parameter point: replayed runs alternate between the two.
+        let q2: Vec<f64> = q.iter().map(|x| x * (1.0 + 1e-4)).collect();
+        let r2: Vec<f64> = r.iter().map(|x| x * (1.0 - 1e-4)).collect();
+        let mut runner = KalmanRunner::new(case, n_lanes, true)?;
 
-        // Same function: compare every lane with the ceiling before timing anything.
-        runner.run(true)?;
+        // Same function: compare every lane with the ceiling before timing anything, after the
+        // recording walk and after a replay at the second point.
         let mut max_rel_diff = 0.0f64;
-        for lane in 0..n_lanes {
-            let (v, g, fault) = runner.lane_result(lane);
-            let (cv, cg) = ceiling::kalman_nll_grad(&case.obs, q[lane], r[lane]);
-            assert!(!fault, "kalman lane {lane} of {n_lanes} faulted");
-            for (a, b) in [(v, cv), (g[0], cg[0]), (g[1], cg[1])] {
-                max_rel_diff = max_rel_diff.max(rel_diff(a, b));
+        for (qs, rs, replayed) in [(&q, &r, false), (&q2, &r2, true)] {
+            runner.set_params(qs, rs);
+            runner.run(true)?;
+            assert_eq!(
+                runner.replayed(),
+                replayed,
+                "kalman replay at B = {n_lanes}"
+            );
+            for lane in 0..n_lanes {
+                let (v, g, fault) = runner.lane_result(lane);
+                let (cv, cg) = ceiling::kalman_nll_grad(&case.obs, qs[lane], rs[lane]);
+                assert!(!fault, "kalman lane {lane} of {n_lanes} faulted");
+                for (a, b) in [(v, cv), (g[0], cg[0]), (g[1], cg[1])] {
+                    max_rel_diff = max_rel_diff.max(rel_diff(a, b));
+                }
             }
         }
         assert!(
@@ -264,13 +292,25 @@ pub fn sweep(
         );
 
         let arena_floats_grad = runner.arena_floats();
-        runner.run(false)?;
-        let arena_floats_fwd = runner.arena_floats();
-
-        // The four cases are sampled round-robin, so the ratios compare like with like.
-        let mut fwd_runner = KalmanRunner::new(case, n_lanes)?;
+        let mut fwd_runner = KalmanRunner::new(case, n_lanes, true)?;
         fwd_runner.set_params(&q, &r);
-        let mut interp_grad = || runner.run(true);
+        fwd_runner.run(false)?;
+        let arena_floats_fwd = fwd_runner.arena_floats();
+        let mut walk_runner = KalmanRunner::new(case, n_lanes, false)?;
+        walk_runner.set_params(&q, &r);
+
+        // The cases are sampled round-robin, so the ratios compare like with like.
+        let mut flip = false;
+        let mut interp_grad = || {
+            flip = !flip;
+            if flip {
+                runner.set_params(&q2, &r2);
+            } else {
+                runner.set_params(&q, &r);
+            }
+            runner.run(true)
+        };
+        let mut interp_grad_walk = || walk_runner.run(true);
         let mut interp_fwd = || fwd_runner.run(false);
         let mut ceiling_grad = || {
             for (&q, &r) in q.iter().zip(&r) {
@@ -292,20 +332,24 @@ pub fn sweep(
             budget,
             &mut [
                 &mut interp_grad,
+                &mut interp_grad_walk,
                 &mut interp_fwd,
                 &mut ceiling_grad,
                 &mut ceiling_fwd,
             ],
         )?
         .into_iter();
-        let mut next = || timings.next().expect("four timings");
-        let (interp_grad, interp_fwd, ceiling_grad, ceiling_fwd) = (next(), next(), next(), next());
+        let mut next = || timings.next().expect("five timings");
+        let (interp_grad, interp_grad_walk, interp_fwd, ceiling_grad, ceiling_fwd) =
+            (next(), next(), next(), next(), next());
         let per = |t: &Timing| t.median_us / n_lanes as f64;
         rows.push(SweepRow {
             n_lanes,
             interp_grad_us: per(&interp_grad),
+            interp_grad_walk_us: per(&interp_grad_walk),
             ceiling_grad_us: per(&ceiling_grad),
             ratio_grad: interp_grad.median_us / ceiling_grad.median_us,
+            ratio_grad_walk: interp_grad_walk.median_us / ceiling_grad.median_us,
             interp_fwd_us: per(&interp_fwd),
             ceiling_fwd_us: per(&ceiling_fwd),
             ratio_fwd: interp_fwd.median_us / ceiling_fwd.median_us,
@@ -313,6 +357,7 @@ pub fn sweep(
             arena_floats_grad,
             arena_floats_fwd,
             interp_grad,
+            interp_grad_walk,
             ceiling_grad,
             interp_fwd,
             ceiling_fwd,
@@ -325,19 +370,31 @@ pub fn sweep(
 pub fn table(rows: &[SweepRow]) -> String {
     let mut s = String::from(
         "kalman2d_T80, reference dialect: median µs per lane (interpreter) and per evaluation (ceiling);\n\
+         replay: the recorded trace re-run with new (q, r); walk: the program walked every run;\n\
          tape MiB: payload arena after a forward+gradient run\n",
     );
     s += &format!(
-        "{:>6} | {:>12} {:>12} {:>8} | {:>12} {:>12} {:>8} | {:>10}\n",
-        "B", "fwd+grad", "ceiling", "ratio", "fwd only", "ceiling", "ratio", "tape MiB"
+        "{:>6} | {:>10} {:>10} {:>10} {:>8} {:>8} | {:>10} {:>10} {:>8} | {:>8}\n",
+        "B",
+        "replay",
+        "walk",
+        "ceiling",
+        "ratio",
+        "(walk)",
+        "fwd only",
+        "ceiling",
+        "ratio",
+        "tape MiB"
     );
     for row in rows {
         s += &format!(
-            "{:>6} | {:>12.3} {:>12.3} {:>7.1}x | {:>12.3} {:>12.3} {:>7.1}x | {:>10.2}\n",
+            "{:>6} | {:>10.3} {:>10.3} {:>10.3} {:>7.1}x {:>7.1}x | {:>10.3} {:>10.3} {:>7.1}x | {:>8.2}\n",
             row.n_lanes,
             row.interp_grad_us,
+            row.interp_grad_walk_us,
             row.ceiling_grad_us,
             row.ratio_grad,
+            row.ratio_grad_walk,
             row.interp_fwd_us,
             row.ceiling_fwd_us,
             row.ratio_fwd,

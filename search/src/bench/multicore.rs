@@ -4,7 +4,8 @@
 //!
 //! Work is split statically into one contiguous chunk per thread; each chunk owns a warmed-up
 //! [`KalmanRunner`] (its own heap, evaluator and buffers), so no state is shared between threads
-//! and results land at their candidate's index.
+//! and results land at their candidate's index. Candidates stand for distinct programs, so every
+//! run walks (trace replay off): this measures the walk's scaling, not the replay's.
 
 use rayon::prelude::*;
 use serde::Serialize;
@@ -106,7 +107,7 @@ pub fn scaling(
                 .build()
                 .expect("a rayon thread pool");
             let runners = (0..n_threads)
-                .map(|_| KalmanRunner::new(case, 1))
+                .map(|_| KalmanRunner::new(case, 1, false))
                 .collect::<Result<Vec<_>>>()?;
             Ok(Setup {
                 pool,
