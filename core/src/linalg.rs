@@ -524,6 +524,18 @@ pub(crate) fn terms_forward(
     b: usize,
 ) {
     out.iter_mut().for_each(|x| *x = 0.0);
+    if b == 1 {
+        // One value per element: the same products and sums as below, without the lane slices.
+        for t in terms {
+            let (i, j, c) = (t.i as usize, t.j as usize, t.coeff);
+            out[t.o as usize] += if bilinear {
+                c * a.at(i, 0) * bb.at(j, 0)
+            } else {
+                c * a.at(i, 0)
+            };
+        }
+        return;
+    }
     for t in terms {
         let o = &mut out[t.o as usize * b..(t.o as usize + 1) * b];
         let (i, j, c) = (t.i as usize, t.j as usize, t.coeff);
@@ -801,7 +813,7 @@ impl TermCache {
         let found = self
             .entries
             .iter()
-            .position(|e| e.0 == op && e.1 == na && e.2 == nb);
+            .position(|e| e.1 == na && e.2 == nb && e.0 == op);
         let i = match found {
             Some(i) => i,
             None => {

@@ -980,9 +980,17 @@ impl Evaluator {
                 return;
             }
         };
-        for l in 0..b {
-            for e in 0..n {
-                buf.push(self.get(p, e, l));
+        let m = self.lanes.meta(p);
+        let off = m.off as usize;
+        if n == 1 && m.varying {
+            buf.extend_from_slice(&self.lanes.data[off..off + b]);
+        } else if n == 1 {
+            buf.resize(b, self.lanes.data[off]);
+        } else {
+            for l in 0..b {
+                for e in 0..n {
+                    buf.push(self.get(p, e, l));
+                }
             }
         }
         *out = match v {
