@@ -569,6 +569,8 @@ pub(crate) fn terms_forward(
 
 /// Structure-of-arrays VJP of a bilinear/linear op over all `b` lanes: accumulates into the
 /// adjoint slices `da` / `db` (B lanes per element; `None` when that input needs no gradient).
+/// `fresh[k]` marks an adjoint slice whose floats are stale, not yet written: each element's
+/// first term writes it (as if it had been zeroed first) and elements no term reaches are zeroed.
 #[allow(clippy::too_many_arguments)] // the two inputs, their adjoints, the terms and the width
 pub(crate) fn terms_vjp(
     terms: &[Term],
@@ -579,41 +581,89 @@ pub(crate) fn terms_vjp(
     mut da: Option<&mut [f64]>,
     mut db: Option<&mut [f64]>,
     b: usize,
+    fresh: [bool; 2],
 ) {
+    // Bit e of `pending[k]`: element e of that slice is stale (up to 64 elements, else zeroed).
+    let mut pending = [0u64; 2];
+    for (k, d) in [da.as_deref_mut(), db.as_deref_mut()]
+        .into_iter()
+        .enumerate()
+    {
+        if let Some(d) = d
+            && fresh[k]
+        {
+            match d.len() / b.max(1) {
+                64 => pending[k] = u64::MAX,
+                n if n < 64 => pending[k] = (1 << n) - 1,
+                _ => d.fill(0.0),
+            }
+        }
+    }
+    let mut first = |k: usize, e: usize| {
+        let f = e < 64 && pending[k] >> e & 1 != 0;
+        if f {
+            pending[k] &= !(1 << e);
+        }
+        f
+    };
     for t in terms {
         let go = &g[t.o as usize * b..(t.o as usize + 1) * b];
         let (i, j, c) = (t.i as usize, t.j as usize, t.coeff);
         if let Some(da) = da.as_deref_mut() {
             let d = &mut da[i * b..(i + 1) * b];
+            let f = first(0, i);
             if !bilinear {
-                d.iter_mut().zip(go).for_each(|(d, g)| *d += c * g);
+                d.iter_mut()
+                    .zip(go)
+                    .for_each(|(d, g)| *d = stale_or(f, *d) + c * g);
             } else {
                 match bb.lanes(j, b) {
                     Some(y) => d
                         .iter_mut()
                         .zip(go.iter().zip(y))
-                        .for_each(|(d, (g, y))| *d += c * g * y),
+                        .for_each(|(d, (g, y))| *d = stale_or(f, *d) + c * g * y),
                     None => {
                         let y = bb.at(j, 0);
-                        d.iter_mut().zip(go).for_each(|(d, g)| *d += c * g * y);
+                        d.iter_mut()
+                            .zip(go)
+                            .for_each(|(d, g)| *d = stale_or(f, *d) + c * g * y);
                     }
                 }
             }
         }
         if bilinear && let Some(db) = db.as_deref_mut() {
             let d = &mut db[j * b..(j + 1) * b];
+            let f = first(1, j);
             match a.lanes(i, b) {
                 Some(x) => d
                     .iter_mut()
                     .zip(go.iter().zip(x))
-                    .for_each(|(d, (g, x))| *d += c * g * x),
+                    .for_each(|(d, (g, x))| *d = stale_or(f, *d) + c * g * x),
                 None => {
                     let x = a.at(i, 0);
-                    d.iter_mut().zip(go).for_each(|(d, g)| *d += c * g * x);
+                    d.iter_mut()
+                        .zip(go)
+                        .for_each(|(d, g)| *d = stale_or(f, *d) + c * g * x);
                 }
             }
         }
     }
+    for (k, d) in [da, db].into_iter().enumerate() {
+        if let Some(d) = d {
+            let mut left = pending[k];
+            while left != 0 {
+                let e = left.trailing_zeros() as usize;
+                left &= left - 1;
+                d[e * b..(e + 1) * b].fill(0.0);
+            }
+        }
+    }
+}
+
+/// The value an adjoint float holds before an accumulation: zero while it is stale (`fresh`).
+#[inline(always)]
+fn stale_or(fresh: bool, d: f64) -> f64 {
+    if fresh { 0.0 } else { d }
 }
 
 #[cfg(test)]
@@ -656,7 +706,32 @@ mod soa_tests {
             let mut out = vec![0.0; n_out * b];
             terms_forward(&terms, bil, sa, sb, &mut out, b);
             let (mut da, mut db) = (vec![0.0; na * b], vec![0.0; nb * b]);
-            terms_vjp(&terms, bil, sa, sb, &g, Some(&mut da), Some(&mut db), b);
+            terms_vjp(
+                &terms,
+                bil,
+                sa,
+                sb,
+                &g,
+                Some(&mut da),
+                Some(&mut db),
+                b,
+                [false; 2],
+            );
+            // Stale (NaN) slices marked fresh give the same floats as zeroed ones.
+            let (mut fa, mut fb) = (vec![f64::NAN; na * b], vec![f64::NAN; nb * b]);
+            terms_vjp(
+                &terms,
+                bil,
+                sa,
+                sb,
+                &g,
+                Some(&mut fa),
+                Some(&mut fb),
+                b,
+                [true; 2],
+            );
+            assert_eq!(fa, da, "{op:?} fresh da");
+            assert_eq!(fb, db, "{op:?} fresh db");
             for l in 0..b {
                 let la: Vec<f64> = (0..na).map(|e| a[e * b + l]).collect();
                 let lb: Vec<f64> = (0..nb).map(|e| bv[e * b + l]).collect();
@@ -742,13 +817,16 @@ pub(crate) fn terms_vjp_masked(
 
 /// Structure-of-arrays VJP of det, logdet and inv over all `b` lanes of an m×m matrix, with the
 /// same expressions (and order of accumulation) as [`TensorOp::vjp`] on one lane. `inv_or_z` is
-/// A⁻¹ (det/logdet) or the output Z = A⁻¹ (inv); `z` is the scalar output for det.
+/// A⁻¹ (det/logdet) or the output Z = A⁻¹ (inv); `z` is the scalar output for det. With `fresh`
+/// the floats of `da` are stale and are written as if zeroed first (every element gets a term).
+#[allow(clippy::too_many_arguments)] // the op, its three inputs, the adjoint and its flag, scratch
 pub(crate) fn det_family_vjp(
     op: TensorOp,
     inv_or_z: &[f64],
     z: &[f64],
     g: &[f64],
     da: &mut [f64],
+    fresh: bool,
     b: usize,
     s: &mut Vec<f64>,
 ) {
@@ -762,11 +840,11 @@ pub(crate) fn det_family_vjp(
                     let t = &inv_or_z[(j * m + i) * b..(j * m + i + 1) * b];
                     if det {
                         for l in 0..b {
-                            d[l] += g[l] * z[l] * t[l];
+                            d[l] = stale_or(fresh, d[l]) + g[l] * z[l] * t[l];
                         }
                     } else {
                         for l in 0..b {
-                            d[l] += g[l] * t[l];
+                            d[l] = stale_or(fresh, d[l]) + g[l] * t[l];
                         }
                     }
                 }
@@ -792,7 +870,7 @@ pub(crate) fn det_family_vjp(
                     }
                     let d = &mut da[(i * m + j) * b..(i * m + j + 1) * b];
                     for l in 0..b {
-                        d[l] -= s[l];
+                        d[l] = stale_or(fresh, d[l]) - s[l];
                     }
                 }
             }

@@ -4,8 +4,10 @@
 
 #![allow(clippy::needless_range_loop)] // index arithmetic mirrors the maths
 
-use crate::lanes::{Lanes, PayloadId};
-use crate::linalg::{Strided, TensorOp, TermCache, det_family_vjp, terms_vjp, terms_vjp_masked};
+use std::cell::Cell;
+
+use crate::lanes::{Lanes, Meta, PayloadId};
+use crate::linalg::{Strided, TensorOp, Term, det_family_vjp, terms_vjp, terms_vjp_masked};
 use crate::mask::{LaneMask, MaskId};
 use crate::prims::{Binary, Unary, each_binary, each_unary};
 
@@ -41,10 +43,9 @@ pub(crate) struct TapeNode {
 pub(crate) struct Tape {
     pub(crate) nodes: Vec<TapeNode>,
     pub(crate) extra: Vec<PayloadId>,
-    adj: Vec<f64>,
-    adj_off: Vec<u32>,
+    adj: Adjoints,
     bufs: [Vec<f64>; 6],
-    term_cache: TermCache,
+    term_cache: TermTable,
 }
 
 /// The contribution `g · d` of one adjoint step; a zero adjoint contributes exactly zero, so a
@@ -54,23 +55,11 @@ fn adjoint_term(g: f64, d: f64) -> f64 {
     if g != 0.0 { g * d } else { 0.0 }
 }
 
-/// Two disjoint mutable ranges of one slice.
-fn two_mut(
-    v: &mut [f64],
-    a: std::ops::Range<usize>,
-    b: std::ops::Range<usize>,
-) -> (&mut [f64], &mut [f64]) {
-    if a.start < b.start {
-        let (lo, hi) = v.split_at_mut(b.start);
-        (&mut lo[a], &mut hi[..b.end - b.start])
-    } else {
-        let (lo, hi) = v.split_at_mut(a.start);
-        let lo_b = &mut lo[b];
-        (&mut hi[..a.end - a.start], lo_b)
-    }
+/// (element width, lane stride) of a payload in `Lanes::data`.
+#[inline]
+fn stride(m: Meta, b: usize) -> (usize, usize) {
+    if m.varying { (b, 1) } else { (1, 0) }
 }
-
-const NO_ADJ: u32 = u32::MAX;
 
 impl Tape {
     pub(crate) fn clear(&mut self) {
@@ -96,197 +85,307 @@ impl Tape {
         });
     }
 
-    /// Adjoint of element `e`, lane `l` of payload `p`, if `p` has one.
-    #[inline]
-    fn idx(&self, p: PayloadId, e: usize, l: usize, b: usize) -> Option<usize> {
-        let off = *self.adj_off.get(p.0 as usize)?;
-        (off != NO_ADJ).then_some(off as usize + e * b + l)
-    }
-
-    /// The per-lane adjoint of element 0 of `p` after `backward` (zeros when it got none).
+    /// The per-lane adjoint of element 0 of `p` after `backward` (zeros when it got none). `p` is
+    /// a payload no tape node produced (an input): a produced payload's adjoint is recycled once
+    /// its node has been swept.
     pub(crate) fn grad_of(&self, p: PayloadId, n_lanes: usize, out: &mut Vec<f64>) {
         out.clear();
-        match self.idx(p, 0, 0, n_lanes) {
-            Some(i) => out.extend_from_slice(&self.adj[i..i + n_lanes]),
-            None => out.resize(n_lanes, 0.0),
+        match self.adj.off.get(p.0 as usize) {
+            Some(&o) if o != NO_ADJ => {
+                let o = o as usize;
+                out.extend_from_slice(&self.adj.buf[o..o + n_lanes]);
+            }
+            _ => out.resize(n_lanes, 0.0),
         }
     }
 
     /// Reverse sweep from `root` seeded with 1 on every element of every lane.
     pub(crate) fn backward(&mut self, lanes: &Lanes, masks: &LaneMask, root: PayloadId) {
         let b = lanes.n_lanes();
-        self.adj_off.clear();
-        let mut total = 0usize;
-        for m in &lanes.meta {
-            if m.grad {
-                self.adj_off.push(total as u32);
-                total += m.n as usize * b;
-            } else {
-                self.adj_off.push(NO_ADJ);
-            }
-        }
-        self.adj.clear();
-        self.adj.resize(total, 0.0);
+        self.adj.reset(lanes.meta.len(), b);
         let rm = lanes.meta(root);
-        if !rm.grad {
+        let Some(r) = self.adj.slot(rm, root) else {
+            return;
+        };
+        let rr = self.adj.range(r, 0, rm.n as usize);
+        self.adj.buf[rr].fill(1.0);
+
+        // An output nothing accumulated into has an exactly-zero adjoint: its node is skipped.
+        if b == 1 {
+            for k in (0..self.nodes.len()).rev() {
+                let node = self.nodes[k];
+                if let Some(go) = self.adj.get(node.out) {
+                    self.node_vjp_one(lanes, masks, node, go);
+                }
+            }
             return;
         }
-        let start = self.adj_off[root.0 as usize] as usize;
-        self.adj[start..start + rm.n as usize * b]
-            .iter_mut()
-            .for_each(|x| *x = 1.0);
-
         for k in (0..self.nodes.len()).rev() {
             let node = self.nodes[k];
-            self.node_vjp(lanes, masks, node, b);
+            if let Some(go) = self.adj.get(node.out) {
+                self.node_vjp(lanes, masks, node, go, b);
+                self.adj.release(node.out, go, lanes.n_elems(node.out));
+            }
         }
     }
 
-    fn node_vjp(&mut self, lanes: &Lanes, masks: &LaneMask, node: TapeNode, b: usize) {
-        let Some(_) = self.idx(node.out, 0, 0, b) else {
+    /// [`Tape::node_vjp`] for one lane, where element `e` of a payload is `data[off + e]` whether
+    /// it is uniform or not, and a lane list other than the full one is empty. The hot ops run
+    /// here as scalar loops with the same expressions and order of accumulation. Adjoints are
+    /// viewed as cells, so an input that is also the other input simply accumulates twice.
+    #[inline(always)]
+    fn node_vjp_one(&mut self, lanes: &Lanes, masks: &LaneMask, node: TapeNode, go: usize) {
+        let full = node.mask == MaskId::FULL;
+        if !full && masks.lanes(node.mask).is_empty() && !matches!(node.op, TapeOp::Select { .. }) {
             return;
-        };
+        }
+        let data = &lanes.data[..];
         let mo = lanes.meta(node.out);
         let n_out = mo.n as usize;
-        let act = masks.lanes(node.mask);
+        let z = &data[mo.off as usize..][..n_out];
         match node.op {
             TapeOp::Unary(op) => {
                 let ma = lanes.meta(node.a);
-                let Some(ia0) = self.idx(node.a, 0, 0, b) else {
+                let Some(ia) = self.adj.slot(ma, node.a) else {
                     return;
                 };
-                let go0 = self.adj_off[node.out.0 as usize] as usize;
-                let (wa, sa) = if ma.varying { (b, 1) } else { (1, 0) };
-                let (wo, so) = if mo.varying { (b, 1) } else { (1, 0) };
+                let adj = Cell::from_mut(&mut self.adj.buf[..]).as_slice_of_cells();
+                let (g, d) = (&adj[go..][..n_out], &adj[ia..][..n_out]);
+                let x = &data[ma.off as usize..][..n_out];
+                each_unary!(op, op => {
+                    for e in 0..n_out {
+                        d[e].set(d[e].get() + adjoint_term(g[e].get(), op.deriv(x[e], z[e])));
+                    }
+                });
+            }
+            TapeOp::Binary(op) => {
+                let (ma, mb) = (lanes.meta(node.a), lanes.meta(node.b));
+                let ia = self.adj.slot(ma, node.a);
+                let ib = self.adj.slot(mb, node.b);
+                let adj = Cell::from_mut(&mut self.adj.buf[..]).as_slice_of_cells();
+                let g = &adj[go..][..n_out];
+                let (na, nb) = (ma.n as usize, mb.n as usize);
+                let da = ia.map(|i| &adj[i..][..na]);
+                let db = ib.map(|i| &adj[i..][..nb]);
+                let x = &data[ma.off as usize..][..na];
+                let y = &data[mb.off as usize..][..nb];
+                match (na == 1, nb == 1) {
+                    (false, false) => binary_one::<false, false>(op, g, x, y, z, da, db),
+                    (false, true) => binary_one::<false, true>(op, g, x, y, z, da, db),
+                    (true, false) => binary_one::<true, false>(op, g, x, y, z, da, db),
+                    (true, true) => binary_one::<true, true>(op, g, x, y, z, da, db),
+                }
+            }
+            TapeOp::Tensor(op) if op.is_bilinear() || op.is_linear() => {
+                let bil = op.is_bilinear();
+                let (ma, mb) = (lanes.meta(node.a), lanes.meta(node.b));
+                let ia = self.adj.slot(ma, node.a);
+                let ib = if bil { self.adj.slot(mb, node.b) } else { None };
+                let (na, nb) = (ma.n as usize, if bil { mb.n as usize } else { 0 });
+                let adj = Cell::from_mut(&mut self.adj.buf[..]).as_slice_of_cells();
+                let g = &adj[go..][..n_out];
+                let da = ia.map(|i| &adj[i..][..na]);
+                let db = ib.map(|i| &adj[i..][..nb]);
+                let x = &data[ma.off as usize..][..na];
+                let y = &data[mb.off as usize..][..nb];
+                let table = &mut self.term_cache;
+                match (da, db) {
+                    // One payload as both inputs: all of a's terms, then all of b's, as the
+                    // lane-parallel sweep does.
+                    (Some(da), Some(db)) if ia == ib => {
+                        each_term(table, op, na, nb, |o, i, j, c| {
+                            da[i].set(da[i].get() + c * g[o].get() * y[j]);
+                        });
+                        each_term(table, op, na, nb, |o, i, j, c| {
+                            db[j].set(db[j].get() + c * g[o].get() * x[i]);
+                        });
+                    }
+                    (Some(da), Some(db)) => each_term(table, op, na, nb, |o, i, j, c| {
+                        let g = g[o].get();
+                        da[i].set(da[i].get() + c * g * y[j]);
+                        db[j].set(db[j].get() + c * g * x[i]);
+                    }),
+                    (Some(da), None) if bil => each_term(table, op, na, nb, |o, i, j, c| {
+                        da[i].set(da[i].get() + c * g[o].get() * y[j]);
+                    }),
+                    (Some(da), None) => each_term(table, op, na, nb, |o, i, _, c| {
+                        da[i].set(da[i].get() + c * g[o].get());
+                    }),
+                    (None, Some(db)) => each_term(table, op, na, nb, |o, i, j, c| {
+                        db[j].set(db[j].get() + c * g[o].get() * x[i]);
+                    }),
+                    (None, None) => {}
+                }
+            }
+            TapeOp::Tensor(
+                op @ (TensorOp::Det { m } | TensorOp::LogDet { m, .. } | TensorOp::Inv { m }),
+            ) => {
+                let ma = lanes.meta(node.a);
+                let Some(ia) = self.adj.slot(ma, node.a) else {
+                    return;
+                };
+                let m = m as usize;
+                let adj = Cell::from_mut(&mut self.adj.buf[..]).as_slice_of_cells();
+                let (g, da) = (&adj[go..][..n_out], &adj[ia..][..m * m]);
+                // Off the all-varying full-mask path the sweep goes lane by lane and skips a lane
+                // whose output adjoint is all zero; otherwise both give the same floats.
+                if !(full && mo.varying && ma.varying) && g.iter().all(|g| g.get() == 0.0) {
+                    return;
+                }
+                if let TensorOp::Inv { .. } = op {
+                    let z = &z[..m * m];
+                    for i in 0..m {
+                        for j in 0..m {
+                            let mut s = 0.0;
+                            for p in 0..m {
+                                let zt = z[p * m + i];
+                                for q in 0..m {
+                                    s += zt * g[p * m + q].get() * z[j * m + q];
+                                }
+                            }
+                            da[i * m + j].set(da[i * m + j].get() - s);
+                        }
+                    }
+                } else {
+                    let det = matches!(op, TensorOp::Det { .. });
+                    let t = &data[lanes.meta(node.b).off as usize..][..m * m];
+                    let (g, z0) = (g[0].get(), z[0]);
+                    for i in 0..m {
+                        for j in 0..m {
+                            let d = if det {
+                                g * z0 * t[j * m + i]
+                            } else {
+                                g * t[j * m + i]
+                            };
+                            da[i * m + j].set(da[i * m + j].get() + d);
+                        }
+                    }
+                }
+            }
+            _ => self.node_vjp(lanes, masks, node, go, 1),
+        }
+    }
+
+    /// Accumulates the adjoint contributions of `node`, whose output adjoint lives at `go`.
+    fn node_vjp(&mut self, lanes: &Lanes, masks: &LaneMask, node: TapeNode, go: usize, b: usize) {
+        let mo = lanes.meta(node.out);
+        let n_out = mo.n as usize;
+        let act = masks.lanes(node.mask);
+        let full = node.mask == MaskId::FULL;
+        let data = &lanes.data[..];
+        match node.op {
+            TapeOp::Unary(op) => {
+                let ma = lanes.meta(node.a);
+                if full && ma.varying && mo.varying {
+                    let Some((ia, fresh)) = self.adj.slot_fresh(ma, node.a) else {
+                        return;
+                    };
+                    let len = n_out * b;
+                    let [g, d] = regions(&mut self.adj.buf, [go..go + len, ia..ia + len]);
+                    let x = &data[ma.off as usize..][..len];
+                    let y = &data[mo.off as usize..][..len];
+                    let terms = g.iter().zip(x.iter().zip(y));
+                    each_unary!(op, op => {
+                        put(d, fresh, terms.map(|(g, (x, y))| adjoint_term(*g, op.deriv(*x, *y))));
+                    });
+                    return;
+                }
+                let Some(ia) = self.adj.slot(ma, node.a) else {
+                    return;
+                };
+                let ((wa, sa), (wo, so)) = (stride(ma, b), stride(mo, b));
+                let adj = &mut self.adj.buf;
                 for e in 0..n_out {
                     let xb = ma.off as usize + e * wa;
                     let zb = mo.off as usize + e * wo;
-                    let gb = go0 + e * b;
-                    let ib = ia0 + e * b;
-                    if node.mask == MaskId::FULL && sa == 1 && so == 1 {
-                        let (gs, x, y) = (
-                            &mut self.adj,
-                            &lanes.data[xb..xb + b],
-                            &lanes.data[zb..zb + b],
-                        );
-                        let (lo, hi) = gs.split_at_mut(gb.max(ib));
-                        let (g, d): (&[f64], &mut [f64]) = if gb < ib {
-                            (&lo[gb..gb + b], &mut hi[..b])
-                        } else {
-                            (&hi[..b], &mut lo[ib..ib + b])
-                        };
-                        each_unary!(op, op => {
-                            for l in 0..b {
-                                d[l] += adjoint_term(g[l], op.deriv(x[l], y[l]));
-                            }
-                        });
-                        continue;
-                    }
                     for &l in act {
                         let l = l as usize;
-                        let g = self.adj[gb + l];
-                        let x = lanes.data[xb + l * sa];
-                        let y = lanes.data[zb + l * so];
-                        self.adj[ib + l] += adjoint_term(g, op.deriv(x, y));
+                        let g = adj[go + e * b + l];
+                        let d = op.deriv(data[xb + l * sa], data[zb + l * so]);
+                        adj[ia + e * b + l] += adjoint_term(g, d);
                     }
                 }
             }
             TapeOp::Binary(op) => {
                 let ma = lanes.meta(node.a);
                 let mb = lanes.meta(node.b);
-                let ia0 = self.idx(node.a, 0, 0, b);
-                let ib0 = self.idx(node.b, 0, 0, b);
-                let go0 = self.adj_off[node.out.0 as usize] as usize;
-                let (wa, sa) = if ma.varying { (b, 1) } else { (1, 0) };
-                let (wb, sb) = if mb.varying { (b, 1) } else { (1, 0) };
-                let (wo, so) = if mo.varying { (b, 1) } else { (1, 0) };
+                let ((wa, sa), (wb, sb), (wo, so)) = (stride(ma, b), stride(mb, b), stride(mo, b));
+                // Over full contiguous lanes a fresh input region is written by its first element
+                // rather than zeroed and added to; the lane-list path only adds.
+                let lanes_path = full && so == 1 && n_out > 0;
+                let mut fresh = |m: Meta, p: PayloadId| match self.adj.slot_fresh(m, p) {
+                    Some((i, f)) if f && !lanes_path => {
+                        self.adj.zero_if(true, i, m.n as usize);
+                        (Some(i), false)
+                    }
+                    Some((i, f)) => (Some(i), f),
+                    None => (None, false),
+                };
+                let (ia, fa) = fresh(ma, node.a);
+                let (ib, fb) = fresh(mb, node.b);
+                if ia.is_none() && ib.is_none() {
+                    return;
+                }
+                let [xa, ya, ..] = &mut self.bufs;
+                let adj = &mut self.adj.buf;
                 for e in 0..n_out {
                     let ea = if ma.n == 1 { 0 } else { e };
                     let eb = if mb.n == 1 { 0 } else { e };
                     let xb = ma.off as usize + ea * wa;
                     let yb = mb.off as usize + eb * wb;
                     let zb = mo.off as usize + e * wo;
-                    let gb = go0 + e * b;
-                    if node.mask == MaskId::FULL && so == 1 && !(ia0.is_some() && ia0 == ib0) {
-                        // Contiguous lanes; a uniform operand is broadcast into a buffer first.
-                        let [ga, xa, ya, ..] = &mut self.bufs;
-                        ga.clear();
-                        ga.extend_from_slice(&self.adj[gb..gb + b]);
-                        let x: &[f64] = if sa == 1 {
-                            &lanes.data[xb..xb + b]
-                        } else {
-                            xa.clear();
-                            xa.resize(b, lanes.data[xb]);
-                            xa
-                        };
-                        let y: &[f64] = if sb == 1 {
-                            &lanes.data[yb..yb + b]
-                        } else {
-                            ya.clear();
-                            ya.resize(b, lanes.data[yb]);
-                            ya
-                        };
-                        let z = &lanes.data[zb..zb + b];
-                        match (ia0, ib0) {
-                            (Some(ia), Some(ib)) => {
-                                let (da, db) = two_mut(
-                                    &mut self.adj,
-                                    ia + ea * b..ia + ea * b + b,
-                                    ib + eb * b..ib + eb * b + b,
-                                );
-                                each_binary!(op, op => {
-                                    for l in 0..b {
-                                        let (dx, dy) = op.partials(x[l], y[l], z[l]);
-                                        da[l] += adjoint_term(ga[l], dx);
-                                        db[l] += adjoint_term(ga[l], dy);
-                                    }
-                                });
+                    let gb = go + e * b;
+                    if !full || so == 0 {
+                        for &l in act {
+                            let l = l as usize;
+                            let g = adj[gb + l];
+                            let x = data[xb + l * sa];
+                            let y = data[yb + l * sb];
+                            let z = data[zb + l * so];
+                            let (dx, dy) = op.partials(x, y, z);
+                            if let Some(i) = ia {
+                                adj[i + ea * b + l] += adjoint_term(g, dx);
                             }
-                            (Some(ia), None) => {
-                                let da = &mut self.adj[ia + ea * b..ia + ea * b + b];
-                                each_binary!(op, op => {
-                                    for l in 0..b {
-                                        da[l] += adjoint_term(ga[l], op.partials(x[l], y[l], z[l]).0);
-                                    }
-                                });
+                            if let Some(i) = ib {
+                                adj[i + eb * b + l] += adjoint_term(g, dy);
                             }
-                            (None, Some(ib)) => {
-                                let db = &mut self.adj[ib + eb * b..ib + eb * b + b];
-                                each_binary!(op, op => {
-                                    for l in 0..b {
-                                        db[l] += adjoint_term(ga[l], op.partials(x[l], y[l], z[l]).1);
-                                    }
-                                });
-                            }
-                            (None, None) => {}
                         }
                         continue;
                     }
-                    for &l in act {
-                        let l = l as usize;
-                        let g = self.adj[gb + l];
-                        let x = lanes.data[xb + l * sa];
-                        let y = lanes.data[yb + l * sb];
-                        let z = lanes.data[zb + l * so];
-                        let (dx, dy) = op.partials(x, y, z);
-                        if let Some(i) = ia0 {
-                            self.adj[i + ea * b + l] += adjoint_term(g, dx);
-                        }
-                        if let Some(i) = ib0 {
-                            self.adj[i + eb * b + l] += adjoint_term(g, dy);
-                        }
-                    }
+                    // Contiguous lanes; a uniform operand is broadcast into a buffer first.
+                    let x: &[f64] = if sa == 1 {
+                        &data[xb..xb + b]
+                    } else {
+                        xa.clear();
+                        xa.resize(b, data[xb]);
+                        xa
+                    };
+                    let y: &[f64] = if sb == 1 {
+                        &data[yb..yb + b]
+                    } else {
+                        ya.clear();
+                        ya.resize(b, data[yb]);
+                        ya
+                    };
+                    let z = &data[zb..zb + b];
+                    let gr = gb..gb + b;
+                    let ra = ia.map(|i| i + ea * b..i + (ea + 1) * b);
+                    let rb = ib.map(|i| i + eb * b..i + (eb + 1) * b);
+                    let first = [fa && ea == e, fb && eb == e];
+                    binary_lanes(op, adj, gr, ra, rb, first, [x, y, z], b);
                 }
             }
             TapeOp::Select { then } => {
                 for (src, set) in [(node.a, then), (node.b, node.mask)] {
+                    let Some(is) = self.adj.slot(lanes.meta(src), src) else {
+                        continue;
+                    };
+                    let adj = &mut self.adj.buf;
                     for &l in masks.lanes(set) {
                         let l = l as usize;
                         for e in 0..n_out {
-                            let g = self.adj[self.idx(node.out, e, l, b).unwrap_or(0)];
-                            if let Some(i) = self.idx(src, e, l, b) {
-                                self.adj[i] += g;
-                            }
+                            let g = adj[go + e * b + l];
+                            adj[is + e * b + l] += g;
                         }
                     }
                 }
@@ -295,13 +394,15 @@ impl Tape {
                 let mut e0 = 0;
                 for k in 0..len as usize {
                     let src = self.extra[start as usize + k];
-                    let n = lanes.n_elems(src);
-                    for e in 0..n {
-                        for &l in act {
-                            let l = l as usize;
-                            let g = self.adj[self.idx(node.out, e0 + e, l, b).unwrap_or(0)];
-                            if let Some(i) = self.idx(src, e, l, b) {
-                                self.adj[i] += g;
+                    let ms = lanes.meta(src);
+                    let n = ms.n as usize;
+                    if let Some(is) = self.adj.slot(ms, src) {
+                        let adj = &mut self.adj.buf;
+                        for e in 0..n {
+                            for &l in act {
+                                let l = l as usize;
+                                let g = adj[go + (e0 + e) * b + l];
+                                adj[is + e * b + l] += g;
                             }
                         }
                     }
@@ -309,161 +410,521 @@ impl Tape {
                 }
             }
             TapeOp::Gather { start } => {
+                let Some(ia) = self.adj.slot(lanes.meta(node.a), node.a) else {
+                    return;
+                };
+                let adj = &mut self.adj.buf;
                 for e in 0..n_out {
                     for &l in act {
                         let l = l as usize;
-                        let g = self.adj[self.idx(node.out, e, l, b).unwrap_or(0)];
-                        if let Some(i) = self.idx(node.a, start as usize + e, l, b) {
-                            self.adj[i] += g;
-                        }
+                        let g = adj[go + e * b + l];
+                        adj[ia + (start as usize + e) * b + l] += g;
                     }
                 }
             }
             TapeOp::Tensor(op) if op.is_bilinear() || op.is_linear() => {
-                let na = lanes.n_elems(node.a);
-                let nb = if op.is_bilinear() {
-                    lanes.n_elems(node.b)
+                let bil = op.is_bilinear();
+                let (ma, mb) = (lanes.meta(node.a), lanes.meta(node.b));
+                let na = ma.n as usize;
+                let nb = if bil { mb.n as usize } else { 0 };
+                // Full lanes write fresh regions (one payload as both inputs is zeroed first:
+                // its two passes would each see the other's elements as written).
+                let (ia, fa) = self.adj.slot_fresh(ma, node.a).unzip();
+                let (ib, fb) = if bil {
+                    self.adj.slot_fresh(mb, node.b).unzip()
                 } else {
-                    0
+                    (None, None)
                 };
-                let go0 = self.adj_off[node.out.0 as usize] as usize;
-                let ia = self.idx(node.a, 0, 0, b);
-                let ib = if op.is_bilinear() {
-                    self.idx(node.b, 0, 0, b)
-                } else {
-                    None
-                };
+                let same = ia.is_some() && ia == ib;
+                let mut fresh = [fa.unwrap_or(false), fb.unwrap_or(false)];
+                if !full || same {
+                    if let Some(i) = ia {
+                        self.adj.zero_if(fresh[0], i, na);
+                    }
+                    if let Some(j) = ib {
+                        self.adj.zero_if(fresh[1], j, nb);
+                    }
+                    fresh = [false; 2];
+                }
                 let terms = self.term_cache.get(op, na, nb);
-                let g = &mut self.bufs[3];
-                g.clear();
-                g.extend_from_slice(&self.adj[go0..go0 + n_out * b]);
-                let g = &self.bufs[3];
-                let view = |m: crate::lanes::Meta| Strided {
-                    data: &lanes.data[m.off as usize..],
+                let view = |m: Meta| Strided {
+                    data: &data[m.off as usize..],
                     w: if m.varying { b } else { 1 },
                     s: usize::from(m.varying),
                 };
-                let sa = view(lanes.meta(node.a));
-                let sb = view(lanes.meta(node.b));
-                let bil = op.is_bilinear();
-                let full = node.mask == MaskId::FULL;
-                let vjp = |da: Option<&mut [f64]>, db: Option<&mut [f64]>| {
+                let (sa, sb) = (view(ma), view(mb));
+                let vjp = |g: &[f64], da: Option<&mut [f64]>, db: Option<&mut [f64]>| {
                     if full {
-                        terms_vjp(terms, bil, sa, sb, g, da, db, b);
+                        terms_vjp(terms, bil, sa, sb, g, da, db, b, fresh);
                     } else {
                         terms_vjp_masked(terms, bil, sa, sb, g, da, db, b, act);
                     }
                 };
+                let gr = go..go + n_out * b;
+                let adj = &mut self.adj.buf;
                 match (ia, ib) {
-                    (Some(i), Some(j)) if i == j => {
-                        let d = &mut self.adj[i..i + na * b];
-                        vjp(Some(&mut *d), None);
-                        vjp(None, Some(d));
+                    (Some(i), Some(_)) if same => {
+                        let [g, d] = regions(adj, [gr, i..i + na * b]);
+                        vjp(g, Some(&mut *d), None);
+                        vjp(g, None, Some(d));
                     }
                     (Some(i), Some(j)) => {
-                        let (da, db) = two_mut(&mut self.adj, i..i + na * b, j..j + nb * b);
-                        vjp(Some(da), Some(db));
+                        let [g, da, db] = regions(adj, [gr, i..i + na * b, j..j + nb * b]);
+                        vjp(g, Some(da), Some(db));
                     }
-                    (Some(i), None) => vjp(Some(&mut self.adj[i..i + na * b]), None),
-                    (None, Some(j)) => vjp(None, Some(&mut self.adj[j..j + nb * b])),
+                    (Some(i), None) => {
+                        let [g, da] = regions(adj, [gr, i..i + na * b]);
+                        vjp(g, Some(da), None);
+                    }
+                    (None, Some(j)) => {
+                        let [g, db] = regions(adj, [gr, j..j + nb * b]);
+                        vjp(g, None, Some(db));
+                    }
                     (None, None) => {}
                 }
             }
             TapeOp::Tensor(op)
-                if node.mask == MaskId::FULL
+                if full
                     && matches!(
                         op,
                         TensorOp::Det { .. } | TensorOp::LogDet { .. } | TensorOp::Inv { .. }
                     )
-                    && lanes.is_varying(node.out)
+                    && mo.varying
                     && lanes.is_varying(node.a) =>
             {
-                let Some(ia) = self.idx(node.a, 0, 0, b) else {
+                let ma = lanes.meta(node.a);
+                let Some((ia, fresh)) = self.adj.slot_fresh(ma, node.a) else {
                     return;
                 };
-                let na = lanes.n_elems(node.a);
-                let mut bufs = std::mem::take(&mut self.bufs);
-                let [g, _, _, _, _, s] = &mut bufs;
-                let go0 = self.adj_off[node.out.0 as usize] as usize;
-                g.clear();
-                g.extend_from_slice(&self.adj[go0..go0 + n_out * b]);
                 let src = if matches!(op, TensorOp::Inv { .. }) {
                     node.out
                 } else {
                     node.b
                 };
                 let ms = lanes.meta(src);
-                let t = &lanes.data[ms.off as usize..ms.off as usize + ms.n as usize * b];
-                let z = &lanes.data[mo.off as usize..mo.off as usize + b];
-                det_family_vjp(op, t, z, g, &mut self.adj[ia..ia + na * b], b, s);
-                self.bufs = bufs;
+                let t = &data[ms.off as usize..ms.off as usize + ms.n as usize * b];
+                let z = &data[mo.off as usize..mo.off as usize + b];
+                let na = ma.n as usize;
+                let [g, da] = regions(&mut self.adj.buf, [go..go + n_out * b, ia..ia + na * b]);
+                det_family_vjp(op, t, z, g, da, fresh, b, &mut self.bufs[5]);
             }
             TapeOp::Tensor(op) => {
-                let na = lanes.n_elems(node.a);
+                let (ma, mb) = (lanes.meta(node.a), lanes.meta(node.b));
+                let na = ma.n as usize;
                 let has_b = tensor_has_b(op);
-                let nb = if has_b { lanes.n_elems(node.b) } else { 0 };
-                let mut bufs = std::mem::take(&mut self.bufs);
-                let [ba, bb, bz, bg, bda, bdb] = &mut bufs;
+                let nb = if has_b { mb.n as usize } else { 0 };
+                let ia = self.adj.slot(ma, node.a);
+                let ib = if has_b && !matches!(op, TensorOp::Det { .. } | TensorOp::LogDet { .. }) {
+                    self.adj.slot(mb, node.b)
+                } else {
+                    None
+                };
+                if ia.is_none() && ib.is_none() {
+                    return;
+                }
+                let [ba, bb, bz, bg, bda, bdb] = &mut self.bufs;
                 ba.resize(na, 0.0);
                 bb.resize(nb, 0.0);
                 bz.resize(n_out, 0.0);
                 bg.resize(n_out, 0.0);
                 bda.resize(na, 0.0);
                 bdb.resize(nb, 0.0);
-                let a_grad = self.idx(node.a, 0, 0, b).is_some();
-                let b_grad = has_b
-                    && !matches!(op, TensorOp::Det { .. } | TensorOp::LogDet { .. })
-                    && self.idx(node.b, 0, 0, b).is_some();
-                let stride = |m: crate::lanes::Meta| {
-                    if m.varying {
-                        (m.off as usize, b, 1)
-                    } else {
-                        (m.off as usize, 1, 0)
-                    }
+                let at = |m: Meta| {
+                    let (w, s) = stride(m, b);
+                    (m.off as usize, w, s)
                 };
-                let (ao, aw, al) = stride(lanes.meta(node.a));
-                let (bo, bw, bl) = stride(lanes.meta(node.b));
-                let (oo, ow, ol) = stride(mo);
-                let go0 = self.adj_off[node.out.0 as usize] as usize;
-                let ia0 = self.idx(node.a, 0, 0, b);
-                let ib0 = self.idx(node.b, 0, 0, b);
+                let ((ao, aw, al), (bo, bw, bl), (oo, ow, ol)) = (at(ma), at(mb), at(mo));
+                let adj = &mut self.adj.buf;
                 for &l in act {
                     let l = l as usize;
                     let mut any = false;
                     for e in 0..n_out {
-                        bg[e] = self.adj[go0 + e * b + l];
+                        bg[e] = adj[go + e * b + l];
                         any |= bg[e] != 0.0;
                     }
                     if !any {
                         continue;
                     }
                     for e in 0..na {
-                        ba[e] = lanes.data[ao + e * aw + l * al];
+                        ba[e] = data[ao + e * aw + l * al];
                     }
                     for e in 0..nb {
-                        bb[e] = lanes.data[bo + e * bw + l * bl];
+                        bb[e] = data[bo + e * bw + l * bl];
                     }
                     for e in 0..n_out {
-                        bz[e] = lanes.data[oo + e * ow + l * ol];
+                        bz[e] = data[oo + e * ow + l * ol];
                     }
                     bda.iter_mut().for_each(|x| *x = 0.0);
                     bdb.iter_mut().for_each(|x| *x = 0.0);
                     op.vjp(ba, bb, bz, bg, bda, bdb);
-                    if a_grad && let Some(i0) = ia0 {
+                    if let Some(i0) = ia {
                         for e in 0..na {
-                            self.adj[i0 + e * b + l] += bda[e];
+                            adj[i0 + e * b + l] += bda[e];
                         }
                     }
-                    if b_grad && let Some(i0) = ib0 {
+                    if let Some(i0) = ib {
                         for e in 0..nb {
-                            self.adj[i0 + e * b + l] += bdb[e];
+                            adj[i0 + e * b + l] += bdb[e];
                         }
                     }
                 }
-                self.bufs = bufs;
             }
         }
     }
+}
+
+/// Calls `f(o, i, j, coeff)` for each term of a bilinear/linear op in the order of
+/// [`TensorOp::terms`]: the common shapes as plain loops, the others from `table`.
+#[inline(always)]
+fn each_term(
+    table: &mut TermTable,
+    op: TensorOp,
+    na: usize,
+    nb: usize,
+    mut f: impl FnMut(usize, usize, usize, f64),
+) {
+    match op {
+        TensorOp::MatMul { m, k, n } => {
+            let (m, k, n) = (m as usize, k as usize, n as usize);
+            for r in 0..m {
+                for c in 0..n {
+                    for s in 0..k {
+                        f(r * n + c, r * k + s, s * n + c, 1.0);
+                    }
+                }
+            }
+        }
+        TensorOp::MatVec { m, n } => {
+            let (m, n) = (m as usize, n as usize);
+            for r in 0..m {
+                for c in 0..n {
+                    f(r, r * n + c, c, 1.0);
+                }
+            }
+        }
+        TensorOp::Dot => (0..na).for_each(|i| f(0, i, i, 1.0)),
+        _ => {
+            for t in table.get(op, na, nb) {
+                f(t.o as usize, t.i as usize, t.j as usize, t.coeff);
+            }
+        }
+    }
+}
+
+/// One-lane `Binary` VJP over the output's elements; `SA` / `SB` when that operand is a scalar
+/// broadcast over them. `da` and `db` may be the same cells (then a's term goes first).
+#[inline(always)]
+fn binary_one<const SA: bool, const SB: bool>(
+    op: Binary,
+    g: &[Cell<f64>],
+    x: &[f64],
+    y: &[f64],
+    z: &[f64],
+    da: Option<&[Cell<f64>]>,
+    db: Option<&[Cell<f64>]>,
+) {
+    let n = z.len().min(g.len());
+    let ix = |e: usize, s: bool| if s { 0 } else { e };
+    each_binary!(op, op => {
+        for e in 0..n {
+            let g = g[e].get();
+            let (dx, dy) = op.partials(x[ix(e, SA)], y[ix(e, SB)], z[e]);
+            if let Some(da) = da {
+                let d = &da[ix(e, SA)];
+                d.set(d.get() + adjoint_term(g, dx));
+            }
+            if let Some(db) = db {
+                let d = &db[ix(e, SB)];
+                d.set(d.get() + adjoint_term(g, dy));
+            }
+        }
+    });
+}
+
+/// `Binary` VJP of one element over `b` contiguous lanes: the output adjoint at `gr`, the input
+/// adjoints at `ra` / `rb` (the same range when both inputs are one payload, then a's term is
+/// added before b's on each lane); `first` marks an input region not yet written (its old
+/// floats count as zero), `xyz` the operands and output.
+#[inline]
+#[allow(clippy::too_many_arguments)] // the three adjoint ranges, their flags, the values, the width
+fn binary_lanes(
+    op: Binary,
+    adj: &mut [f64],
+    gr: std::ops::Range<usize>,
+    ra: Option<std::ops::Range<usize>>,
+    rb: Option<std::ops::Range<usize>>,
+    first: [bool; 2],
+    xyz: [&[f64]; 3],
+    b: usize,
+) {
+    let (x, y, z) = (&xyz[0][..b], &xyz[1][..b], &xyz[2][..b]);
+    let [fa, fb] = first;
+    each_binary!(op, op => match (ra, rb) {
+        (Some(ra), Some(rb)) if ra == rb => {
+            let [g, d] = regions(adj, [gr, ra]);
+            let (g, d) = (&g[..b], &mut d[..b]);
+            for l in 0..b {
+                let (dx, dy) = op.partials(x[l], y[l], z[l]);
+                d[l] = base(fa, d[l]) + adjoint_term(g[l], dx);
+                d[l] += adjoint_term(g[l], dy);
+            }
+        }
+        (Some(ra), Some(rb)) => {
+            let [g, da, db] = regions(adj, [gr, ra, rb]);
+            let (g, da, db) = (&g[..b], &mut da[..b], &mut db[..b]);
+            for l in 0..b {
+                let (dx, dy) = op.partials(x[l], y[l], z[l]);
+                da[l] = base(fa, da[l]) + adjoint_term(g[l], dx);
+                db[l] = base(fb, db[l]) + adjoint_term(g[l], dy);
+            }
+        }
+        (Some(ra), None) => {
+            let [g, da] = regions(adj, [gr, ra]);
+            let (g, da) = (&g[..b], &mut da[..b]);
+            for l in 0..b {
+                da[l] = base(fa, da[l]) + adjoint_term(g[l], op.partials(x[l], y[l], z[l]).0);
+            }
+        }
+        (None, Some(rb)) => {
+            let [g, db] = regions(adj, [gr, rb]);
+            let (g, db) = (&g[..b], &mut db[..b]);
+            for l in 0..b {
+                db[l] = base(fb, db[l]) + adjoint_term(g[l], op.partials(x[l], y[l], z[l]).1);
+            }
+        }
+        (None, None) => {}
+    });
+}
+
+/// The value an adjoint float holds before an accumulation: zero while its region is fresh (its
+/// old contents are stale), so `base + t` equals zeroing the region first and adding `t`.
+#[inline(always)]
+fn base(fresh: bool, d: f64) -> f64 {
+    if fresh { 0.0 } else { d }
+}
+
+/// `d[l] = base(fresh, d[l]) + v[l]` over a lane range.
+#[inline(always)]
+fn put(d: &mut [f64], fresh: bool, v: impl Iterator<Item = f64>) {
+    d.iter_mut()
+        .zip(v)
+        .for_each(|(d, v)| *d = base(fresh, *d) + v);
+}
+
+/// Adjoint storage of one reverse sweep. A payload's region (its `n` elements of B lanes) is
+/// allocated, zeroed, the first time something accumulates into it, so a payload no path reaches
+/// costs nothing and a node whose output never got an adjoint (exactly zero) is skipped. Once the
+/// node that produced a payload has been swept, nothing earlier on the tape reads its adjoint, so
+/// its region goes back to a free list for the next payload of the same size: the live regions
+/// stay few and cache-resident whatever the tape length.
+#[derive(Clone, Debug, Default)]
+struct Adjoints {
+    buf: Vec<f64>,
+    /// Per payload: first float of its region, or `NO_ADJ` while it has none.
+    off: Vec<u32>,
+    /// End of the bump-allocated part of `buf`.
+    top: usize,
+    /// Everything past this in `buf` is zero (as of the last reset).
+    dirty: usize,
+    /// Lanes per element.
+    b: usize,
+    /// Released regions by element count (below `REUSE_MAX` elements).
+    free: Vec<Vec<u32>>,
+    /// `buf` was all zero at reset (one lane): allocation is a bump, nothing is reused.
+    prezeroed: bool,
+}
+
+const NO_ADJ: u32 = u32::MAX;
+
+/// Regions of this many elements or more are never reused (a rare big payload).
+const REUSE_MAX: usize = 64;
+
+impl Adjoints {
+    fn reset(&mut self, n_payloads: usize, b: usize) {
+        self.off.clear();
+        self.off.resize(n_payloads, NO_ADJ);
+        // Regions are carved below `top`, so `buf[dirty..]` is still zero.
+        self.dirty = self.dirty.max(self.top);
+        self.prezeroed = b == 1;
+        if self.prezeroed {
+            self.buf[..self.dirty].iter_mut().for_each(|x| *x = 0.0);
+            self.dirty = 0;
+        }
+        self.top = 0;
+        self.b = b;
+        self.free.iter_mut().for_each(Vec::clear);
+    }
+
+    /// The region of `p`, if something accumulated into it.
+    #[inline]
+    fn get(&self, p: PayloadId) -> Option<usize> {
+        let o = self.off[p.0 as usize];
+        (o != NO_ADJ).then_some(o as usize)
+    }
+
+    /// The region of `p` (meta `m`) to accumulate into, allocated zeroed on first use; `None`
+    /// when `p` takes no gradient.
+    #[inline(always)]
+    fn slot(&mut self, m: Meta, p: PayloadId) -> Option<usize> {
+        if !m.grad {
+            return None;
+        }
+        let o = self.off[p.0 as usize];
+        if o != NO_ADJ {
+            return Some(o as usize);
+        }
+        let len = m.n as usize * self.b;
+        if self.prezeroed && self.top + len <= self.buf.len() {
+            let o = self.top;
+            self.top += len;
+            self.off[p.0 as usize] = o as u32;
+            return Some(o);
+        }
+        Some(self.alloc(p, m.n as usize, true))
+    }
+
+    /// Like [`Adjoints::slot`], but a region allocated here is not zeroed: the flag says so, and
+    /// the caller then writes (rather than adds) every float of it on every lane.
+    #[inline(always)]
+    fn slot_fresh(&mut self, m: Meta, p: PayloadId) -> Option<(usize, bool)> {
+        if !m.grad {
+            return None;
+        }
+        match self.get(p) {
+            Some(o) => Some((o, false)),
+            None if self.prezeroed => Some((self.alloc(p, m.n as usize, true), false)),
+            None => Some((self.alloc(p, m.n as usize, false), true)),
+        }
+    }
+
+    /// Zeroes the fresh region at `o` (`n` elements) that a caller will only add into.
+    #[inline]
+    fn zero_if(&mut self, fresh: bool, o: usize, n: usize) {
+        if fresh {
+            let r = self.range(o, 0, n);
+            self.buf[r].fill(0.0);
+        }
+    }
+
+    #[inline(never)]
+    fn alloc(&mut self, p: PayloadId, n: usize, zero: bool) -> usize {
+        let len = n * self.b;
+        if self.prezeroed {
+            // One lane: the whole buffer was zeroed at reset (a few thousand floats), so a bump
+            // allocation needs no fill and regions are never reused.
+            let o = self.top;
+            self.top += len;
+            if self.top > self.buf.len() {
+                self.buf.resize(self.top, 0.0);
+            }
+            self.off[p.0 as usize] = o as u32;
+            return o;
+        }
+        let o = match self.free.get_mut(n).and_then(Vec::pop) {
+            Some(o) => o as usize,
+            None => {
+                let o = self.top;
+                self.top += len;
+                if self.top > self.buf.len() {
+                    self.buf.resize(self.top, 0.0);
+                }
+                o
+            }
+        };
+        if zero {
+            self.buf[o..o + len].fill(0.0);
+        }
+        self.off[p.0 as usize] = o as u32;
+        o
+    }
+
+    /// Gives back the region of `p` (`n` elements at `o`): its producer has been swept.
+    #[inline]
+    fn release(&mut self, p: PayloadId, o: usize, n: usize) {
+        if self.prezeroed {
+            return;
+        }
+        self.off[p.0 as usize] = NO_ADJ;
+        if n < REUSE_MAX {
+            if self.free.len() <= n {
+                self.free.resize_with(n + 1, Vec::new);
+            }
+            self.free[n].push(o as u32);
+        }
+    }
+
+    /// The element range `e0 .. e0 + n` of the region at `o`.
+    #[inline]
+    fn range(&self, o: usize, e0: usize, n: usize) -> std::ops::Range<usize> {
+        o + e0 * self.b..o + (e0 + n) * self.b
+    }
+}
+
+/// The term lists of the bilinear/linear ops the sweep meets, keyed by op and input sizes packed
+/// into one integer, so a lookup is a short scan of integer compares.
+#[derive(Clone, Debug, Default)]
+struct TermTable {
+    keys: Vec<u128>,
+    /// `(start, len)` in `terms` per key.
+    spans: Vec<(u32, u32)>,
+    terms: Vec<Term>,
+    scratch: Vec<Term>,
+}
+
+impl TermTable {
+    /// The terms of `op` with inputs of `na` and `nb` elements.
+    fn get(&mut self, op: TensorOp, na: usize, nb: usize) -> &[Term] {
+        let key = term_key(op, na, nb);
+        let i = match self.keys.iter().position(|&k| k == key) {
+            Some(i) => i,
+            None => {
+                if self.keys.len() >= 64 {
+                    self.keys.clear();
+                    self.spans.clear();
+                    self.terms.clear();
+                }
+                op.terms(na, nb, &mut self.scratch);
+                let start = self.terms.len() as u32;
+                self.terms.extend_from_slice(&self.scratch);
+                self.keys.push(key);
+                self.spans.push((start, self.scratch.len() as u32));
+                self.keys.len() - 1
+            }
+        };
+        let (start, len) = self.spans[i];
+        &self.terms[start as usize..(start + len) as usize]
+    }
+}
+
+/// `op` and its input sizes as one integer: tag, up to three dimensions, `na`, `nb`.
+fn term_key(op: TensorOp, na: usize, nb: usize) -> u128 {
+    let (tag, d) = match op {
+        TensorOp::Dot => (1, [0; 3]),
+        TensorOp::Sum => (2, [0; 3]),
+        TensorOp::Norm => (3, [0; 3]),
+        TensorOp::Normalize => (4, [0; 3]),
+        TensorOp::Cross => (5, [0; 3]),
+        TensorOp::MatVec { m, n } => (6, [m, n, 0]),
+        TensorOp::MatMul { m, k, n } => (7, [m, k, n]),
+        TensorOp::Transpose { r, c } => (8, [r, c, 0]),
+        TensorOp::Trace { r, c } => (9, [r, c, 0]),
+        TensorOp::Outer => (10, [0; 3]),
+        TensorOp::Det { m } => (11, [m, 0, 0]),
+        TensorOp::LogDet { m, abs } => (12, [m, u16::from(abs), 0]),
+        TensorOp::Inv { m } => (13, [m, 0, 0]),
+    };
+    tag | u128::from(d[0]) << 8
+        | u128::from(d[1]) << 24
+        | u128::from(d[2]) << 40
+        | u128::from(na as u32) << 56
+        | u128::from(nb as u32) << 88
+}
+
+/// Disjoint mutable views of adjoint regions (distinct payloads never share floats).
+#[inline]
+fn regions<const N: usize>(buf: &mut [f64], r: [std::ops::Range<usize>; N]) -> [&mut [f64]; N] {
+    buf.get_disjoint_mut(r)
+        .expect("adjoint regions of distinct payloads are disjoint")
 }
 
 /// Whether a tensor op reads a second payload.
@@ -478,4 +939,34 @@ pub(crate) fn tensor_has_b(op: TensorOp) -> bool {
             | TensorOp::Det { .. }
             | TensorOp::LogDet { .. }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hand-written term loops visit the terms in the order of `TensorOp::terms`, which the
+    /// one-lane sweep relies on to add in the same order as the lane-parallel one.
+    #[test]
+    fn each_term_follows_the_term_order() {
+        let cases = [
+            (TensorOp::MatMul { m: 2, k: 3, n: 2 }, 6, 6),
+            (TensorOp::MatVec { m: 2, n: 3 }, 6, 3),
+            (TensorOp::Dot, 4, 4),
+            (TensorOp::Outer, 3, 2),
+            (TensorOp::Transpose { r: 2, c: 3 }, 6, 0),
+        ];
+        let mut table = TermTable::default();
+        for (op, na, nb) in cases {
+            let mut want = Vec::new();
+            op.terms(na, nb, &mut want);
+            let want: Vec<_> = want
+                .iter()
+                .map(|t| (t.o as usize, t.i as usize, t.j as usize, t.coeff))
+                .collect();
+            let mut got = Vec::new();
+            each_term(&mut table, op, na, nb, |o, i, j, c| got.push((o, i, j, c)));
+            assert_eq!(got, want, "{op:?}");
+        }
+    }
 }
