@@ -362,7 +362,8 @@ pub fn run(task: &Task, opts: &RunOptions, observer: &mut dyn Observer) -> Resul
     Ok(outcome)
 }
 
-fn dataset(task: &Task, table: &Table) -> Dataset {
+/// The calibrator's dataset of `table` (columns named by the task's inputs, shared inputs added).
+pub(crate) fn dataset(task: &Task, table: &Table) -> Dataset {
     let mut d = Dataset::new();
     for (name, col) in task.inputs.iter().zip(&table.columns) {
         d = d.column(name, col.clone());

@@ -132,6 +132,36 @@ fn quick_bench_writes_both_reports() {
         }
         check_timing(&row["pass"], "pass");
     }
+
+    let calibration = read_json(&dir.0.join("calibration.json"));
+    assert_eq!(calibration["suite"], "calibration");
+    check_machine(&calibration["machine"]);
+    let rows = calibration["rows"].as_array().expect("rows");
+    let settings: Vec<(String, u64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["stream"].as_str().unwrap().to_string(),
+                r["n_starts"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, u64)> = ["symreg", "recurrence"]
+        .iter()
+        .flat_map(|s| [(s.to_string(), 1), (s.to_string(), 8)])
+        .collect();
+    assert_eq!(settings, want);
+    for row in rows {
+        positive(&row["calibrations_per_s"], "calibrations_per_s");
+        assert!(row["n_candidates"].as_u64().unwrap() >= 5, "{row}");
+        // The fits are real (the quick run's first 12 symreg candidates fit less well).
+        let floor = if row["stream"] == "recurrence" {
+            0.99
+        } else {
+            0.3
+        };
+        assert!(row["best_r_squared"].as_f64().unwrap() > floor, "{row}");
+    }
 }
 
 #[test]

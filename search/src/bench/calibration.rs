@@ -1,9 +1,10 @@
-//! Calibration throughput: 50-step Adam calibrations per second over the 247 replayed
-//! symbolic-regression candidates of `cosearch_candidates_valid.jsonl`, 44 data lanes each, with
-//! K = 1, 8 and 32 multistarts (K·44 lanes per walk), one thread.
-//!
-//! The data are the original experiment's: y = exp(−0.3x)·cos(2x) + N(0, 0.02²) on 64 evenly spaced
-//! x in [0.1, 6.0] (noise from a ChaCha stream, seed 0), of which 44 points train.
+//! Calibration throughput: 50-step Adam calibrations per second over two replayed streams, 44
+//! data lanes each, with K = 1, 8 and 32 multistarts (K·44 lanes per walk), one thread:
+//! - `symreg`: the 247 symbolic-regression candidates of `cosearch_candidates_valid.jsonl`, on the
+//!   original experiment's data: y = exp(−0.3x)·cos(2x) + N(0, 0.02²) on 64 evenly spaced x in
+//!   [0.1, 6.0] (noise from a ChaCha stream, seed 0), of which 44 points train;
+//! - `recurrence`: the loop/recur candidates of `tasks/recurrence.yaml`'s cache, on that task's
+//!   generated training table and parameter declarations.
 
 use std::path::Path;
 use std::time::Instant;
@@ -16,16 +17,27 @@ use serde::Serialize;
 
 use crate::{Result, SearchError};
 
-/// One candidate, parsed.
+/// One candidate, parsed, with the parameters it is calibrated over.
 struct Candidate {
     heap: Heap,
     program: Program,
-    params: Vec<String>,
+    params: Vec<ParamSpec>,
 }
 
-/// One multistart setting.
+/// A replayed stream: its candidates and the data they are fitted to.
+struct Stream {
+    name: &'static str,
+    cands: Vec<Candidate>,
+    data: Dataset,
+}
+
+/// One multistart setting on one stream.
 #[derive(Clone, Debug, Serialize)]
 pub struct ThroughputRow {
+    /// `symreg` or `recurrence`.
+    pub stream: &'static str,
+    /// Candidates in the stream.
+    pub n_candidates: usize,
     /// Starts K.
     pub n_starts: usize,
     /// Lanes per walk (K × 44).
@@ -61,7 +73,7 @@ pub fn symreg_train() -> (Vec<f64>, Vec<f64>) {
     (xs, ys)
 }
 
-fn load(seed_data: &Path, limit: usize) -> Result<Vec<Candidate>> {
+fn load_symreg(seed_data: &Path, limit: usize) -> Result<Vec<Candidate>> {
     let path = seed_data.join("cosearch_candidates_valid.jsonl");
     let text = std::fs::read_to_string(&path).map_err(|source| SearchError::Read {
         path: path.clone(),
@@ -83,7 +95,8 @@ fn load(seed_data: &Path, limit: usize) -> Result<Vec<Candidate>> {
             .as_array()
             .map(|ps| {
                 ps.iter()
-                    .filter_map(|p| p.as_str().map(str::to_string))
+                    .filter_map(|p| p.as_str())
+                    .map(|p| ParamSpec::new(p, ParamKind::Free, 0.5))
                     .collect()
             })
             .unwrap_or_default();
@@ -96,74 +109,142 @@ fn load(seed_data: &Path, limit: usize) -> Result<Vec<Candidate>> {
     Ok(out)
 }
 
-/// Runs the suite: `passes` passes over (the first `limit`) candidates at each K.
+/// `tasks/recurrence.yaml` beside this crate.
+pub fn recurrence_task() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tasks/recurrence.yaml")
+}
+
+/// The recurrence task's cached candidates (each over the task parameters its text names) and its
+/// training table.
+fn load_recurrence(limit: usize) -> Result<Stream> {
+    let task = crate::task::load(&recurrence_task())?;
+    let crate::task::ProposerConfig::Replay { cache } = &task.proposer else {
+        return Err(SearchError::BadArgument {
+            arg: task.path.display().to_string(),
+            message: "the recurrence task must replay a cache".into(),
+        });
+    };
+    let text = std::fs::read_to_string(cache).map_err(|source| SearchError::Read {
+        path: cache.clone(),
+        source,
+    })?;
+    let mut cands = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()).take(limit) {
+        let rec: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| SearchError::BadArgument {
+                arg: cache.display().to_string(),
+                message: format!("bad JSON line: {e}"),
+            })?;
+        let src = rec["src"].as_str().unwrap_or_default();
+        let mut heap = Heap::new();
+        let program = crate::evalcmd::parse_program(&mut heap, &cache.display().to_string(), src)?;
+        let words: Vec<&str> = src
+            .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
+            .collect();
+        let params = task
+            .params
+            .iter()
+            .filter(|p| words.contains(&p.name.as_str()))
+            .cloned()
+            .collect();
+        cands.push(Candidate {
+            heap,
+            program,
+            params,
+        });
+    }
+    let data = crate::engine::dataset(&task, &task.train);
+    Ok(Stream {
+        name: "recurrence",
+        cands,
+        data,
+    })
+}
+
+/// Runs the suite: `passes` passes over (the first `limit`) candidates of each stream at each K.
 pub fn throughput(
     seed_data: &Path,
     limit: usize,
     starts: &[usize],
     passes: usize,
     progress: &mut dyn FnMut(&str),
-) -> Result<(usize, Vec<ThroughputRow>)> {
-    let mut cands = load(seed_data, limit)?;
+) -> Result<Vec<ThroughputRow>> {
     let (xs, ys) = symreg_train();
-    let data = Dataset::new().column("x", xs).target(ys);
+    let symreg = Stream {
+        name: "symreg",
+        cands: load_symreg(seed_data, limit)?,
+        data: Dataset::new().column("x", xs).target(ys),
+    };
     let mut rows = Vec::new();
-    for &k in starts {
-        progress(&format!(
-            "calibration: K = {k}, {} candidates × {passes} passes",
-            cands.len()
-        ));
-        let mut pass_s = Vec::new();
-        let (mut n_failed, mut best_r2) = (0, f64::NEG_INFINITY);
-        for _ in 0..passes {
-            n_failed = 0;
-            let t = Instant::now();
-            for c in &mut cands {
-                let config = CalibrateConfig {
-                    optimizer: Optimizer::Adam,
-                    n_starts: k,
-                    max_iters: 50,
-                    tol_grad: 0.0,
-                    params: c
-                        .params
-                        .iter()
-                        .map(|p| ParamSpec::new(p, ParamKind::Free, 0.5))
-                        .collect(),
-                    ..CalibrateConfig::recommended()
-                };
-                let fit = Calibrator::new(config)
-                    .and_then(|mut cal| cal.calibrate(&mut c.heap, &c.program, &data));
-                match fit {
-                    Ok(fit) => best_r2 = best_r2.max(fit.r_squared.unwrap_or(f64::NEG_INFINITY)),
-                    Err(_) => n_failed += 1,
-                }
-            }
-            pass_s.push(t.elapsed().as_secs_f64());
+    for mut stream in [symreg, load_recurrence(limit)?] {
+        for &k in starts {
+            progress(&format!(
+                "calibration: {}, K = {k}, {} candidates × {passes} passes",
+                stream.name,
+                stream.cands.len()
+            ));
+            rows.push(one_setting(&mut stream, k, passes));
         }
-        let best = pass_s.iter().copied().fold(f64::INFINITY, f64::min);
-        rows.push(ThroughputRow {
-            n_starts: k,
-            n_lanes: k * 44,
-            calibrations_per_s: cands.len() as f64 / best,
-            pass_s,
-            n_failed,
-            best_r_squared: best_r2,
-        });
     }
-    Ok((cands.len(), rows))
+    Ok(rows)
+}
+
+fn one_setting(stream: &mut Stream, k: usize, passes: usize) -> ThroughputRow {
+    let mut pass_s = Vec::new();
+    let (mut n_failed, mut best_r2) = (0, f64::NEG_INFINITY);
+    for _ in 0..passes {
+        n_failed = 0;
+        let t = Instant::now();
+        for c in &mut stream.cands {
+            let config = CalibrateConfig {
+                optimizer: Optimizer::Adam,
+                n_starts: k,
+                max_iters: 50,
+                tol_grad: 0.0,
+                params: c.params.clone(),
+                ..CalibrateConfig::recommended()
+            };
+            let fit = Calibrator::new(config)
+                .and_then(|mut cal| cal.calibrate(&mut c.heap, &c.program, &stream.data));
+            match fit {
+                Ok(fit) => best_r2 = best_r2.max(fit.r_squared.unwrap_or(f64::NEG_INFINITY)),
+                Err(_) => n_failed += 1,
+            }
+        }
+        pass_s.push(t.elapsed().as_secs_f64());
+    }
+    let best = pass_s.iter().copied().fold(f64::INFINITY, f64::min);
+    ThroughputRow {
+        stream: stream.name,
+        n_candidates: stream.cands.len(),
+        n_starts: k,
+        n_lanes: k * stream.data.n_points(),
+        calibrations_per_s: stream.cands.len() as f64 / best,
+        pass_s,
+        n_failed,
+        best_r_squared: best_r2,
+    }
 }
 
 /// A Markdown table of the rows.
-pub fn table(n_candidates: usize, rows: &[ThroughputRow]) -> String {
-    let mut s = format!(
-        "calibration throughput: {n_candidates} replayed candidates, 50 Adam steps, 44 points, one thread\n\n\
-         | K | lanes | calibrations/s | best pass (s) | failed | best train R² |\n|--:|--:|--:|--:|--:|--:|\n"
+pub fn table(rows: &[ThroughputRow]) -> String {
+    let mut s = String::from(
+        "calibration throughput: replayed candidate streams, 50 Adam steps, 44 points, one thread\n\n\
+         | stream | candidates | K | lanes | calibrations/s | best pass (s) | failed | best train R² |\n\
+         |:--|--:|--:|--:|--:|--:|--:|--:|\n",
     );
     for r in rows {
         let best = r.pass_s.iter().copied().fold(f64::INFINITY, f64::min);
         s += &format!(
-            "| {} | {} | {:.0} | {:.3} | {} | {:.4} |\n",
-            r.n_starts, r.n_lanes, r.calibrations_per_s, best, r.n_failed, r.best_r_squared
+            "| {} | {} | {} | {} | {:.0} | {:.3} | {} | {:.4} |\n",
+            r.stream,
+            r.n_candidates,
+            r.n_starts,
+            r.n_lanes,
+            r.calibrations_per_s,
+            best,
+            r.n_failed,
+            r.best_r_squared
         );
     }
     s

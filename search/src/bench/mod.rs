@@ -6,8 +6,8 @@
 //! Speed is measured here and never asserted in tests.
 //!
 //! `calibration` ([`calibration::throughput`]): 50-step Adam calibrations per second on the 247
-//! replayed symbolic-regression candidates (44 data lanes; K = 1, 8, 32 multistarts). The
-//! recurrence candidates of a `tasks/recurrence.yaml` stream are not measured yet. `cosearch`
+//! replayed symbolic-regression candidates and the `tasks/recurrence.yaml` loop/recur candidates
+//! (44 data lanes; K = 1, 8, 32 multistarts). `cosearch`
 //! ([`cosearch::replay`]): the whole engine replaying that stream at 1 … all threads.
 
 pub mod calibration;
@@ -203,8 +203,7 @@ struct CalibrationFile<'a> {
     suite: &'static str,
     command: String,
     quick: bool,
-    stream: &'static str,
-    n_candidates: usize,
+    streams: &'static str,
     machine: &'a Machine,
     /// `/proc/loadavg` when the suite finished (with `machine.loadavg_at_start`: was it quiet?).
     loadavg_at_end: Option<String>,
@@ -305,14 +304,12 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Vec<Suit
         } else {
             (usize::MAX, &[1, 8, 32], 3)
         };
-        let (n_candidates, rows) =
-            calibration::throughput(&cfg.seed_data, limit, starts, passes, progress)?;
+        let rows = calibration::throughput(&cfg.seed_data, limit, starts, passes, progress)?;
         let file = CalibrationFile {
             suite: "calibration",
             command: format!("ndvm-search bench calibration{quick_flag}"),
             quick: cfg.quick,
-            stream: "cosearch_candidates_valid.jsonl (50 Adam steps, 44 train points)",
-            n_candidates,
+            streams: "symreg: cosearch_candidates_valid.jsonl; recurrence: tasks/recurrence.yaml's cache (50 Adam steps, 44 train points)",
             machine: &machine,
             loadavg_at_end: loadavg(),
             rows: &rows,
@@ -320,7 +317,7 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Vec<Suit
         reports.push(SuiteReport {
             name: "calibration",
             path: write_json(&cfg.out_dir, "calibration", &file)?,
-            table: calibration::table(n_candidates, &rows),
+            table: calibration::table(&rows),
         });
     }
     if matches!(cfg.selection, Selection::Cosearch | Selection::All) {
