@@ -523,7 +523,10 @@ pub(crate) fn terms_forward(
     out: &mut [f64],
     b: usize,
 ) {
-    out.iter_mut().for_each(|x| *x = 0.0);
+    let n_out = out.len() / b.max(1);
+    if b == 1 || n_out > 64 {
+        out.iter_mut().for_each(|x| *x = 0.0);
+    }
     if b == 1 {
         // One value per element: the same products and sums as below, without the lane slices.
         for t in terms {
@@ -536,33 +539,75 @@ pub(crate) fn terms_forward(
         }
         return;
     }
+    // Up to 64 outputs, the first term into an element writes `0.0 + v` (the bits of adding to a
+    // zeroed element) instead of a separate zero-fill pass.
+    let mut seen = 0u64;
     for t in terms {
         let o = &mut out[t.o as usize * b..(t.o as usize + 1) * b];
-        let (i, j, c) = (t.i as usize, t.j as usize, t.coeff);
-        if !bilinear {
-            match a.lanes(i, b) {
-                Some(x) => o.iter_mut().zip(x).for_each(|(o, x)| *o += c * x),
-                None => o.iter_mut().for_each(|o| *o += c * a.at(i, 0)),
-            }
-            continue;
+        let first = n_out <= 64 && seen & (1 << t.o) == 0;
+        if n_out <= 64 {
+            seen |= 1 << t.o;
         }
-        match (a.lanes(i, b), bb.lanes(j, b)) {
-            (Some(x), Some(y)) => o
+        if first {
+            term_pass::<true>(t, bilinear, a, bb, o, b);
+        } else {
+            term_pass::<false>(t, bilinear, a, bb, o, b);
+        }
+    }
+    if n_out <= 64 {
+        for e in (0..n_out).filter(|&e| seen & (1 << e) == 0) {
+            out[e * b..(e + 1) * b].iter_mut().for_each(|x| *x = 0.0);
+        }
+    }
+}
+
+/// `o (+)= v` over lanes: `FIRST` writes `0.0 + v`, the bits of accumulating into a zero.
+#[inline(always)]
+fn put<const FIRST: bool>(o: &mut f64, v: f64) {
+    if FIRST { *o = 0.0 + v } else { *o += v }
+}
+
+/// One term's pass of [`terms_forward`] over the `b` lanes of its output element `o`.
+#[inline(always)]
+fn term_pass<const FIRST: bool>(
+    t: &Term,
+    bilinear: bool,
+    a: Strided<'_>,
+    bb: Strided<'_>,
+    o: &mut [f64],
+    b: usize,
+) {
+    let (i, j, c) = (t.i as usize, t.j as usize, t.coeff);
+    if !bilinear {
+        match a.lanes(i, b) {
+            Some(x) => o
                 .iter_mut()
-                .zip(x.iter().zip(y))
-                .for_each(|(o, (x, y))| *o += c * x * y),
-            (Some(x), None) => {
-                let y = bb.at(j, 0);
-                o.iter_mut().zip(x).for_each(|(o, x)| *o += c * x * y);
-            }
-            (None, Some(y)) => {
-                let x = c * a.at(i, 0);
-                o.iter_mut().zip(y).for_each(|(o, y)| *o += x * y);
-            }
-            (None, None) => {
-                let v = c * a.at(i, 0) * bb.at(j, 0);
-                o.iter_mut().for_each(|o| *o += v);
-            }
+                .zip(x)
+                .for_each(|(o, x)| put::<FIRST>(o, c * x)),
+            None => o.iter_mut().for_each(|o| put::<FIRST>(o, c * a.at(i, 0))),
+        }
+        return;
+    }
+    match (a.lanes(i, b), bb.lanes(j, b)) {
+        (Some(x), Some(y)) => o
+            .iter_mut()
+            .zip(x.iter().zip(y))
+            .for_each(|(o, (x, y))| put::<FIRST>(o, c * x * y)),
+        (Some(x), None) => {
+            let y = bb.at(j, 0);
+            o.iter_mut()
+                .zip(x)
+                .for_each(|(o, x)| put::<FIRST>(o, c * x * y));
+        }
+        (None, Some(y)) => {
+            let x = c * a.at(i, 0);
+            o.iter_mut()
+                .zip(y)
+                .for_each(|(o, y)| put::<FIRST>(o, x * y));
+        }
+        (None, None) => {
+            let v = c * a.at(i, 0) * bb.at(j, 0);
+            o.iter_mut().for_each(|o| put::<FIRST>(o, v));
         }
     }
 }
