@@ -3,10 +3,11 @@
 
 use crate::api::{Dialect, EvalOptions, Evaluation, Gradient, InputValue, Inputs, Output};
 use crate::decode::{self, Code, CodeId, CodeList, Codes, Decoder, LetKind};
-use crate::error::{CoreError, ErrorKind, Result};
+use crate::error::{CoreError, ErrorKind};
 use crate::heap::{Heap, Node, Program};
 use crate::lanes::{Lanes, LanesMark, PayloadId};
 use crate::mask::{LaneMask, MaskId};
+use crate::prims::Prim;
 use crate::tape::{Tape, TapeOp};
 use crate::value::Value;
 
@@ -109,8 +110,29 @@ struct DecodeKey {
     inputs: Vec<String>,
 }
 
-fn err(kind: ErrorKind, msg: impl Into<String>) -> CoreError {
-    CoreError::new(kind, msg)
+/// The walk's results: the error boxed, so a `Result<Value>` travels in two registers. The
+/// public entry points unbox it.
+pub(crate) type Result<T> = std::result::Result<T, Box<CoreError>>;
+
+/// `CoreError::at` for a boxed error.
+pub(crate) trait At {
+    /// Sets the error's node unless it has one.
+    fn at(self, node: crate::heap::NodeId) -> Self;
+}
+
+impl At for Box<CoreError> {
+    #[inline]
+    fn at(mut self, node: crate::heap::NodeId) -> Self {
+        if self.node.is_none() {
+            self.node = Some(node);
+        }
+        self
+    }
+}
+
+#[cold]
+fn err(kind: ErrorKind, msg: impl Into<String>) -> Box<CoreError> {
+    Box::new(CoreError::new(kind, msg))
 }
 
 /// Shape of a numeric value.
@@ -210,7 +232,7 @@ impl Evaluator {
         heap: &mut Heap,
         program: &Program,
         inputs: &Inputs,
-    ) -> Result<Evaluation> {
+    ) -> crate::error::Result<Evaluation> {
         let mut out = Evaluation::empty();
         self.run(heap, program, inputs, false, &mut out)?;
         Ok(out)
@@ -222,7 +244,7 @@ impl Evaluator {
         heap: &mut Heap,
         program: &Program,
         inputs: &Inputs,
-    ) -> Result<Evaluation> {
+    ) -> crate::error::Result<Evaluation> {
         let mut out = Evaluation::empty();
         self.run(heap, program, inputs, true, &mut out)?;
         Ok(out)
@@ -237,7 +259,7 @@ impl Evaluator {
         inputs: &Inputs,
         grad: bool,
         out: &mut Evaluation,
-    ) -> Result<()> {
+    ) -> crate::error::Result<()> {
         self.run(heap, program, inputs, grad, out)
     }
 
@@ -248,7 +270,7 @@ impl Evaluator {
         inputs: &Inputs,
         grad: bool,
         out: &mut Evaluation,
-    ) -> Result<()> {
+    ) -> crate::error::Result<()> {
         std::mem::swap(heap, &mut self.heap);
         let res = self.run_inner(program, inputs, grad, out);
         std::mem::swap(heap, &mut self.heap);
@@ -279,7 +301,7 @@ impl Evaluator {
         inputs: &Inputs,
         grad: bool,
         out: &mut Evaluation,
-    ) -> Result<()> {
+    ) -> crate::error::Result<()> {
         // Globals: inputs first, then decoded top-level names. The decoded forms are reused while
         // the heap, the forms and the input names stay the same.
         let hit = self.cache.as_ref().is_some_and(|k| {
@@ -321,7 +343,9 @@ impl Evaluator {
         }
         let tops = std::mem::take(&mut self.cached_tops);
         let input_slots = std::mem::take(&mut self.cached_input_slots);
-        let res = self.run_decoded(&tops, &input_slots, inputs, grad, out);
+        let res = self
+            .run_decoded(&tops, &input_slots, inputs, grad, out)
+            .map_err(|e| *e);
         self.cached_tops = tops;
         self.cached_input_slots = input_slots;
         res
@@ -557,7 +581,7 @@ impl Evaluator {
         self.frames.len() as u32 - 1
     }
 
-    #[inline]
+    #[inline(always)]
     fn slot_index(&self, mut env: u32, depth: u32, slot: u32) -> usize {
         for _ in 0..depth {
             env = self.frames[env as usize].parent;
@@ -565,7 +589,9 @@ impl Evaluator {
         self.frames[env as usize].base as usize + slot as usize
     }
 
-    fn unassigned(&self, code: CodeId) -> CoreError {
+    #[cold]
+    #[inline(never)]
+    fn unassigned(&self, code: CodeId) -> Box<CoreError> {
         let name = match self.heap.node(self.codes.node(code)) {
             Node::Sym(s) => self.heap.symbol_name(s).to_string(),
             _ => "variable".to_string(),
@@ -580,6 +606,9 @@ impl Evaluator {
     // ---------------------------------------------------------------- the walk
 
     fn eval_value(&mut self, code: CodeId, env: u32) -> Result<Value> {
+        if let Code::PrimCall { prim, args } = self.codes.get(code) {
+            return self.nested_prim_call(prim, args, env, code);
+        }
         match self.walk(code, env)? {
             Flow::Val(v) => Ok(v),
             _ => {
@@ -749,8 +778,10 @@ impl Evaluator {
                             let n = self.argstack.len() - base;
                             let (lo, hi) = p.arity();
                             if (n as u32) < lo || n as u32 > hi {
-                                return Err(decode::arity_error(p.name(), lo, hi, n)
-                                    .at(self.codes.node(code)));
+                                return Err(Box::new(
+                                    decode::arity_error(p.name(), lo, hi, n)
+                                        .at(self.codes.node(code)),
+                                ));
                             }
                             let v = self.call_prim(p, base, code)?;
                             self.argstack.truncate(base);
@@ -765,13 +796,7 @@ impl Evaluator {
                         }
                     }
                 }
-                Code::PrimCall { prim, args } => {
-                    let base = self.argstack.len();
-                    self.eval_args(args, env)?;
-                    let v = self.call_prim(prim, base, code)?;
-                    self.argstack.truncate(base);
-                    v
-                }
+                Code::PrimCall { prim, args } => self.prim_call(prim, args, env, code)?,
                 Code::And(list) => {
                     return self.eval_and_or(list, 0, env, true, code).map(Flow::Val);
                 }
@@ -805,26 +830,88 @@ impl Evaluator {
         Ok(())
     }
 
+    /// A primitive call in operand position: the walk's depth and step accounting (`walk` then
+    /// `eval_loop`) without its `Flow` plumbing. Every 16th level goes through `walk`, which
+    /// grows the stack.
+    #[inline(never)]
+    fn nested_prim_call(
+        &mut self,
+        prim: Prim,
+        args: CodeList,
+        env: u32,
+        code: CodeId,
+    ) -> Result<Value> {
+        if (self.depth + 1).is_multiple_of(16) || self.depth >= self.opts.max_depth {
+            return match self.walk(code, env)? {
+                Flow::Val(v) => Ok(v),
+                _ => unreachable!("a primitive call yields a value"),
+            };
+        }
+        self.depth += 1;
+        self.steps += 1;
+        if self.steps > self.opts.max_steps {
+            self.depth -= 1;
+            return Err(self.step_budget_error(code));
+        }
+        let res = self.prim_call(prim, args, env, code);
+        self.depth -= 1;
+        res
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn step_budget_error(&self, code: CodeId) -> Box<CoreError> {
+        err(
+            ErrorKind::StepBudget,
+            format!("more than {} evaluation steps", self.opts.max_steps),
+        )
+        .at(self.codes.node(code))
+    }
+
+    /// Evaluates the operands of a primitive call and applies it. One- and two-operand calls
+    /// pass their operands by value, without the argument stack.
+    #[inline(always)]
+    fn prim_call(&mut self, prim: Prim, args: CodeList, env: u32, code: CodeId) -> Result<Value> {
+        let at = args.start as usize;
+        match args.len {
+            1 => {
+                let x = self.eval_operand(self.codes.lists[at], env)?;
+                self.call_prim1(prim, x, code)
+            }
+            2 => {
+                let x = self.eval_operand(self.codes.lists[at], env)?;
+                let y = self.eval_operand(self.codes.lists[at + 1], env)?;
+                self.call_prim2(prim, x, y, code)
+            }
+            _ => {
+                let base = self.argstack.len();
+                self.eval_args(args, env)?;
+                let v = self.call_prim(prim, base, code)?;
+                self.argstack.truncate(base);
+                Ok(v)
+            }
+        }
+    }
+
     /// Evaluates an operand, with the walk's own semantics, but without a nested walk for the
     /// common leaves (variables and literals).
-    #[inline]
+    #[inline(always)]
     fn eval_operand(&mut self, code: CodeId, env: u32) -> Result<Value> {
-        let v = match self.codes.get(code) {
+        let v = match self.codes.codes[code.0 as usize] {
             Code::Local { depth, slot } => self.slots[self.slot_index(env, depth, slot)],
             Code::Global(slot) => self.globals[slot as usize],
             Code::Num(x) => self.num(x),
+            Code::PrimCall { prim, args } => {
+                return self.nested_prim_call(prim, args, env, code);
+            }
             _ => return self.eval_value(code, env),
         };
         self.steps += 1;
-        if v == Value::Unassigned {
+        if matches!(v, Value::Unassigned) {
             return Err(self.unassigned(code));
         }
         if self.steps > self.opts.max_steps {
-            return Err(err(
-                ErrorKind::StepBudget,
-                format!("more than {} evaluation steps", self.opts.max_steps),
-            )
-            .at(self.codes.node(code)));
+            return Err(self.step_budget_error(code));
         }
         Ok(v)
     }
@@ -843,7 +930,9 @@ impl Evaluator {
         let n = self.argstack.len() - base;
         if (!rest && n != n_params as usize) || (rest && n < n_params as usize) {
             let hi = if rest { u32::MAX } else { n_params };
-            return Err(decode::arity_error("procedure", n_params, hi, n).at(self.codes.node(call)));
+            return Err(Box::new(
+                decode::arity_error("procedure", n_params, hi, n).at(self.codes.node(call)),
+            ));
         }
         let frame = self.new_frame(clo.env, n_slots);
         let fb = self.frames[frame as usize].base as usize;
@@ -878,9 +967,9 @@ impl Evaluator {
             Value::Prim(p) => {
                 let (lo, hi) = p.arity();
                 if (args.len() as u32) < lo || args.len() as u32 > hi {
-                    return Err(
-                        decode::arity_error(p.name(), lo, hi, args.len()).at(self.codes.node(call))
-                    );
+                    return Err(Box::new(
+                        decode::arity_error(p.name(), lo, hi, args.len()).at(self.codes.node(call)),
+                    ));
                 }
                 let v = self.call_prim(p, base, call);
                 self.argstack.truncate(base);

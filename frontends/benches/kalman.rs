@@ -1,7 +1,9 @@
 //! Kalman benchmark: `kalman2d_T80` forward+gradient time per lane at B = 1 … 1024 (median of runs).
 //!
 //! Run with `cargo bench -p ndvm-frontends --bench kalman`. Reads the program and its 80×2
-//! observations from `../shared/seed-data/oracle_refs.json`.
+//! observations from `../shared/seed-data/oracle_refs.json`. `NDVM_BENCH_WALK=1` turns the trace
+//! replay off (every run walks), `NDVM_BENCH_FWD=1` times forward-only runs, `NDVM_BENCH_B=k`
+//! runs one lane count and `NDVM_BENCH_RUNS=n` a fixed number of runs.
 
 #![allow(clippy::print_stdout)] // a benchmark reports on stdout
 
@@ -50,7 +52,13 @@ fn main() {
         if only.is_some_and(|o| o != b) {
             continue;
         }
-        let mut ev = Evaluator::new(EvalOptions::new(b).with_dialect(Dialect::Reference));
+        let walk = std::env::var_os("NDVM_BENCH_WALK").is_some();
+        let fwd = std::env::var_os("NDVM_BENCH_FWD").is_some();
+        let mut opts = EvalOptions::new(b).with_dialect(Dialect::Reference);
+        if walk {
+            opts = opts.with_replay(false);
+        }
+        let mut ev = Evaluator::new(opts);
         let q: Vec<f64> = (0..b).map(|l| 0.05 * (1.0 + 0.001 * l as f64)).collect();
         let r: Vec<f64> = (0..b).map(|l| 0.10 * (1.0 + 0.001 * l as f64)).collect();
         let inputs = Inputs::new()
@@ -71,9 +79,12 @@ fn main() {
             samples.len() < n
         }) {
             let t = Instant::now();
-            let res = ev
-                .eval_grad(&mut heap, &program, &inputs)
-                .expect("kalman runs");
+            let res = if fwd {
+                ev.eval(&mut heap, &program, &inputs)
+            } else {
+                ev.eval_grad(&mut heap, &program, &inputs)
+            }
+            .expect("kalman runs");
             std::hint::black_box(&res);
             samples.push(t.elapsed().as_secs_f64() * 1e6);
         }

@@ -2,10 +2,10 @@
 //! higher-order list functions and tensor ops, each recording its tape node when differentiable.
 
 use super::replay::{BoolTest, Guard};
-use super::{Evaluator, Shape, err, kernels};
+use super::{At, Evaluator, Result, Shape, err, kernels};
 use crate::api::{Dialect, Output};
 use crate::decode::{CodeId, Decoder};
-use crate::error::{CoreError, ErrorKind, Result};
+use crate::error::{CoreError, ErrorKind};
 use crate::heap::{Heap, Node, NodeId};
 use crate::lanes::PayloadId;
 use crate::linalg::TensorOp;
@@ -13,7 +13,8 @@ use crate::prims::{Binary, Compare, Prim, Unary};
 use crate::tape::TapeOp;
 use crate::value::Value;
 
-fn type_error(what: &str, expected: &str, got: Value) -> CoreError {
+#[cold]
+fn type_error(what: &str, expected: &str, got: Value) -> Box<CoreError> {
     err(
         ErrorKind::Type,
         format!("{what} expects {expected}, got a {}", got.type_name()),
@@ -28,6 +29,177 @@ impl Evaluator {
     pub(super) fn call_prim(&mut self, p: Prim, base: usize, at: CodeId) -> Result<Value> {
         let node = self.codes.node(at);
         self.call_prim_inner(p, base, at).map_err(|e| e.at(node))
+    }
+
+    /// `call_prim` with one argument, passed by value (the common primitives skip the stack).
+    #[inline(never)]
+    pub(super) fn call_prim1(&mut self, p: Prim, x: Value, at: CodeId) -> Result<Value> {
+        let res = match p {
+            Prim::Add | Prim::Mul | Prim::Min | Prim::Max => self.numeric(x, p.name()).map(|_| x),
+            Prim::Sub => self.unary(Unary::Neg, x, "-"),
+            Prim::Div => self.unary(Unary::Recip, x, "/"),
+            Prim::Unary(u) => self.unary(u, x, p.name()),
+            Prim::Det | Prim::LogDet | Prim::Inv => self.det_family(p, x),
+            Prim::Eye | Prim::Zeros | Prim::Ones => self.prim_fill(p, x),
+            _ => {
+                let base = self.argstack.len();
+                self.argstack.push(x);
+                let v = self.call_prim_inner(p, base, at);
+                self.argstack.truncate(base);
+                v
+            }
+        };
+        res.map_err(|e| e.at(self.codes.node(at)))
+    }
+
+    /// `call_prim` with two arguments, passed by value (the common primitives skip the stack).
+    #[inline(always)]
+    pub(super) fn call_prim2(&mut self, p: Prim, x: Value, y: Value, at: CodeId) -> Result<Value> {
+        let op = match p {
+            Prim::Add => Binary::Add,
+            Prim::Sub => Binary::Sub,
+            Prim::Mul => Binary::Mul,
+            Prim::Div => Binary::Div,
+            Prim::Min => Binary::Min,
+            Prim::Max => Binary::Max,
+            Prim::Unary(Unary::Atan) => Binary::Atan2,
+            Prim::Binary(b) => b,
+            _ => return self.call_prim2_other(p, x, y, at),
+        };
+        let what = match p {
+            Prim::Unary(Unary::Atan) => "atan",
+            _ => p.name(),
+        };
+        self.binary(op, x, y, what)
+            .map_err(|e| e.at(self.codes.node(at)))
+    }
+
+    #[inline(never)]
+    fn call_prim2_other(&mut self, p: Prim, x: Value, y: Value, at: CodeId) -> Result<Value> {
+        let res = match p {
+            Prim::Dot => self.prim_dot(x, y),
+            Prim::Scale => self.prim_scale(x, y),
+            Prim::MatVec => self.prim_matvec(x, y),
+            Prim::MatMul => self.prim_matmul(x, y),
+            Prim::Compare(c) => self.compare2(c, x, y),
+            _ => {
+                let base = self.argstack.len();
+                self.argstack.push(x);
+                self.argstack.push(y);
+                let v = self.call_prim_inner(p, base, at);
+                self.argstack.truncate(base);
+                v
+            }
+        };
+        res.map_err(|e| e.at(self.codes.node(at)))
+    }
+
+    /// `(eye k)`, `(zeros k)`, `(ones k)`.
+    fn prim_fill(&mut self, p: Prim, x: Value) -> Result<Value> {
+        let k = self.uniform_index(x, p.name())?;
+        if k > 4096 {
+            return Err(err(
+                ErrorKind::Index,
+                format!("{} size {k} is too large", p.name()),
+            ));
+        }
+        let (nel, shape) = if p == Prim::Eye {
+            (k * k, Shape::Matrix(k as u16, k as u16))
+        } else {
+            (k, Shape::Vector(k as u32))
+        };
+        let out = self.lanes.alloc(nel, false, false);
+        let off = self.lanes.meta(out).off as usize;
+        let dst = &mut self.lanes.data[off..off + nel];
+        match p {
+            Prim::Eye => {
+                let w = k.max(1);
+                for (e, d) in dst.iter_mut().enumerate() {
+                    *d = f64::from(u8::from(e / w == e % w));
+                }
+            }
+            Prim::Ones => dst.fill(1.0),
+            _ => dst.fill(0.0),
+        }
+        Ok(shape.value(out))
+    }
+
+    /// A two-argument comparison: `compare_chain` over `x, y` without the argument stack (the
+    /// guard, when one is needed, reads them from it).
+    fn compare2(&mut self, c: Compare, x: Value, y: Value) -> Result<Value> {
+        let mut varying = false;
+        for v in [x, y] {
+            match self.numeric(v, "comparison")? {
+                (p, Shape::Scalar) => varying |= self.lanes.is_varying(p),
+                _ => return Err(type_error("comparison", "numbers", v)),
+            }
+        }
+        let px = x.payload().unwrap_or(self.false_p);
+        let py = y.payload().unwrap_or(self.false_p);
+        let out = if !varying {
+            if c.apply(self.get(px, 0, 0), self.get(py, 0, 0)) {
+                self.true_p
+            } else {
+                self.false_p
+            }
+        } else {
+            let out = self.lanes.alloc(1, true, false);
+            let lanes = self.take_lanes(true);
+            for &l in &lanes {
+                let l = l as usize;
+                let ok = c.apply(self.get(px, 0, l), self.get(py, 0, l));
+                self.set(out, 0, l, f64::from(u8::from(ok)));
+            }
+            self.lane_buf = lanes;
+            out
+        };
+        if self.recording && (self.lanes.meta(px).grad || self.lanes.meta(py).grad) {
+            let base = self.argstack.len();
+            self.argstack.push(x);
+            self.argstack.push(y);
+            self.guard_compare(c, base, 2, out);
+            self.argstack.truncate(base);
+        }
+        Ok(Value::Bool(out))
+    }
+
+    fn prim_dot(&mut self, x: Value, y: Value) -> Result<Value> {
+        let (a, sa) = self.tensor_arg(x, "dot")?;
+        let (b, sb) = self.tensor_arg(y, "dot")?;
+        match (sa, sb) {
+            (Shape::Vector(x), Shape::Vector(y)) if x == y => {
+                Ok(self.tensor(TensorOp::Dot, a, Some(b), Shape::Scalar))
+            }
+            _ => Err(shape_error("dot", sa, sb)),
+        }
+    }
+
+    fn prim_scale(&mut self, x: Value, y: Value) -> Result<Value> {
+        if !matches!(x, Value::Num(_)) && !matches!(y, Value::Num(_)) {
+            return Err(type_error("scale", "a number and a vector or matrix", x));
+        }
+        self.binary(Binary::Mul, x, y, "scale")
+    }
+
+    fn prim_matvec(&mut self, x: Value, y: Value) -> Result<Value> {
+        let (a, sa) = self.tensor_arg(x, "matvec")?;
+        let (b, sb) = self.tensor_arg(y, "matvec")?;
+        self.matvec(a, sa, b, sb)
+    }
+
+    fn prim_matmul(&mut self, x: Value, y: Value) -> Result<Value> {
+        let (a, sa) = self.tensor_arg(x, "matmul")?;
+        let (b, sb) = self.tensor_arg(y, "matmul")?;
+        match (sa, sb) {
+            (Shape::Matrix(m, k), Shape::Matrix(k2, nn)) if k == k2 => Ok(self.tensor(
+                TensorOp::MatMul { m, k, n: nn },
+                a,
+                Some(b),
+                Shape::Matrix(m, nn),
+            )),
+            (Shape::Matrix(..), Shape::Vector(_)) => self.matvec(a, sa, b, sb),
+            _ => Err(shape_error("matmul", sa, sb)),
+        }
     }
 
     fn call_prim_inner(&mut self, p: Prim, base: usize, site: CodeId) -> Result<Value> {
@@ -230,16 +402,7 @@ impl Evaluator {
             Prim::Vec => self.make_vec(base, n),
             Prim::Mat => self.make_mat(base, n),
             Prim::Ref => self.tensor_ref(base, n),
-            Prim::Dot => {
-                let (a, sa) = self.tensor_arg(self.arg(base, 0), "dot")?;
-                let (b, sb) = self.tensor_arg(self.arg(base, 1), "dot")?;
-                match (sa, sb) {
-                    (Shape::Vector(x), Shape::Vector(y)) if x == y => {
-                        Ok(self.tensor(TensorOp::Dot, a, Some(b), Shape::Scalar))
-                    }
-                    _ => Err(shape_error("dot", sa, sb)),
-                }
-            }
+            Prim::Dot => self.prim_dot(self.arg(base, 0), self.arg(base, 1)),
             Prim::VSum => {
                 let (a, _) = self.tensor_arg(self.arg(base, 0), "vsum")?;
                 Ok(self.tensor(TensorOp::Sum, a, None, Shape::Scalar))
@@ -263,32 +426,9 @@ impl Evaluator {
                 }
                 Ok(self.tensor(TensorOp::Cross, a, Some(b), sa))
             }
-            Prim::Scale => {
-                let (x, y) = (self.arg(base, 0), self.arg(base, 1));
-                if !matches!(x, Value::Num(_)) && !matches!(y, Value::Num(_)) {
-                    return Err(type_error("scale", "a number and a vector or matrix", x));
-                }
-                self.binary(Binary::Mul, x, y, "scale")
-            }
-            Prim::MatVec => {
-                let (a, sa) = self.tensor_arg(self.arg(base, 0), "matvec")?;
-                let (b, sb) = self.tensor_arg(self.arg(base, 1), "matvec")?;
-                self.matvec(a, sa, b, sb)
-            }
-            Prim::MatMul => {
-                let (a, sa) = self.tensor_arg(self.arg(base, 0), "matmul")?;
-                let (b, sb) = self.tensor_arg(self.arg(base, 1), "matmul")?;
-                match (sa, sb) {
-                    (Shape::Matrix(m, k), Shape::Matrix(k2, nn)) if k == k2 => Ok(self.tensor(
-                        TensorOp::MatMul { m, k, n: nn },
-                        a,
-                        Some(b),
-                        Shape::Matrix(m, nn),
-                    )),
-                    (Shape::Matrix(..), Shape::Vector(_)) => self.matvec(a, sa, b, sb),
-                    _ => Err(shape_error("matmul", sa, sb)),
-                }
-            }
+            Prim::Scale => self.prim_scale(self.arg(base, 0), self.arg(base, 1)),
+            Prim::MatVec => self.prim_matvec(self.arg(base, 0), self.arg(base, 1)),
+            Prim::MatMul => self.prim_matmul(self.arg(base, 0), self.arg(base, 1)),
             Prim::Transpose => {
                 let v = self.arg(base, 0);
                 let (a, sa) = self.tensor_arg(v, "transpose")?;
@@ -327,30 +467,7 @@ impl Evaluator {
                 }
             }
             Prim::Det | Prim::LogDet | Prim::Inv => self.det_family(p, self.arg(base, 0)),
-            Prim::Eye | Prim::Zeros | Prim::Ones => {
-                let k = self.uniform_index(self.arg(base, 0), name())?;
-                if k > 4096 {
-                    return Err(err(
-                        ErrorKind::Index,
-                        format!("{} size {k} is too large", name()),
-                    ));
-                }
-                let (nel, shape) = if p == Prim::Eye {
-                    (k * k, Shape::Matrix(k as u16, k as u16))
-                } else {
-                    (k, Shape::Vector(k as u32))
-                };
-                let out = self.lanes.alloc(nel, false, false);
-                for e in 0..nel {
-                    let x = match p {
-                        Prim::Eye => f64::from(u8::from(e / k.max(1) == e % k.max(1))),
-                        Prim::Ones => 1.0,
-                        _ => 0.0,
-                    };
-                    self.set(out, e, 0, x);
-                }
-                Ok(shape.value(out))
-            }
+            Prim::Eye | Prim::Zeros | Prim::Ones => self.prim_fill(p, self.arg(base, 0)),
             Prim::VLen => match self.arg(base, 0) {
                 Value::Vector(_, n) => Ok(self.num(n as f64)),
                 Value::Matrix(_, r, _) => Ok(self.num(r as f64)),
@@ -1052,7 +1169,8 @@ impl Evaluator {
     }
 }
 
-fn shape_error(what: &str, a: Shape, b: Shape) -> CoreError {
+#[cold]
+fn shape_error(what: &str, a: Shape, b: Shape) -> Box<CoreError> {
     let d = |s: Shape| match s {
         Shape::Scalar => "a number".to_string(),
         Shape::Vector(n) => format!("a vector of {n}"),
