@@ -501,15 +501,227 @@ pub(crate) struct Strided<'a> {
 }
 
 impl Strided<'_> {
-    /// The B-lane slice of element `e` (`None` when the payload is uniform).
-    #[inline]
-    pub(crate) fn lanes(&self, e: usize, b: usize) -> Option<&[f64]> {
-        (self.s == 1).then(|| &self.data[e * self.w..e * self.w + b])
-    }
-
     #[inline]
     pub(crate) fn at(&self, e: usize, l: usize) -> f64 {
         self.data[e * self.w + l * self.s]
+    }
+}
+
+/// One element's operand for a lane pass: its `b` lanes, or one value shared by every lane.
+#[derive(Clone, Copy)]
+enum Src<'a> {
+    Lanes(&'a [f64]),
+    One(f64),
+}
+
+impl<'a> Strided<'a> {
+    /// Element `e` as a lane-pass operand.
+    #[inline(always)]
+    fn src(&self, e: usize, b: usize) -> Src<'a> {
+        if self.s == 1 {
+            Src::Lanes(&self.data[e * self.w..e * self.w + b])
+        } else {
+            Src::One(self.data[e * self.w])
+        }
+    }
+}
+
+/// One contribution `(c · p) · q` to an element (`c · p` for a linear op, where `q` is unused).
+#[derive(Clone, Copy)]
+struct Contrib<'a> {
+    c: f64,
+    p: Src<'a>,
+    q: Src<'a>,
+}
+
+/// `d = base + v₀ + v₁ + …` over the lanes of one element, adding the contributions `cs` in
+/// order, where `base` is `d`'s old value, or `0.0` when `first` (its floats are stale): the bits
+/// of accumulating each contribution in turn into a zeroed element. `BIL`: contributions are
+/// `(c · p) · q`, else `c · p`. One or two contributions over lanes run as one fused pass.
+#[inline(always)]
+fn accumulate<const BIL: bool>(d: &mut [f64], first: bool, cs: &[Contrib<'_>]) {
+    let n = d.len();
+    match *cs {
+        [
+            Contrib {
+                c,
+                p: Src::Lanes(p),
+                q,
+            },
+        ] if !BIL || matches!(q, Src::Lanes(_)) => {
+            let p = &p[..n];
+            let q = match q {
+                Src::Lanes(q) if BIL => &q[..n],
+                _ => p,
+            };
+            match (first, c == 1.0) {
+                (true, true) => fused1::<BIL, true, true>(d, c, p, q),
+                (true, false) => fused1::<BIL, true, false>(d, c, p, q),
+                (false, true) => fused1::<BIL, false, true>(d, c, p, q),
+                (false, false) => fused1::<BIL, false, false>(d, c, p, q),
+            }
+        }
+        [
+            Contrib {
+                c: c0,
+                p: Src::Lanes(p0),
+                q: q0,
+            },
+            Contrib {
+                c: c1,
+                p: Src::Lanes(p1),
+                q: q1,
+            },
+        ] if !BIL || matches!((q0, q1), (Src::Lanes(_), Src::Lanes(_))) => {
+            let (p0, p1) = (&p0[..n], &p1[..n]);
+            let (q0, q1) = match (q0, q1) {
+                (Src::Lanes(q0), Src::Lanes(q1)) if BIL => (&q0[..n], &q1[..n]),
+                _ => (p0, p1),
+            };
+            let (c, p, q) = ([c0, c1], [p0, p1], [q0, q1]);
+            match (first, c0 == 1.0 && c1 == 1.0) {
+                (true, true) => fused2::<BIL, true, true>(d, c, p, q),
+                (true, false) => fused2::<BIL, true, false>(d, c, p, q),
+                (false, true) => fused2::<BIL, false, true>(d, c, p, q),
+                (false, false) => fused2::<BIL, false, false>(d, c, p, q),
+            }
+        }
+        _ => {
+            for (k, t) in cs.iter().enumerate() {
+                if first && k == 0 {
+                    contrib_pass::<BIL, true>(d, t);
+                } else {
+                    contrib_pass::<BIL, false>(d, t);
+                }
+            }
+        }
+    }
+}
+
+/// The value of one contribution on one lane. `UNIT`: `c` is 1, and `1 · p` is `p` (bit for
+/// bit, NaN included), so the product is left out.
+#[inline(always)]
+fn term_value<const BIL: bool, const UNIT: bool>(c: f64, p: f64, q: f64) -> f64 {
+    let cp = if UNIT { p } else { c * p };
+    if BIL { cp * q } else { cp }
+}
+
+/// `d (+)= (c · p) · q` over lanes (`FIRST`: `d` is stale, write `0.0 + v`).
+#[inline(always)]
+fn fused1<const BIL: bool, const FIRST: bool, const UNIT: bool>(
+    d: &mut [f64],
+    c: f64,
+    p: &[f64],
+    q: &[f64],
+) {
+    let n = d.len();
+    let (p, q) = (&p[..n], &q[..n]);
+    for l in 0..n {
+        let v = term_value::<BIL, UNIT>(c, p[l], q[l]);
+        d[l] = if FIRST { 0.0 + v } else { d[l] + v };
+    }
+}
+
+/// Two contributions in one pass over lanes, the first added before the second.
+#[inline(always)]
+fn fused2<const BIL: bool, const FIRST: bool, const UNIT: bool>(
+    d: &mut [f64],
+    c: [f64; 2],
+    p: [&[f64]; 2],
+    q: [&[f64]; 2],
+) {
+    let n = d.len();
+    let (p0, p1, q0, q1) = (&p[0][..n], &p[1][..n], &q[0][..n], &q[1][..n]);
+    for l in 0..n {
+        let v0 = term_value::<BIL, UNIT>(c[0], p0[l], q0[l]);
+        let v1 = term_value::<BIL, UNIT>(c[1], p1[l], q1[l]);
+        let s = if FIRST { 0.0 + v0 } else { d[l] + v0 };
+        d[l] = s + v1;
+    }
+}
+
+/// One contribution's pass over lanes, any operand possibly shared by all lanes.
+#[inline(always)]
+fn contrib_pass<const BIL: bool, const FIRST: bool>(d: &mut [f64], t: &Contrib<'_>) {
+    let n = d.len();
+    let c = t.c;
+    #[inline(always)]
+    fn put<const FIRST: bool>(o: &mut f64, v: f64) {
+        if FIRST { *o = 0.0 + v } else { *o += v }
+    }
+    if !BIL {
+        match t.p {
+            Src::Lanes(x) => d
+                .iter_mut()
+                .zip(&x[..n])
+                .for_each(|(o, x)| put::<FIRST>(o, c * x)),
+            Src::One(x) => d.iter_mut().for_each(|o| put::<FIRST>(o, c * x)),
+        }
+        return;
+    }
+    match (t.p, t.q) {
+        (Src::Lanes(x), Src::Lanes(y)) => d
+            .iter_mut()
+            .zip(x[..n].iter().zip(&y[..n]))
+            .for_each(|(o, (x, y))| put::<FIRST>(o, c * x * y)),
+        (Src::Lanes(x), Src::One(y)) => d
+            .iter_mut()
+            .zip(&x[..n])
+            .for_each(|(o, x)| put::<FIRST>(o, c * x * y)),
+        (Src::One(x), Src::Lanes(y)) => {
+            let x = c * x;
+            d.iter_mut()
+                .zip(&y[..n])
+                .for_each(|(o, y)| put::<FIRST>(o, x * y));
+        }
+        (Src::One(x), Src::One(y)) => {
+            let v = c * x * y;
+            d.iter_mut().for_each(|o| put::<FIRST>(o, v));
+        }
+    }
+}
+
+/// Calls `f(e, run)` for each run of consecutive terms with the same `key` (the element they
+/// accumulate into), in order.
+#[inline(always)]
+fn each_run(terms: &[Term], key: impl Fn(&Term) -> u32, mut f: impl FnMut(usize, &[Term])) {
+    let mut k = 0;
+    while k < terms.len() {
+        let e = key(&terms[k]);
+        let mut end = k + 1;
+        while end < terms.len() && key(&terms[end]) == e {
+            end += 1;
+        }
+        f(e as usize, &terms[k..end]);
+        k = end;
+    }
+}
+
+/// The contributions of a run of at most two terms (longer runs go term by term).
+const FUSE_MAX: usize = 2;
+
+/// Accumulates a run of terms into `d`, building its contributions with `contrib`.
+#[inline(always)]
+fn accumulate_run<'a, const BIL: bool>(
+    d: &mut [f64],
+    first: bool,
+    run: &[Term],
+    contrib: impl Fn(&Term) -> Contrib<'a>,
+) {
+    if run.len() <= FUSE_MAX {
+        let mut cs = [Contrib {
+            c: 0.0,
+            p: Src::One(0.0),
+            q: Src::One(0.0),
+        }; FUSE_MAX];
+        for (c, t) in cs.iter_mut().zip(run) {
+            *c = contrib(t);
+        }
+        accumulate::<BIL>(d, first, &cs[..run.len()]);
+    } else {
+        for (k, t) in run.iter().enumerate() {
+            accumulate::<BIL>(d, first && k == 0, &[contrib(t)]);
+        }
     }
 }
 
@@ -539,21 +751,34 @@ pub(crate) fn terms_forward(
         }
         return;
     }
-    // Up to 64 outputs, the first term into an element writes `0.0 + v` (the bits of adding to a
-    // zeroed element) instead of a separate zero-fill pass.
+    // Each run of terms into one element is one pass over its lanes. Up to 64 outputs, the first
+    // run into an element writes `0.0 + v` (the bits of adding to a zeroed element) instead of a
+    // separate zero-fill pass.
     let mut seen = 0u64;
-    for t in terms {
-        let o = &mut out[t.o as usize * b..(t.o as usize + 1) * b];
-        let first = n_out <= 64 && seen & (1 << t.o) == 0;
-        if n_out <= 64 {
-            seen |= 1 << t.o;
-        }
-        if first {
-            term_pass::<true>(t, bilinear, a, bb, o, b);
-        } else {
-            term_pass::<false>(t, bilinear, a, bb, o, b);
-        }
-    }
+    each_run(
+        terms,
+        |t| t.o,
+        |o, run| {
+            let d = &mut out[o * b..(o + 1) * b];
+            let first = n_out <= 64 && seen & (1 << o) == 0;
+            if n_out <= 64 {
+                seen |= 1 << o;
+            }
+            if bilinear {
+                accumulate_run::<true>(d, first, run, |t| Contrib {
+                    c: t.coeff,
+                    p: a.src(t.i as usize, b),
+                    q: bb.src(t.j as usize, b),
+                });
+            } else {
+                accumulate_run::<false>(d, first, run, |t| Contrib {
+                    c: t.coeff,
+                    p: a.src(t.i as usize, b),
+                    q: Src::One(0.0),
+                });
+            }
+        },
+    );
     if n_out <= 64 {
         for e in (0..n_out).filter(|&e| seen & (1 << e) == 0) {
             out[e * b..(e + 1) * b].iter_mut().for_each(|x| *x = 0.0);
@@ -561,154 +786,107 @@ pub(crate) fn terms_forward(
     }
 }
 
-/// `o (+)= v` over lanes: `FIRST` writes `0.0 + v`, the bits of accumulating into a zero.
-#[inline(always)]
-fn put<const FIRST: bool>(o: &mut f64, v: f64) {
-    if FIRST { *o = 0.0 + v } else { *o += v }
-}
-
-/// One term's pass of [`terms_forward`] over the `b` lanes of its output element `o`.
-#[inline(always)]
-fn term_pass<const FIRST: bool>(
-    t: &Term,
-    bilinear: bool,
-    a: Strided<'_>,
-    bb: Strided<'_>,
-    o: &mut [f64],
-    b: usize,
-) {
-    let (i, j, c) = (t.i as usize, t.j as usize, t.coeff);
-    if !bilinear {
-        match a.lanes(i, b) {
-            Some(x) => o
-                .iter_mut()
-                .zip(x)
-                .for_each(|(o, x)| put::<FIRST>(o, c * x)),
-            None => o.iter_mut().for_each(|o| put::<FIRST>(o, c * a.at(i, 0))),
-        }
-        return;
-    }
-    match (a.lanes(i, b), bb.lanes(j, b)) {
-        (Some(x), Some(y)) => o
-            .iter_mut()
-            .zip(x.iter().zip(y))
-            .for_each(|(o, (x, y))| put::<FIRST>(o, c * x * y)),
-        (Some(x), None) => {
-            let y = bb.at(j, 0);
-            o.iter_mut()
-                .zip(x)
-                .for_each(|(o, x)| put::<FIRST>(o, c * x * y));
-        }
-        (None, Some(y)) => {
-            let x = c * a.at(i, 0);
-            o.iter_mut()
-                .zip(y)
-                .for_each(|(o, y)| put::<FIRST>(o, x * y));
-        }
-        (None, None) => {
-            let v = c * a.at(i, 0) * bb.at(j, 0);
-            o.iter_mut().for_each(|o| put::<FIRST>(o, v));
-        }
-    }
+/// The terms of an op grouped by the input element they feed back into: `by_i` is `terms`
+/// stably sorted by `i` (the adjoint of `a`), `by_j` stably sorted by `j` (the adjoint of `b`),
+/// so each element's terms keep their order in `terms`.
+pub(crate) fn group_terms(terms: &[Term], by_i: &mut Vec<Term>, by_j: &mut Vec<Term>) {
+    by_i.clear();
+    by_i.extend_from_slice(terms);
+    by_i.sort_by_key(|t| t.i);
+    by_j.clear();
+    by_j.extend_from_slice(terms);
+    by_j.sort_by_key(|t| t.j);
 }
 
 /// Structure-of-arrays VJP of a bilinear/linear op over all `b` lanes: accumulates into the
 /// adjoint slices `da` / `db` (B lanes per element; `None` when that input needs no gradient).
-/// `fresh[k]` marks an adjoint slice whose floats are stale, not yet written: each element's
-/// first term writes it (as if it had been zeroed first) and elements no term reaches are zeroed.
+/// `by_i` / `by_j` are the op's terms grouped by input element (see [`group_terms`]): each
+/// element's terms are one pass over its lanes, added in term order. `fresh[k]` marks an adjoint
+/// slice whose floats are stale, not yet written: each element's first term writes it (as if it
+/// had been zeroed first) and elements no term reaches are zeroed.
 #[allow(clippy::too_many_arguments)] // the two inputs, their adjoints, the terms and the width
 pub(crate) fn terms_vjp(
-    terms: &[Term],
+    by_i: &[Term],
+    by_j: &[Term],
     bilinear: bool,
     a: Strided<'_>,
     bb: Strided<'_>,
     g: &[f64],
-    mut da: Option<&mut [f64]>,
-    mut db: Option<&mut [f64]>,
+    da: Option<&mut [f64]>,
+    db: Option<&mut [f64]>,
     b: usize,
     fresh: [bool; 2],
 ) {
-    // Bit e of `pending[k]`: element e of that slice is stale (up to 64 elements, else zeroed).
-    let mut pending = [0u64; 2];
-    for (k, d) in [da.as_deref_mut(), db.as_deref_mut()]
-        .into_iter()
-        .enumerate()
-    {
-        if let Some(d) = d
-            && fresh[k]
-        {
-            match d.len() / b.max(1) {
-                64 => pending[k] = u64::MAX,
-                n if n < 64 => pending[k] = (1 << n) - 1,
-                _ => d.fill(0.0),
-            }
+    let go = |o: u32| Src::Lanes(&g[o as usize * b..(o as usize + 1) * b]);
+    if let Some(da) = da {
+        if bilinear {
+            grouped_pass::<true>(
+                da,
+                fresh[0],
+                by_i,
+                |t| t.i,
+                b,
+                |t| Contrib {
+                    c: t.coeff,
+                    p: go(t.o),
+                    q: bb.src(t.j as usize, b),
+                },
+            );
+        } else {
+            grouped_pass::<false>(
+                da,
+                fresh[0],
+                by_i,
+                |t| t.i,
+                b,
+                |t| Contrib {
+                    c: t.coeff,
+                    p: go(t.o),
+                    q: Src::One(0.0),
+                },
+            );
         }
     }
-    let mut first = |k: usize, e: usize| {
-        let f = e < 64 && pending[k] >> e & 1 != 0;
-        if f {
-            pending[k] &= !(1 << e);
-        }
-        f
-    };
-    for t in terms {
-        let go = &g[t.o as usize * b..(t.o as usize + 1) * b];
-        let (i, j, c) = (t.i as usize, t.j as usize, t.coeff);
-        if let Some(da) = da.as_deref_mut() {
-            let d = &mut da[i * b..(i + 1) * b];
-            let f = first(0, i);
-            if !bilinear {
-                d.iter_mut()
-                    .zip(go)
-                    .for_each(|(d, g)| *d = stale_or(f, *d) + c * g);
-            } else {
-                match bb.lanes(j, b) {
-                    Some(y) => d
-                        .iter_mut()
-                        .zip(go.iter().zip(y))
-                        .for_each(|(d, (g, y))| *d = stale_or(f, *d) + c * g * y),
-                    None => {
-                        let y = bb.at(j, 0);
-                        d.iter_mut()
-                            .zip(go)
-                            .for_each(|(d, g)| *d = stale_or(f, *d) + c * g * y);
-                    }
-                }
-            }
-        }
-        if bilinear && let Some(db) = db.as_deref_mut() {
-            let d = &mut db[j * b..(j + 1) * b];
-            let f = first(1, j);
-            match a.lanes(i, b) {
-                Some(x) => d
-                    .iter_mut()
-                    .zip(go.iter().zip(x))
-                    .for_each(|(d, (g, x))| *d = stale_or(f, *d) + c * g * x),
-                None => {
-                    let x = a.at(i, 0);
-                    d.iter_mut()
-                        .zip(go)
-                        .for_each(|(d, g)| *d = stale_or(f, *d) + c * g * x);
-                }
-            }
-        }
-    }
-    for (k, d) in [da, db].into_iter().enumerate() {
-        if let Some(d) = d {
-            let mut left = pending[k];
-            while left != 0 {
-                let e = left.trailing_zeros() as usize;
-                left &= left - 1;
-                d[e * b..(e + 1) * b].fill(0.0);
-            }
-        }
+    if bilinear && let Some(db) = db {
+        grouped_pass::<true>(
+            db,
+            fresh[1],
+            by_j,
+            |t| t.j,
+            b,
+            |t| Contrib {
+                c: t.coeff,
+                p: go(t.o),
+                q: a.src(t.i as usize, b),
+            },
+        );
     }
 }
 
-/// The value an adjoint float holds before an accumulation: zero while it is stale (`fresh`).
+/// The passes of [`terms_vjp`] into one adjoint slice `d` from its terms sorted by `key`; with
+/// `fresh` the elements no term reaches are zeroed.
 #[inline(always)]
-fn stale_or(fresh: bool, d: f64) -> f64 {
-    if fresh { 0.0 } else { d }
+fn grouped_pass<'a, const BIL: bool>(
+    d: &mut [f64],
+    fresh: bool,
+    sorted: &[Term],
+    key: impl Fn(&Term) -> u32,
+    b: usize,
+    contrib: impl Fn(&Term) -> Contrib<'a>,
+) {
+    let n = d.len() / b.max(1);
+    // Elements below `next` have been written (or zeroed) when `fresh`.
+    let mut next = 0;
+    each_run(sorted, key, |e, run| {
+        if fresh && e > next {
+            d[next * b..e * b].fill(0.0);
+        }
+        next = e + 1;
+        accumulate_run::<BIL>(&mut d[e * b..(e + 1) * b], fresh, run, &contrib);
+    });
+    if fresh && n > next {
+        d[next * b..n * b].fill(0.0);
+    }
 }
 
 #[cfg(test)]
@@ -750,9 +928,12 @@ mod soa_tests {
             };
             let mut out = vec![0.0; n_out * b];
             terms_forward(&terms, bil, sa, sb, &mut out, b);
+            let (mut by_i, mut by_j) = (Vec::new(), Vec::new());
+            group_terms(&terms, &mut by_i, &mut by_j);
             let (mut da, mut db) = (vec![0.0; na * b], vec![0.0; nb * b]);
             terms_vjp(
-                &terms,
+                &by_i,
+                &by_j,
                 bil,
                 sa,
                 sb,
@@ -765,7 +946,8 @@ mod soa_tests {
             // Stale (NaN) slices marked fresh give the same floats as zeroed ones.
             let (mut fa, mut fb) = (vec![f64::NAN; na * b], vec![f64::NAN; nb * b]);
             terms_vjp(
-                &terms,
+                &by_i,
+                &by_j,
                 bil,
                 sa,
                 sb,
@@ -875,24 +1057,81 @@ pub(crate) fn det_family_vjp(
     b: usize,
     s: &mut Vec<f64>,
 ) {
+    if fresh {
+        det_family::<true>(op, inv_or_z, z, g, da, b, s);
+    } else {
+        det_family::<false>(op, inv_or_z, z, g, da, b, s);
+    }
+}
+
+/// The value an adjoint float holds before an accumulation: zero while it is stale (`FRESH`).
+#[inline(always)]
+fn stale_or<const FRESH: bool>(d: f64) -> f64 {
+    if FRESH { 0.0 } else { d }
+}
+
+/// [`det_family_vjp`] with the freshness of `da` fixed.
+#[inline(always)]
+fn det_family<const FRESH: bool>(
+    op: TensorOp,
+    inv_or_z: &[f64],
+    z: &[f64],
+    g: &[f64],
+    da: &mut [f64],
+    b: usize,
+    s: &mut Vec<f64>,
+) {
     match op {
         TensorOp::Det { m } | TensorOp::LogDet { m, .. } => {
             let m = m as usize;
             let det = matches!(op, TensorOp::Det { .. });
+            let g = &g[..b];
             for i in 0..m {
                 for j in 0..m {
                     let d = &mut da[(i * m + j) * b..(i * m + j + 1) * b];
                     let t = &inv_or_z[(j * m + i) * b..(j * m + i + 1) * b];
                     if det {
+                        let z = &z[..b];
                         for l in 0..b {
-                            d[l] = stale_or(fresh, d[l]) + g[l] * z[l] * t[l];
+                            d[l] = stale_or::<FRESH>(d[l]) + g[l] * z[l] * t[l];
                         }
                     } else {
                         for l in 0..b {
-                            d[l] = stale_or(fresh, d[l]) + g[l] * t[l];
+                            d[l] = stale_or::<FRESH>(d[l]) + g[l] * t[l];
                         }
                     }
                 }
+            }
+        }
+        TensorOp::Inv { m: 2 } => {
+            // All four elements in one pass over lanes, each summed as the general case does:
+            // s = 0 + Σ_p Σ_q Zᵀ[i,p] G[p,q] Zᵀ[q,j], then d −= s.
+            fn el(x: &[f64], k: usize, b: usize) -> &[f64] {
+                &x[k * b..(k + 1) * b]
+            }
+            let zs = [0, 1, 2, 3].map(|k| el(inv_or_z, k, b));
+            let gs = [0, 1, 2, 3].map(|k| el(g, k, b));
+            let ([z0, z1, z2, z3], [g0, g1, g2, g3]) = (zs, gs);
+            let (d0, rest) = da[..4 * b].split_at_mut(b);
+            let (d1, rest) = rest.split_at_mut(b);
+            let (d2, d3) = rest.split_at_mut(b);
+            for l in 0..b {
+                let zz = [z0[l], z1[l], z2[l], z3[l]];
+                let gg = [g0[l], g1[l], g2[l], g3[l]];
+                let entry = |i: usize, j: usize| {
+                    let mut s = 0.0;
+                    for p in 0..2 {
+                        let zt = zz[p * 2 + i];
+                        for q in 0..2 {
+                            s += zt * gg[p * 2 + q] * zz[j * 2 + q];
+                        }
+                    }
+                    s
+                };
+                d0[l] = stale_or::<FRESH>(d0[l]) - entry(0, 0);
+                d1[l] = stale_or::<FRESH>(d1[l]) - entry(0, 1);
+                d2[l] = stale_or::<FRESH>(d2[l]) - entry(1, 0);
+                d3[l] = stale_or::<FRESH>(d3[l]) - entry(1, 1);
             }
         }
         TensorOp::Inv { m } => {
@@ -915,7 +1154,7 @@ pub(crate) fn det_family_vjp(
                     }
                     let d = &mut da[(i * m + j) * b..(i * m + j + 1) * b];
                     for l in 0..b {
-                        d[l] = stale_or(fresh, d[l]) - s[l];
+                        d[l] = stale_or::<FRESH>(d[l]) - s[l];
                     }
                 }
             }

@@ -7,7 +7,9 @@
 use std::cell::Cell;
 
 use crate::lanes::{Lanes, Meta, PayloadId};
-use crate::linalg::{Strided, TensorOp, Term, det_family_vjp, terms_vjp, terms_vjp_masked};
+use crate::linalg::{
+    Strided, TensorOp, Term, det_family_vjp, group_terms, terms_vjp, terms_vjp_masked,
+};
 use crate::mask::{LaneMask, MaskId};
 use crate::prims::{Binary, Unary, each_binary, each_unary};
 
@@ -446,7 +448,12 @@ impl Tape {
                     }
                     fresh = [false; 2];
                 }
-                let terms = self.term_cache.get(op, na, nb);
+                // Full lanes: the terms grouped by input element; else in term order.
+                let (terms, by_j) = if full {
+                    self.term_cache.grouped(op, na, nb)
+                } else {
+                    (self.term_cache.get(op, na, nb), &[][..])
+                };
                 let view = |m: Meta| Strided {
                     data: &data[m.off as usize..],
                     w: if m.varying { b } else { 1 },
@@ -455,7 +462,7 @@ impl Tape {
                 let (sa, sb) = (view(ma), view(mb));
                 let vjp = |g: &[f64], da: Option<&mut [f64]>, db: Option<&mut [f64]>| {
                     if full {
-                        terms_vjp(terms, bil, sa, sb, g, da, db, b, fresh);
+                        terms_vjp(terms, by_j, bil, sa, sb, g, da, db, b, fresh);
                     } else {
                         terms_vjp_masked(terms, bil, sa, sb, g, da, db, b, act);
                     }
@@ -657,15 +664,39 @@ fn binary_lanes(
     xyz: [&[f64]; 3],
     b: usize,
 ) {
+    // The flags as constants, so the lane loops carry no per-lane select.
+    match first {
+        [false, false] => binary_lanes_k::<false, false>(op, adj, gr, ra, rb, xyz, b),
+        [true, false] => binary_lanes_k::<true, false>(op, adj, gr, ra, rb, xyz, b),
+        [false, true] => binary_lanes_k::<false, true>(op, adj, gr, ra, rb, xyz, b),
+        [true, true] => binary_lanes_k::<true, true>(op, adj, gr, ra, rb, xyz, b),
+    }
+}
+
+/// [`binary_lanes`] with the `first` flags of a's and b's regions fixed (`FA`, `FB`).
+#[inline(always)]
+fn binary_lanes_k<const FA: bool, const FB: bool>(
+    op: Binary,
+    adj: &mut [f64],
+    gr: std::ops::Range<usize>,
+    ra: Option<std::ops::Range<usize>>,
+    rb: Option<std::ops::Range<usize>>,
+    xyz: [&[f64]; 3],
+    b: usize,
+) {
     let (x, y, z) = (&xyz[0][..b], &xyz[1][..b], &xyz[2][..b]);
-    let [fa, fb] = first;
+    // A fresh region's old value: a zero the optimiser cannot see through, so `zero + t` is
+    // computed as the add it stands for (folding a known `0.0 +` into `t` can rewrite how `t`
+    // is formed, and with it the sign of a NaN).
+    let zero = std::hint::black_box(0.0);
+    let base = |fresh: bool, d: f64| if fresh { zero } else { d };
     each_binary!(op, op => match (ra, rb) {
         (Some(ra), Some(rb)) if ra == rb => {
             let [g, d] = regions(adj, [gr, ra]);
             let (g, d) = (&g[..b], &mut d[..b]);
             for l in 0..b {
                 let (dx, dy) = op.partials(x[l], y[l], z[l]);
-                d[l] = base(fa, d[l]) + adjoint_term(g[l], dx);
+                d[l] = base(FA, d[l]) + adjoint_term(g[l], dx);
                 d[l] += adjoint_term(g[l], dy);
             }
         }
@@ -674,22 +705,22 @@ fn binary_lanes(
             let (g, da, db) = (&g[..b], &mut da[..b], &mut db[..b]);
             for l in 0..b {
                 let (dx, dy) = op.partials(x[l], y[l], z[l]);
-                da[l] = base(fa, da[l]) + adjoint_term(g[l], dx);
-                db[l] = base(fb, db[l]) + adjoint_term(g[l], dy);
+                da[l] = base(FA, da[l]) + adjoint_term(g[l], dx);
+                db[l] = base(FB, db[l]) + adjoint_term(g[l], dy);
             }
         }
         (Some(ra), None) => {
             let [g, da] = regions(adj, [gr, ra]);
             let (g, da) = (&g[..b], &mut da[..b]);
             for l in 0..b {
-                da[l] = base(fa, da[l]) + adjoint_term(g[l], op.partials(x[l], y[l], z[l]).0);
+                da[l] = base(FA, da[l]) + adjoint_term(g[l], op.partials(x[l], y[l], z[l]).0);
             }
         }
         (None, Some(rb)) => {
             let [g, db] = regions(adj, [gr, rb]);
             let (g, db) = (&g[..b], &mut db[..b]);
             for l in 0..b {
-                db[l] = base(fb, db[l]) + adjoint_term(g[l], op.partials(x[l], y[l], z[l]).1);
+                db[l] = base(FB, db[l]) + adjoint_term(g[l], op.partials(x[l], y[l], z[l]).1);
             }
         }
         (None, None) => {}
@@ -865,15 +896,31 @@ impl Adjoints {
 #[derive(Clone, Debug, Default)]
 struct TermTable {
     keys: Vec<u128>,
-    /// `(start, len)` in `terms` per key.
+    /// `(start, len)` in `terms` per key: the terms in order, then grouped by `i`, then by `j`
+    /// (see [`group_terms`]), each `len` long.
     spans: Vec<(u32, u32)>,
     terms: Vec<Term>,
     scratch: Vec<Term>,
+    by_i: Vec<Term>,
+    by_j: Vec<Term>,
 }
 
 impl TermTable {
     /// The terms of `op` with inputs of `na` and `nb` elements.
     fn get(&mut self, op: TensorOp, na: usize, nb: usize) -> &[Term] {
+        let (start, len) = self.span(op, na, nb);
+        &self.terms[start..start + len]
+    }
+
+    /// The terms of `op` grouped by `i` and by `j` (for the adjoints of `a` and `b`).
+    fn grouped(&mut self, op: TensorOp, na: usize, nb: usize) -> (&[Term], &[Term]) {
+        let (start, len) = self.span(op, na, nb);
+        let t = &self.terms[start + len..start + 3 * len];
+        t.split_at(len)
+    }
+
+    /// `(start, len)` of the terms of `op` in `terms`, computed on first use.
+    fn span(&mut self, op: TensorOp, na: usize, nb: usize) -> (usize, usize) {
         let key = term_key(op, na, nb);
         let i = match self.keys.iter().position(|&k| k == key) {
             Some(i) => i,
@@ -884,15 +931,18 @@ impl TermTable {
                     self.terms.clear();
                 }
                 op.terms(na, nb, &mut self.scratch);
+                group_terms(&self.scratch, &mut self.by_i, &mut self.by_j);
                 let start = self.terms.len() as u32;
                 self.terms.extend_from_slice(&self.scratch);
+                self.terms.extend_from_slice(&self.by_i);
+                self.terms.extend_from_slice(&self.by_j);
                 self.keys.push(key);
                 self.spans.push((start, self.scratch.len() as u32));
                 self.keys.len() - 1
             }
         };
         let (start, len) = self.spans[i];
-        &self.terms[start as usize..(start + len) as usize]
+        (start as usize, len as usize)
     }
 }
 

@@ -287,19 +287,25 @@ pub(crate) fn det_inv(
             lanes.meta(det).off as usize,
         );
         let data = &mut lanes.data;
+        // Three distinct payloads, so disjoint views (and lane loops without bounds checks).
+        let [a, inv, det] = data
+            .get_disjoint_mut([ao..ao + 4 * nl, io..io + 4 * nl, dof..dof + nl])
+            .expect("distinct payloads are disjoint");
+        let (a0, a) = a.split_at(nl);
+        let (a1, a) = a.split_at(nl);
+        let (a2, a3) = a.split_at(nl);
+        let (i0, inv) = inv.split_at_mut(nl);
+        let (i1, inv) = inv.split_at_mut(nl);
+        let (i2, i3) = inv.split_at_mut(nl);
+        let (a3, i3) = (&a3[..nl], &mut i3[..nl]);
         for l in 0..nl {
-            let (a0, a1, a2, a3) = (
-                data[ao + l],
-                data[ao + nl + l],
-                data[ao + 2 * nl + l],
-                data[ao + 3 * nl + l],
-            );
+            let (a0, a1, a2, a3) = (a0[l], a1[l], a2[l], a3[l]);
             let d = a0 * a3 - a1 * a2;
-            data[io + l] = a3 / d;
-            data[io + nl + l] = -a1 / d;
-            data[io + 2 * nl + l] = -a2 / d;
-            data[io + 3 * nl + l] = a0 / d;
-            data[dof + l] = d;
+            i0[l] = a3 / d;
+            i1[l] = -a1 / d;
+            i2[l] = -a2 / d;
+            i3[l] = a0 / d;
+            det[l] = d;
         }
     } else {
         for &l in compute_lanes(masks, mask, ma.varying) {
