@@ -1,12 +1,14 @@
 //! Trace replay: a reused evaluator that replays its recorded trace returns, bit for bit, what a
 //! fresh walk returns — for every oracle and corpus program over a sequence of parameter values,
 //! for branches on parameters (guards hold, then fail), and for changed data — and replays at all
-//! where it should (Kalman, the corpus).
+//! where it should (Kalman, the corpus); and 300 seeded random programs with every kind of guard.
 
 mod common;
 
 use common::{Failure, LaneBits, fuzz_corpus, lane_bits, opts, oracle_programs};
 use ndvm_core::{Dialect, EvalOptions, Evaluation, Evaluator, Heap, Inputs};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 /// The bits of every lane of a result, or its error.
 fn bits(r: &Result<Evaluation, Failure>, n_lanes: usize) -> Result<Vec<LaneBits>, String> {
@@ -266,4 +268,91 @@ fn a_forward_run_between_gradient_runs_forces_a_walk() {
     assert!(!ev.last_run_replayed());
     assert_eq!(g(&mut ev, &mut heap, 1.0), (Some(1.0), 3.0, false));
     assert_eq!(g(&mut ev, &mut heap, 4.0), (Some(64.0), 48.0, true));
+}
+
+/// A random program over parameters `a`, `b` and a data input `x`, with branches, `floor`,
+/// `zero?` and a loop whose trip count depends on the parameters: every kind of guard.
+fn random_expr(rng: &mut ChaCha8Rng, depth: u32) -> String {
+    let leaf = |rng: &mut ChaCha8Rng| match rng.random_range(0..5) {
+        0 => "a".to_string(),
+        1 => "b".to_string(),
+        2 => "x".to_string(),
+        _ => format!("{:.3}", rng.random_range(-2.0..2.0)),
+    };
+    if depth == 0 {
+        return leaf(rng);
+    }
+    let mut e = |rng: &mut ChaCha8Rng| random_expr(rng, depth - 1);
+    match rng.random_range(0..12) {
+        0..=3 => {
+            let op = ["+", "-", "*", "/", "min", "max"][rng.random_range(0..6)];
+            format!("({op} {} {})", e(rng), e(rng))
+        }
+        4..=5 => {
+            let op = ["sin", "exp", "log", "sqrt", "abs", "-"][rng.random_range(0..6)];
+            format!("({op} {})", e(rng))
+        }
+        6..=7 => {
+            let c = ["<", ">", "<=", ">="][rng.random_range(0..4)];
+            format!("(if ({c} {} {}) {} {})", e(rng), e(rng), e(rng), e(rng))
+        }
+        8 => format!("(if (zero? (floor {})) {} {})", e(rng), e(rng), e(rng)),
+        9 => format!("(* {} (floor {}))", e(rng), e(rng)),
+        10 => format!(
+            "(loop ((i 0) (s {})) (if (or (>= i 4) (> (abs s) 3.0)) s (recur (+ i 1) (+ (* s 1.5) {}))))",
+            e(rng),
+            e(rng)
+        ),
+        _ => leaf(rng),
+    }
+}
+
+#[test]
+fn random_programs_replay_bit_for_bit() {
+    let mut rng = ChaCha8Rng::seed_from_u64(20261202);
+    let (mut runs, mut replays, mut guard_falls) = (0, 0, 0);
+    for k in 0..300 {
+        let src = random_expr(&mut rng, 4);
+        let n_lanes = if k % 2 == 0 { 1 } else { 4 };
+        let x: Vec<f64> = (0..n_lanes).map(|l| 0.5 + 0.7 * l as f64).collect();
+        let (a0, b0) = (rng.random_range(-2.0..2.0), rng.random_range(-2.0..2.0));
+        let seq: Vec<Inputs> = [
+            (0.0, 0.0),
+            (1e-4, -1e-4),
+            (2e-4, 1e-4),
+            (0.3, -0.2),
+            (0.31, -0.21),
+            (-1.0, 1.5),
+        ]
+        .iter()
+        .map(|&(da, db)| {
+            Inputs::new()
+                .param_lanes(
+                    "a",
+                    (0..n_lanes).map(|l| a0 + da + 0.1 * l as f64).collect(),
+                )
+                .param("b", b0 + db)
+                .input_lanes("x", x.clone())
+        })
+        .collect();
+        let r = check_sequence(
+            &format!("random #{k}: {src}"),
+            &src,
+            opts(Dialect::Default, n_lanes),
+            &seq,
+        );
+        runs += r.len();
+        replays += r.iter().filter(|&&x| x).count();
+        // A run after a replayable one that did not replay: a guard fell (or the run was tainted).
+        guard_falls += r.windows(2).filter(|w| w[0] && !w[1]).count();
+    }
+    assert_eq!(runs, 1800);
+    assert!(
+        replays >= 600,
+        "only {replays} of {runs} random runs replayed"
+    );
+    assert!(
+        guard_falls >= 20,
+        "only {guard_falls} guard failures exercised"
+    );
 }
