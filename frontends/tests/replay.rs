@@ -282,7 +282,7 @@ fn random_expr(rng: &mut ChaCha8Rng, depth: u32) -> String {
     if depth == 0 {
         return leaf(rng);
     }
-    let mut e = |rng: &mut ChaCha8Rng| random_expr(rng, depth - 1);
+    let e = |rng: &mut ChaCha8Rng| random_expr(rng, depth - 1);
     match rng.random_range(0..12) {
         0..=3 => {
             let op = ["+", "-", "*", "/", "min", "max"][rng.random_range(0..6)];
