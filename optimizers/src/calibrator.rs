@@ -78,6 +78,9 @@ pub struct Calibration {
     pub n_evals: u64,
     /// Evaluations that also computed gradients.
     pub n_grad_evals: u64,
+    /// Evaluations served by replaying the recorded trace of an earlier one instead of walking the
+    /// program (a subset of `n_evals`; see `ndvm_core::EvalOptions::replay`).
+    pub n_replayed: u64,
     /// Wall-clock time of the calibration.
     pub wall_time: Duration,
     /// Why it stopped.
@@ -206,6 +209,7 @@ impl Calibrator {
             .collect();
         let mut starts: Vec<StartState> = u.chunks(p).map(StartState::new).collect();
         let mut polished = vec![false; k];
+        let mut n_replayed = 0u64;
         let deadline = cfg.time_limit.map(|t| started + t);
         let adam_run = |steps| AdamRun {
             steps,
@@ -236,6 +240,7 @@ impl Calibrator {
                 &mut starts,
                 adam_run(steps),
             );
+            n_replayed += obj.n_replayed;
             self.give_back(obj);
             res?;
         }
@@ -278,6 +283,7 @@ impl Calibrator {
                     break;
                 }
             }
+            n_replayed += obj.n_replayed;
             self.give_back(obj);
             res?;
         }
@@ -306,6 +312,7 @@ impl Calibrator {
             let res = obj
                 .predict(heap, program, &starts[b].best_u)
                 .map(|preds| r2(preds, target));
+            n_replayed += obj.n_replayed;
             self.give_back(obj);
             r_squared = Some(res?);
             n_evals += 1;
@@ -357,6 +364,7 @@ impl Calibrator {
             starts: results,
             n_evals,
             n_grad_evals,
+            n_replayed,
             wall_time: started.elapsed(),
             stop_reason,
         })

@@ -40,6 +40,8 @@ pub(crate) struct Objective {
     pub(crate) grad_theta: Vec<f64>,
     /// K×P: dLoss/du (optimizer coordinates).
     pub(crate) grad_u: Vec<f64>,
+    /// Start evaluations served by replaying the evaluator's recorded trace (K per replayed run).
+    pub(crate) n_replayed: u64,
 }
 
 impl Objective {
@@ -98,6 +100,7 @@ impl Objective {
             theta: vec![0.0; n_starts * p],
             grad_theta: vec![0.0; n_starts * p],
             grad_u: vec![0.0; n_starts * p],
+            n_replayed: 0,
         }
     }
 
@@ -154,6 +157,9 @@ impl Objective {
         }
         self.evaluator
             .eval_into(heap, program, &self.inputs, grad, &mut self.out)?;
+        if self.evaluator.last_run_replayed() {
+            self.n_replayed += k_n as u64;
+        }
         Ok(())
     }
 

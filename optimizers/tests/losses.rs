@@ -199,3 +199,41 @@ fn bad_input_is_an_error() {
         Err(CalibrateError::Eval { .. })
     ));
 }
+
+#[test]
+fn repeated_evaluations_replay_the_recorded_trace() {
+    let data = decay_data(false);
+    let src = "(params (a free 1.0) (b positive 1.0)) (* a (exp (- 0 (* b x))))";
+    // Adam: 20 steps of 32 starts in one walk each; the first walks, the other 19 replay.
+    let config = CalibrateConfig {
+        optimizer: Optimizer::Adam,
+        max_iters: 20,
+        tol_grad: 0.0,
+        ..CalibrateConfig::recommended()
+    };
+    let fit = check(src, &data, config).unwrap();
+    assert_eq!(fit.n_grad_evals, 20 * 32);
+    assert_eq!(fit.n_replayed, 19 * 32);
+    // The portfolio's L-BFGS polish replays too; the final forward prediction walks.
+    let fit = check(src, &data, CalibrateConfig::recommended()).unwrap();
+    assert!(
+        fit.n_replayed > fit.n_grad_evals / 2,
+        "{} of {}",
+        fit.n_replayed,
+        fit.n_grad_evals
+    );
+    assert!(fit.n_replayed < fit.n_evals);
+    // A branch on a parameter: the guard holds while the sign of a stays, so most still replay.
+    let fit = check(
+        "(params (a free 1.0) (b positive 1.0)) (if (< a 0.0) 0.0 (* a (exp (- 0 (* b x)))))",
+        &data,
+        CalibrateConfig::recommended(),
+    )
+    .unwrap();
+    assert!(
+        fit.n_replayed > fit.n_grad_evals / 2,
+        "{} of {}",
+        fit.n_replayed,
+        fit.n_grad_evals
+    );
+}

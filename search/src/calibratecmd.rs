@@ -240,8 +240,8 @@ impl CalibrateReport {
         out += &format!("grad_norm = {}\n", human_number(c.grad_norm));
         out += &format!("stop = {}\n", c.stop_reason);
         out += &format!(
-            "evaluations = {} ({} with gradients)\n",
-            c.n_evals, c.n_grad_evals
+            "evaluations = {} ({} with gradients, {} replayed)\n",
+            c.n_evals, c.n_grad_evals, c.n_replayed
         );
         let best = c
             .best_start
@@ -257,7 +257,7 @@ impl CalibrateReport {
     }
 
     /// One JSON object: `{"params":{…},"loss":…,"r2":…,"grad_norm":…,"stop":"…","n_evals":…,
-    /// "n_grad_evals":…,"starts":K,"best_start":…,"n_points":N,"wall_s":…}`.
+    /// "n_grad_evals":…,"n_replayed":…,"starts":K,"best_start":…,"n_points":N,"wall_s":…}`.
     pub fn to_json(&self) -> String {
         let c = &self.calibration;
         let mut out = String::from("{\"params\":{");
@@ -279,10 +279,11 @@ impl CalibrateReport {
         out.push_str(",\"grad_norm\":");
         push_json_number(&mut out, c.grad_norm);
         out += &format!(
-            ",\"stop\":\"{}\",\"n_evals\":{},\"n_grad_evals\":{},\"starts\":{},\"best_start\":{},\"n_points\":{},\"wall_s\":",
+            ",\"stop\":\"{}\",\"n_evals\":{},\"n_grad_evals\":{},\"n_replayed\":{},\"starts\":{},\"best_start\":{},\"n_points\":{},\"wall_s\":",
             c.stop_reason,
             c.n_evals,
             c.n_grad_evals,
+            c.n_replayed,
             c.starts.len(),
             c.best_start
                 .map(|b| b.to_string())
