@@ -219,51 +219,6 @@ impl Tape {
                     (None, None) => {}
                 }
             }
-            TapeOp::Tensor(
-                op @ (TensorOp::Det { m } | TensorOp::LogDet { m, .. } | TensorOp::Inv { m }),
-            ) => {
-                let ma = lanes.meta(node.a);
-                let Some(ia) = self.adj.slot(ma, node.a) else {
-                    return;
-                };
-                let m = m as usize;
-                let adj = Cell::from_mut(&mut self.adj.buf[..]).as_slice_of_cells();
-                let (g, da) = (&adj[go..][..n_out], &adj[ia..][..m * m]);
-                // Off the all-varying full-mask path the sweep goes lane by lane and skips a lane
-                // whose output adjoint is all zero; otherwise both give the same floats.
-                if !(full && mo.varying && ma.varying) && g.iter().all(|g| g.get() == 0.0) {
-                    return;
-                }
-                if let TensorOp::Inv { .. } = op {
-                    let z = &z[..m * m];
-                    for i in 0..m {
-                        for j in 0..m {
-                            let mut s = 0.0;
-                            for p in 0..m {
-                                let zt = z[p * m + i];
-                                for q in 0..m {
-                                    s += zt * g[p * m + q].get() * z[j * m + q];
-                                }
-                            }
-                            da[i * m + j].set(da[i * m + j].get() - s);
-                        }
-                    }
-                } else {
-                    let det = matches!(op, TensorOp::Det { .. });
-                    let t = &data[lanes.meta(node.b).off as usize..][..m * m];
-                    let (g, z0) = (g[0].get(), z[0]);
-                    for i in 0..m {
-                        for j in 0..m {
-                            let d = if det {
-                                g * z0 * t[j * m + i]
-                            } else {
-                                g * t[j * m + i]
-                            };
-                            da[i * m + j].set(da[i * m + j].get() + d);
-                        }
-                    }
-                }
-            }
             _ => self.node_vjp(lanes, masks, node, go, 1),
         }
     }
