@@ -9,15 +9,10 @@ use std::time::Instant;
 
 use ndvm_core::{EvalOptions, Evaluation, Evaluator, Heap, Inputs};
 
+mod seed;
+
 fn main() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/seed-data/cosearch_candidates_valid.jsonl");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "cannot read {}: {e} (the shared seed data must sit beside the checkout)",
-            path.display()
-        )
-    });
+    let text = seed::read_seed("cosearch_candidates_valid.jsonl");
     let x: Vec<f64> = (0..44).map(|i| 0.1 + 5.9 * i as f64 / 63.0).collect();
     let reps: usize = std::env::var("NDVM_BENCH_REPS")
         .ok()

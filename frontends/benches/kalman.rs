@@ -11,38 +11,18 @@ use std::time::{Duration, Instant};
 
 use ndvm_core::{Dialect, EvalOptions, Evaluator, Heap, Inputs};
 
+mod seed;
+
 fn main() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/seed-data/oracle_refs.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "cannot read {}: {e} (the shared seed data must sit beside the checkout)",
-            path.display()
-        )
-    });
-    let json: serde_json::Value =
-        serde_json::from_str(&text.replace("Infinity", "null")).expect("oracle json");
-    let prog = json["programs"]
-        .as_array()
-        .expect("programs")
-        .iter()
-        .find(|p| p["name"] == "kalman2d_T80")
-        .expect("kalman2d_T80 in oracle_refs.json");
-    let src = prog["src"].as_str().expect("src");
-    let m = &prog["matrix"];
-    let obs: Vec<f64> = m["data"]
-        .as_array()
-        .expect("data")
-        .iter()
-        .map(|x| x.as_f64().expect("number"))
-        .collect();
-    let (rows, cols) = (
-        m["rows"].as_u64().expect("rows") as usize,
-        m["cols"].as_u64().expect("cols") as usize,
-    );
+    let seed::Kalman {
+        src,
+        rows,
+        cols,
+        obs,
+    } = seed::kalman();
 
     let mut heap = Heap::new();
-    let program = ndvm_frontends::scheme::parse(&mut heap, src).expect("parse");
+    let program = ndvm_frontends::scheme::parse(&mut heap, &src).expect("parse");
     println!("kalman2d_T80 forward+gradient (reference dialect), median of runs");
     println!("{:>6} {:>14} {:>16}", "B", "per call (us)", "per lane (us)");
     let only: Option<usize> = std::env::var("NDVM_BENCH_B")

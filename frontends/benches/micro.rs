@@ -12,38 +12,7 @@ use std::hint::black_box;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use ndvm_core::{Dialect, EvalOptions, Evaluation, Evaluator, Heap, Inputs, Program};
 
-/// The Kalman program and its observations, from the shared seed data.
-fn kalman() -> (String, usize, usize, Vec<f64>) {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/seed-data/oracle_refs.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "cannot read {}: {e} (the shared seed data must sit beside the checkout)",
-            path.display()
-        )
-    });
-    let json: serde_json::Value =
-        serde_json::from_str(&text.replace("Infinity", "null")).expect("oracle json");
-    let prog = json["programs"]
-        .as_array()
-        .expect("programs")
-        .iter()
-        .find(|p| p["name"] == "kalman2d_T80")
-        .expect("kalman2d_T80 in oracle_refs.json");
-    let m = &prog["matrix"];
-    let obs = m["data"]
-        .as_array()
-        .expect("data")
-        .iter()
-        .map(|x| x.as_f64().expect("number"))
-        .collect();
-    (
-        prog["src"].as_str().expect("src").to_string(),
-        m["rows"].as_u64().expect("rows") as usize,
-        m["cols"].as_u64().expect("cols") as usize,
-        obs,
-    )
-}
+mod seed;
 
 /// One warmed-up evaluator on one program, its inputs changed in place between runs.
 struct Case {
@@ -81,7 +50,12 @@ impl Case {
 }
 
 fn kalman_benches(c: &mut Criterion) {
-    let (src, rows, cols, obs) = kalman();
+    let seed::Kalman {
+        src,
+        rows,
+        cols,
+        obs,
+    } = seed::kalman();
     let mut group = c.benchmark_group("kalman2d_T80");
     for b in [1usize, 256] {
         let point = |s: f64| {
