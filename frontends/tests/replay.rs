@@ -346,7 +346,6 @@ fn random_programs_replay_bit_for_bit() {
         // A run after a replayable one that did not replay: a guard fell (or the run was tainted).
         guard_falls += r.windows(2).filter(|w| w[0] && !w[1]).count();
     }
-    assert_eq!(runs, 1800);
     assert!(
         replays >= 600,
         "only {replays} of {runs} random runs replayed"

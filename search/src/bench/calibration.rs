@@ -73,19 +73,28 @@ pub fn symreg_train() -> (Vec<f64>, Vec<f64>) {
     (xs, ys)
 }
 
-fn load_symreg(seed_data: &Path, limit: usize) -> Result<Vec<Candidate>> {
-    let path = seed_data.join("cosearch_candidates_valid.jsonl");
-    let text = std::fs::read_to_string(&path).map_err(|source| SearchError::Read {
-        path: path.clone(),
+/// The first `limit` non-empty lines of a JSONL file, parsed.
+fn read_jsonl(path: &Path, limit: usize) -> Result<Vec<serde_json::Value>> {
+    let text = std::fs::read_to_string(path).map_err(|source| SearchError::Read {
+        path: path.to_path_buf(),
         source,
     })?;
-    let mut out = Vec::new();
-    for line in text.lines().take(limit) {
-        let rec: serde_json::Value =
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .take(limit)
+        .map(|line| {
             serde_json::from_str(line).map_err(|e| SearchError::BadArgument {
                 arg: path.display().to_string(),
                 message: format!("bad JSON line: {e}"),
-            })?;
+            })
+        })
+        .collect()
+}
+
+fn load_symreg(seed_data: &Path, limit: usize) -> Result<Vec<Candidate>> {
+    let path = seed_data.join("cosearch_candidates_valid.jsonl");
+    let mut out = Vec::new();
+    for rec in read_jsonl(&path, limit)? {
         let src = rec["src"].as_str().unwrap_or_default();
         let mut heap = Heap::new();
         let Ok(program) = ndvm_frontends::scheme::parse(&mut heap, src) else {
@@ -114,7 +123,7 @@ pub fn recurrence_task() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tasks/recurrence.yaml")
 }
 
-/// The recurrence task's cached candidates (each over the task parameters its text names) and its
+/// The recurrence task's cached candidates (each over the task parameters it uses) and its
 /// training table.
 fn load_recurrence(limit: usize) -> Result<Stream> {
     let task = crate::task::load(&recurrence_task())?;
@@ -124,27 +133,21 @@ fn load_recurrence(limit: usize) -> Result<Stream> {
             message: "the recurrence task must replay a cache".into(),
         });
     };
-    let text = std::fs::read_to_string(cache).map_err(|source| SearchError::Read {
-        path: cache.clone(),
-        source,
-    })?;
+    let names: Vec<String> = task.params.iter().map(|p| p.name.clone()).collect();
     let mut cands = Vec::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()).take(limit) {
-        let rec: serde_json::Value =
-            serde_json::from_str(line).map_err(|e| SearchError::BadArgument {
-                arg: cache.display().to_string(),
-                message: format!("bad JSON line: {e}"),
-            })?;
+    for rec in read_jsonl(cache, limit)? {
         let src = rec["src"].as_str().unwrap_or_default();
-        let mut heap = Heap::new();
-        let program = crate::evalcmd::parse_program(&mut heap, &cache.display().to_string(), src)?;
-        let words: Vec<&str> = src
-            .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
-            .collect();
+        // The parameters a candidate uses, as the engine finds them.
+        let (heap, program, checked) =
+            crate::validate::check_source(src, &task.inputs, &names, &task.forbidden_forms)
+                .map_err(|r| SearchError::BadArgument {
+                    arg: cache.display().to_string(),
+                    message: format!("candidate `{src}` rejected: {r:?}"),
+                })?;
         let params = task
             .params
             .iter()
-            .filter(|p| words.contains(&p.name.as_str()))
+            .filter(|p| checked.params.contains(&p.name))
             .cloned()
             .collect();
         cands.push(Candidate {
