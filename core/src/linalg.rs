@@ -1191,3 +1191,447 @@ impl TermCache {
         &self.entries[i].3
     }
 }
+
+/// Above this many terms a bilinear/linear op runs as direct loops over its operands instead of
+/// a cached term list. A term is 24 bytes and the tape keeps three copies of a list (in order,
+/// grouped by `i`, grouped by `j`), so 2¹⁶ terms cap one list at 1.5 MB (4.5 MB on the tape)
+/// while every shape the seed programs use (Kalman's 4×4 products: 64 terms) stays far below;
+/// the term count grows like the multiply-add count (n³ for a square matmul), so without a cap a
+/// 1000×1000 matmul would need 24 GB of terms. The direct loops visit each element's terms in
+/// list order, so both forms give the same bits and the threshold only trades speed for memory.
+pub(crate) const DIRECT_TERMS: usize = 1 << 16;
+
+impl TensorOp {
+    /// The number of terms of a bilinear or linear op with inputs of `na` and `nb` elements
+    /// (the length of [`TensorOp::terms`], computed without building it).
+    pub(crate) fn term_count(self, na: usize, nb: usize) -> usize {
+        match self {
+            TensorOp::Dot | TensorOp::Sum => na,
+            TensorOp::Cross => 6,
+            TensorOp::MatVec { m, n } => m as usize * n as usize,
+            TensorOp::MatMul { m, k, n } => m as usize * k as usize * n as usize,
+            TensorOp::Outer => na.saturating_mul(nb),
+            TensorOp::Transpose { r, c } => r as usize * c as usize,
+            TensorOp::Trace { r, c } => r.min(c) as usize,
+            _ => 0,
+        }
+    }
+
+    /// Whether the op runs as direct loops (more than `threshold` terms; see [`DIRECT_TERMS`]).
+    pub(crate) fn direct(self, na: usize, nb: usize, threshold: usize) -> bool {
+        self.term_count(na, nb) > threshold
+    }
+}
+
+/// Calls `f(o, i, j, coeff)` for each term of a bilinear/linear op without building the list.
+/// The order may differ from [`TensorOp::terms`] across elements but never within one: the terms
+/// into any output element `o`, and the terms that feed back into any `a` element `i` or `b`
+/// element `j`, come in the order of the list (matmul runs row, inner index, column, so both
+/// operands and the output are read along rows). Every kernel accumulates each element's terms
+/// in that order, so running them from here gives the bits of the term list.
+#[inline(always)]
+pub(crate) fn each_term(
+    op: TensorOp,
+    na: usize,
+    nb: usize,
+    mut f: impl FnMut(usize, usize, usize, f64),
+) {
+    match op {
+        TensorOp::Dot => (0..na).for_each(|i| f(0, i, i, 1.0)),
+        TensorOp::Sum => (0..na).for_each(|i| f(0, i, 0, 1.0)),
+        TensorOp::Cross => {
+            for (o, (p, q)) in [(1, 2), (2, 0), (0, 1)].into_iter().enumerate() {
+                f(o, p, q, 1.0);
+                f(o, q, p, -1.0);
+            }
+        }
+        TensorOp::MatVec { m, n } => {
+            let (m, n) = (m as usize, n as usize);
+            for r in 0..m {
+                for c in 0..n {
+                    f(r, r * n + c, c, 1.0);
+                }
+            }
+        }
+        TensorOp::MatMul { m, k, n } => {
+            let (m, k, n) = (m as usize, k as usize, n as usize);
+            for r in 0..m {
+                for s in 0..k {
+                    for c in 0..n {
+                        f(r * n + c, r * k + s, s * n + c, 1.0);
+                    }
+                }
+            }
+        }
+        TensorOp::Outer => {
+            for r in 0..na {
+                for c in 0..nb {
+                    f(r * nb + c, r, c, 1.0);
+                }
+            }
+        }
+        TensorOp::Transpose { r, c } => {
+            let (r, c) = (r as usize, c as usize);
+            for i in 0..r {
+                for j in 0..c {
+                    f(j * r + i, i * c + j, 0, 1.0);
+                }
+            }
+        }
+        TensorOp::Trace { r, c } => {
+            let (r, c) = (r as usize, c as usize);
+            (0..r.min(c)).for_each(|i| f(0, i * c + i, 0, 1.0));
+        }
+        _ => {}
+    }
+}
+
+/// One term's value on one lane: `(c · p) · q`, or `c · p` for a linear op (`q` is `None`), the
+/// expression every term kernel evaluates.
+#[inline(always)]
+fn direct_value(c: f64, p: f64, q: Option<f64>) -> f64 {
+    match q {
+        Some(q) => c * p * q,
+        None => c * p,
+    }
+}
+
+/// The forward of a bilinear/linear op by direct loops ([`each_term`]), with the bits of
+/// [`terms_forward`] (all lanes, `act` is `None`) or [`terms_forward_masked`] (the lanes in
+/// `act`; the others of `out` are left as they are). Allocates nothing.
+#[allow(clippy::too_many_arguments)] // the op and its sizes, the operands, the output, the lanes
+pub(crate) fn direct_forward(
+    op: TensorOp,
+    na: usize,
+    nb: usize,
+    a: Strided<'_>,
+    bb: Strided<'_>,
+    out: &mut [f64],
+    b: usize,
+    act: Option<&[u32]>,
+) {
+    let bil = op.is_bilinear();
+    let n_out = out.len() / b.max(1);
+    match act {
+        None if b == 1 => {
+            out.fill(0.0);
+            each_term(op, na, nb, |o, i, j, c| {
+                out[o] += direct_value(c, a.at(i, 0), bil.then(|| bb.at(j, 0)));
+            });
+        }
+        None => {
+            out.fill(0.0);
+            each_term(op, na, nb, |o, i, j, c| {
+                let d = &mut out[o * b..(o + 1) * b];
+                let q = if bil { bb.src(j, b) } else { Src::One(0.0) };
+                let t = Contrib {
+                    c,
+                    p: a.src(i, b),
+                    q,
+                };
+                if bil {
+                    contrib_pass::<true, false>(d, &t);
+                } else {
+                    contrib_pass::<false, false>(d, &t);
+                }
+            });
+        }
+        Some(act) => {
+            for e in 0..n_out {
+                for &l in act {
+                    out[e * b + l as usize] = 0.0;
+                }
+            }
+            each_term(op, na, nb, |o, i, j, c| {
+                for &l in act {
+                    let l = l as usize;
+                    out[o * b + l] += direct_value(c, a.at(i, l), bil.then(|| bb.at(j, l)));
+                }
+            });
+        }
+    }
+}
+
+/// The VJP of a bilinear/linear op by direct loops ([`each_term`]), with the bits of
+/// [`terms_vjp`] (all lanes, `act` is `None`; `fresh[k]` marks an adjoint slice whose stale
+/// floats are overwritten as if zeroed first) or [`terms_vjp_masked`] (the lanes in `act`,
+/// accumulating into `da` / `db` as they are; `fresh` must then be false). Allocates nothing.
+#[allow(clippy::too_many_arguments)] // mirrors `terms_vjp` plus the op, its sizes and the lanes
+pub(crate) fn direct_vjp(
+    op: TensorOp,
+    na: usize,
+    nb: usize,
+    a: Strided<'_>,
+    bb: Strided<'_>,
+    g: &[f64],
+    mut da: Option<&mut [f64]>,
+    mut db: Option<&mut [f64]>,
+    b: usize,
+    fresh: [bool; 2],
+    act: Option<&[u32]>,
+) {
+    let bil = op.is_bilinear();
+    if !bil {
+        db = None;
+    }
+    if fresh[0]
+        && let Some(d) = da.as_deref_mut()
+    {
+        d.fill(0.0);
+    }
+    if fresh[1]
+        && let Some(d) = db.as_deref_mut()
+    {
+        d.fill(0.0);
+    }
+    if da.is_none() && db.is_none() {
+        return;
+    }
+    match act {
+        None if b == 1 => each_term(op, na, nb, |o, i, j, c| {
+            let go = g[o];
+            if let Some(da) = da.as_deref_mut() {
+                da[i] += direct_value(c, go, bil.then(|| bb.at(j, 0)));
+            }
+            if let Some(db) = db.as_deref_mut() {
+                db[j] += direct_value(c, go, Some(a.at(i, 0)));
+            }
+        }),
+        None => each_term(op, na, nb, |o, i, j, c| {
+            let go = Src::Lanes(&g[o * b..(o + 1) * b]);
+            if let Some(da) = da.as_deref_mut() {
+                let d = &mut da[i * b..(i + 1) * b];
+                if bil {
+                    let t = Contrib {
+                        c,
+                        p: go,
+                        q: bb.src(j, b),
+                    };
+                    contrib_pass::<true, false>(d, &t);
+                } else {
+                    let t = Contrib {
+                        c,
+                        p: go,
+                        q: Src::One(0.0),
+                    };
+                    contrib_pass::<false, false>(d, &t);
+                }
+            }
+            if let Some(db) = db.as_deref_mut() {
+                let t = Contrib {
+                    c,
+                    p: go,
+                    q: a.src(i, b),
+                };
+                contrib_pass::<true, false>(&mut db[j * b..(j + 1) * b], &t);
+            }
+        }),
+        Some(act) => each_term(op, na, nb, |o, i, j, c| {
+            for &l in act {
+                let l = l as usize;
+                let go = g[o * b + l];
+                if let Some(da) = da.as_deref_mut() {
+                    da[i * b + l] += direct_value(c, go, bil.then(|| bb.at(j, l)));
+                }
+                if let Some(db) = db.as_deref_mut() {
+                    db[j * b + l] += direct_value(c, go, Some(a.at(i, l)));
+                }
+            }
+        }),
+    }
+}
+
+#[cfg(test)]
+mod direct_tests {
+    use super::*;
+
+    /// Ops with input sizes, both small and with more terms than a 2×2 list.
+    fn cases() -> Vec<(TensorOp, usize, usize, usize)> {
+        vec![
+            (TensorOp::Dot, 7, 7, 1),
+            (TensorOp::Cross, 3, 3, 3),
+            (TensorOp::MatVec { m: 5, n: 4 }, 20, 4, 5),
+            (TensorOp::MatMul { m: 2, k: 3, n: 2 }, 6, 6, 4),
+            (TensorOp::MatMul { m: 6, k: 5, n: 7 }, 30, 35, 42),
+            (TensorOp::Outer, 6, 5, 30),
+            (TensorOp::Sum, 9, 0, 1),
+            (TensorOp::Transpose { r: 4, c: 6 }, 24, 0, 24),
+            (TensorOp::Trace { r: 5, c: 3 }, 15, 0, 1),
+        ]
+    }
+
+    /// `terms` stably sorted by `key`.
+    fn sorted(terms: &[Term], key: impl Fn(&Term) -> u32) -> Vec<Term> {
+        let mut v = terms.to_vec();
+        v.sort_by_key(key);
+        v
+    }
+
+    /// The generated terms are the list's terms, each element's in list order (so every kernel
+    /// accumulates each element identically), and `term_count` is the list's length.
+    #[test]
+    fn each_term_keeps_every_elements_order() {
+        for (op, na, nb, _) in cases() {
+            let mut list = Vec::new();
+            op.terms(na, nb, &mut list);
+            let mut gen_ = Vec::new();
+            each_term(op, na, nb, |o, i, j, coeff| {
+                gen_.push(Term {
+                    o: o as u32,
+                    i: i as u32,
+                    j: j as u32,
+                    coeff,
+                });
+            });
+            assert_eq!(op.term_count(na, nb), list.len(), "{op:?} count");
+            assert_eq!(
+                sorted(&gen_, |t| t.o),
+                sorted(&list, |t| t.o),
+                "{op:?} by o"
+            );
+            assert_eq!(
+                sorted(&gen_, |t| t.i),
+                sorted(&list, |t| t.i),
+                "{op:?} by i"
+            );
+            assert_eq!(
+                sorted(&gen_, |t| t.j),
+                sorted(&list, |t| t.j),
+                "{op:?} by j"
+            );
+        }
+        assert!(
+            TensorOp::MatMul {
+                m: 40,
+                k: 41,
+                n: 40
+            }
+            .direct(1600, 1640, DIRECT_TERMS)
+        );
+        assert!(
+            !TensorOp::MatMul {
+                m: 40,
+                k: 40,
+                n: 40
+            }
+            .direct(1600, 1600, DIRECT_TERMS)
+        );
+    }
+
+    /// Values whose sums round differently in different orders.
+    fn values(n: usize, seed: f64) -> Vec<f64> {
+        (0..n)
+            .map(|k| {
+                let x = (seed + 0.37 * k as f64).sin() * 10f64.powi((k % 7) as i32 - 3);
+                if k % 11 == 5 { -0.0 } else { x }
+            })
+            .collect()
+    }
+
+    /// A payload's view: `b` lanes per element when `varying`, else one value for all.
+    fn view(data: &[f64], varying: bool, b: usize) -> Strided<'_> {
+        Strided {
+            data,
+            w: if varying { b } else { 1 },
+            s: usize::from(varying),
+        }
+    }
+
+    fn bits(v: &[f64]) -> Vec<u64> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    /// The direct kernels give the bits of the term kernels: forward and VJP, all lanes and
+    /// masked, fresh and accumulating adjoints, lanes-varying and uniform operands, B = 1 and 3.
+    #[test]
+    fn direct_kernels_equal_term_kernels_bit_for_bit() {
+        for (op, na, nb, n_out) in cases() {
+            let bil = op.is_bilinear();
+            let nb = if bil { nb } else { 0 };
+            let mut terms = Vec::new();
+            op.terms(na, nb, &mut terms);
+            let (mut by_i, mut by_j) = (Vec::new(), Vec::new());
+            group_terms(&terms, &mut by_i, &mut by_j);
+            for b in [1, 3] {
+                for (va, vb) in [(true, true), (true, false), (false, true)] {
+                    if b == 1 && !(va && vb) {
+                        continue;
+                    }
+                    let a = values(na * if va { b } else { 1 }, 0.3);
+                    let bv = values(nb * if vb { b } else { 1 }, 1.9);
+                    let (sa, sb) = (view(&a, va, b), view(&bv, vb, b));
+                    let what = format!("{op:?} b={b} varying=({va},{vb})");
+                    // Forward, all lanes.
+                    let (mut t_out, mut d_out) = (vec![7.0; n_out * b], vec![-3.0; n_out * b]);
+                    terms_forward(&terms, bil, sa, sb, &mut t_out, b);
+                    direct_forward(op, na, nb, sa, sb, &mut d_out, b, None);
+                    assert_eq!(bits(&t_out), bits(&d_out), "{what} forward");
+                    // Forward, masked: the other lanes keep their floats.
+                    let act: &[u32] = if b == 3 { &[0, 2] } else { &[0] };
+                    let (mut t_out, mut d_out) = (vec![7.0; n_out * b], vec![7.0; n_out * b]);
+                    terms_forward_masked(&terms, bil, sa, sb, &mut t_out, b, act);
+                    direct_forward(op, na, nb, sa, sb, &mut d_out, b, Some(act));
+                    assert_eq!(bits(&t_out), bits(&d_out), "{what} masked forward");
+                    // VJP: stale (fresh), accumulating, masked.
+                    let g = values(n_out * b, 4.1);
+                    let start_a = values(na * b, 2.2);
+                    let start_b = values(nb * b, 5.7);
+                    for mode in 0..3 {
+                        let fresh = [mode == 0; 2];
+                        let init = |s: &[f64]| {
+                            if mode == 0 {
+                                vec![f64::NAN; s.len()]
+                            } else {
+                                s.to_vec()
+                            }
+                        };
+                        let (mut ta, mut tb) = (init(&start_a), init(&start_b));
+                        let (mut da, mut db) = (init(&start_a), init(&start_b));
+                        if mode == 2 {
+                            terms_vjp_masked(
+                                &terms,
+                                bil,
+                                sa,
+                                sb,
+                                &g,
+                                Some(&mut ta),
+                                Some(&mut tb),
+                                b,
+                                act,
+                            );
+                        } else {
+                            terms_vjp(
+                                &by_i,
+                                &by_j,
+                                bil,
+                                sa,
+                                sb,
+                                &g,
+                                Some(&mut ta),
+                                Some(&mut tb),
+                                b,
+                                fresh,
+                            );
+                        }
+                        let act = (mode == 2).then_some(act);
+                        direct_vjp(
+                            op,
+                            na,
+                            nb,
+                            sa,
+                            sb,
+                            &g,
+                            Some(&mut da),
+                            Some(&mut db),
+                            b,
+                            fresh,
+                            act,
+                        );
+                        assert_eq!(bits(&ta), bits(&da), "{what} mode {mode} da");
+                        assert_eq!(bits(&tb), bits(&db), "{what} mode {mode} db");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -8,7 +8,8 @@ use std::cell::Cell;
 
 use crate::lanes::{Lanes, Meta, PayloadId};
 use crate::linalg::{
-    Strided, TensorOp, Term, det_family_vjp, group_terms, terms_vjp, terms_vjp_masked,
+    self, DIRECT_TERMS, Strided, TensorOp, Term, det_family_vjp, direct_vjp, group_terms,
+    terms_vjp, terms_vjp_masked,
 };
 use crate::mask::{LaneMask, MaskId};
 use crate::prims::{Binary, Unary, each_binary, each_unary};
@@ -403,8 +404,12 @@ impl Tape {
                     }
                     fresh = [false; 2];
                 }
-                // Full lanes: the terms grouped by input element; else in term order.
-                let (terms, by_j) = if full {
+                // Too many terms to list: direct loops (the same bits). Else, full lanes: the
+                // terms grouped by input element; masked: in term order.
+                let direct = op.direct(na, nb, DIRECT_TERMS);
+                let (terms, by_j) = if direct {
+                    (&[][..], &[][..])
+                } else if full {
                     self.term_cache.grouped(op, na, nb)
                 } else {
                     (self.term_cache.get(op, na, nb), &[][..])
@@ -416,7 +421,10 @@ impl Tape {
                 };
                 let (sa, sb) = (view(ma), view(mb));
                 let vjp = |g: &[f64], da: Option<&mut [f64]>, db: Option<&mut [f64]>| {
-                    if full {
+                    if direct {
+                        let act = (!full).then_some(act);
+                        direct_vjp(op, na, nb, sa, sb, g, da, db, b, fresh, act);
+                    } else if full {
                         terms_vjp(terms, by_j, bil, sa, sb, g, da, db, b, fresh);
                     } else {
                         terms_vjp_masked(terms, bil, sa, sb, g, da, db, b, act);
@@ -545,6 +553,11 @@ fn each_term(
     nb: usize,
     mut f: impl FnMut(usize, usize, usize, f64),
 ) {
+    if op.direct(na, nb, DIRECT_TERMS) {
+        // Too many terms to list: the same terms, each element's in the same order, from loops.
+        linalg::each_term(op, na, nb, f);
+        return;
+    }
     match op {
         TensorOp::MatMul { m, k, n } => {
             let (m, k, n) = (m as usize, k as usize, n as usize);

@@ -203,7 +203,7 @@ pub(crate) fn tensor(
     if op.is_bilinear() || op.is_linear() {
         // Structure-of-arrays path: one pass per term over contiguous lanes.
         let nl = if varying { lanes.n_lanes() } else { 1 };
-        let terms = term_cache.get(op, ma.n as usize, mb.map_or(0, |m| m.n as usize));
+        let (na, nb) = (ma.n as usize, mb.map_or(0, |m| m.n as usize));
         let oo = mo.off as usize;
         let (src, dst) = lanes.data.split_at_mut(oo);
         let view = |m: crate::lanes::Meta| linalg::Strided {
@@ -221,7 +221,15 @@ pub(crate) fn tensor(
             view,
         );
         let dst = &mut dst[..n_out * nl];
-        if !varying || mask == MaskId::FULL {
+        let all = !varying || mask == MaskId::FULL;
+        if op.direct(na, nb, linalg::DIRECT_TERMS) {
+            // Too many terms to list: direct loops, O(output) memory, the same bits.
+            let act = (!all).then(|| masks.lanes(mask));
+            linalg::direct_forward(op, na, nb, sa, sb, dst, nl, act);
+            return;
+        }
+        let terms = term_cache.get(op, na, nb);
+        if all {
             linalg::terms_forward(terms, op.is_bilinear(), sa, sb, dst, nl);
         } else {
             let act = masks.lanes(mask);
