@@ -12,6 +12,7 @@ use crate::tape::{Tape, TapeOp};
 use crate::value::Value;
 
 mod apply;
+mod governor;
 mod kernels;
 mod replay;
 
@@ -84,6 +85,11 @@ pub struct Evaluator {
     argstack: Vec<Value>,
     recur_args: Vec<Value>,
     steps: u64,
+    /// The work count at which the governor looks next (memory, deadline, budget): at most
+    /// `max_steps`, so the hot path needs one compare per step.
+    next_check: u64,
+    /// Hidden globals bound by `eval` to numbers it cannot copy into code (this run).
+    eval_values: u32,
     depth: u32,
     scratch_a: Vec<u32>,
     scratch_b: Vec<u32>,
@@ -99,6 +105,15 @@ pub struct Evaluator {
     cache: Option<DecodeKey>,
     cached_tops: Vec<CodeId>,
     cached_input_slots: Vec<u32>,
+    /// Arena lengths right after the cached program was decoded: what `eval` appends to the
+    /// decoded forms and the heap during a run is dropped before the next walk.
+    base_codes: (usize, usize),
+    base_heap: usize,
+    /// Heap length at the end of the last run: when the caller added no cells since, the cells
+    /// `eval` appended can go.
+    heap_after: usize,
+    /// The printed result of the last run when it is not numeric (see `Output::Other`).
+    shown: String,
     trace: replay::Trace,
 }
 
@@ -181,6 +196,8 @@ impl Evaluator {
             argstack: Vec::new(),
             recur_args: Vec::new(),
             steps: 0,
+            next_check: 0,
+            eval_values: 0,
             depth: 0,
             scratch_a: Vec::new(),
             scratch_b: Vec::new(),
@@ -196,6 +213,10 @@ impl Evaluator {
             cache: None,
             cached_tops: Vec::new(),
             cached_input_slots: Vec::new(),
+            base_codes: (0, 0),
+            base_heap: 0,
+            heap_after: 0,
+            shown: String::new(),
             trace: replay::Trace::default(),
             opts: EvalOptions { n_lanes: b, ..opts },
         }
@@ -273,7 +294,13 @@ impl Evaluator {
     ) -> crate::error::Result<()> {
         std::mem::swap(heap, &mut self.heap);
         let res = self.run_inner(program, inputs, grad, out);
+        self.heap_after = self.heap.len();
         std::mem::swap(heap, &mut self.heap);
+        if let Err(e) = &res
+            && e.kind.is_limit()
+        {
+            self.release_after_limit();
+        }
         res
     }
 
@@ -290,6 +317,8 @@ impl Evaluator {
         self.argstack.clear();
         self.recur_args.clear();
         self.steps = 0;
+        self.next_check = 0;
+        self.eval_values = 0;
         self.depth = 0;
         self.false_p = self.lanes.scalar(0.0);
         self.true_p = self.lanes.scalar(1.0);
@@ -340,6 +369,16 @@ impl Evaluator {
                 forms: program.forms.clone(),
                 inputs: inputs.entries.iter().map(|e| e.name.clone()).collect(),
             });
+            self.base_codes = self.codes.lens();
+            self.base_heap = self.heap.len();
+        } else {
+            self.codes.truncate(self.base_codes);
+            if self.heap.len() == self.heap_after {
+                self.heap.truncate(self.base_heap);
+            } else {
+                // The caller added cells: they stay, from now on below the base.
+                self.base_heap = self.heap.len();
+            }
         }
         let tops = std::mem::take(&mut self.cached_tops);
         let input_slots = std::mem::take(&mut self.cached_input_slots);
@@ -425,6 +464,12 @@ impl Evaluator {
         let mut result = Value::Nil;
         for &top in tops {
             result = self.eval_value(top, NO_FRAME)?;
+        }
+        if !matches!(
+            result,
+            Value::Num(_) | Value::Bool(_) | Value::Vector(..) | Value::Matrix(..)
+        ) {
+            self.shown = self.show(result)?;
         }
         self.trace.finish(result);
         self.finish(result, inputs, grad, out);
@@ -643,12 +688,8 @@ impl Evaluator {
     fn eval_loop(&mut self, mut code: CodeId, mut env: u32) -> Result<Flow> {
         loop {
             self.steps += 1;
-            if self.steps > self.opts.max_steps {
-                return Err(err(
-                    ErrorKind::StepBudget,
-                    format!("more than {} evaluation steps", self.opts.max_steps),
-                )
-                .at(self.codes.node(code)));
+            if self.steps > self.next_check {
+                self.govern().map_err(|e| e.at(self.codes.node(code)))?;
             }
             let v = match self.codes.get(code) {
                 Code::Num(x) => self.num(x),
@@ -849,23 +890,15 @@ impl Evaluator {
         }
         self.depth += 1;
         self.steps += 1;
-        if self.steps > self.opts.max_steps {
+        if self.steps > self.next_check
+            && let Err(e) = self.govern()
+        {
             self.depth -= 1;
-            return Err(self.step_budget_error(code));
+            return Err(e.at(self.codes.node(code)));
         }
         let res = self.prim_call(prim, args, env, code);
         self.depth -= 1;
         res
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn step_budget_error(&self, code: CodeId) -> Box<CoreError> {
-        err(
-            ErrorKind::StepBudget,
-            format!("more than {} evaluation steps", self.opts.max_steps),
-        )
-        .at(self.codes.node(code))
     }
 
     /// Evaluates the operands of a primitive call and applies it. One- and two-operand calls
@@ -910,8 +943,8 @@ impl Evaluator {
         if matches!(v, Value::Unassigned) {
             return Err(self.unassigned(code));
         }
-        if self.steps > self.opts.max_steps {
-            return Err(self.step_budget_error(code));
+        if self.steps > self.next_check {
+            self.govern().map_err(|e| e.at(self.codes.node(code)))?;
         }
         Ok(v)
     }
