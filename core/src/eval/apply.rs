@@ -310,8 +310,21 @@ impl Evaluator {
                 self.list_from(&items, Value::Nil)
             }
             Prim::Length => {
-                let items = self.list_items(self.arg(base, 0), "length")?;
-                Ok(self.num(items.len() as f64))
+                // Walks without collecting, one work unit per cell.
+                let mut v = self.arg(base, 0);
+                let mut n = 0u64;
+                while v != Value::Nil {
+                    let Some((_, d)) = self.pair_of(v) else {
+                        return Err(type_error("length", "a proper list", v));
+                    };
+                    v = d;
+                    n += 1;
+                    if n.is_multiple_of(4096) {
+                        self.charge(4096)?;
+                    }
+                }
+                self.charge(n % 4096)?;
+                Ok(self.num(n as f64))
             }
             Prim::Append => {
                 if n == 0 {
