@@ -1156,10 +1156,67 @@ impl Evaluator {
         })
     }
 
-    /// Merges `x` (valid on lanes `xm`) and `y` (valid on `ym`) into one value.
+    /// Merges `x` (valid on lanes `xm`) and `y` (valid on `ym`) into one value. Lists of the
+    /// same shape merge element by element, on an explicit stack, each pair of cells once (a
+    /// long or shared list cannot overflow the native stack or take exponential time).
     fn select(&mut self, x: Value, xm: MaskId, y: Value, ym: MaskId, at: CodeId) -> Result<Value> {
+        if let Some(v) = self.select_atom(x, xm, y, ym)? {
+            return Ok(v);
+        }
+        enum Task {
+            Visit(Value, Value),
+            Build((u64, u64)),
+        }
+        let mut tasks = vec![Task::Visit(x, y)];
+        let mut done: Vec<Value> = Vec::new();
+        let mut memo: std::collections::HashMap<(u64, u64), Value> =
+            std::collections::HashMap::new();
+        while let Some(t) = tasks.pop() {
+            match t {
+                Task::Visit(x, y) => {
+                    if let Some(v) = self.select_atom(x, xm, y, ym)? {
+                        done.push(v);
+                        continue;
+                    }
+                    let (Some(kx), Some(ky)) = (self.pair_of_key(x), self.pair_of_key(y)) else {
+                        return Err(err(
+                            ErrorKind::Divergence,
+                            format!(
+                                "lanes disagree on structure: a {} on some lanes, a {} on others",
+                                x.type_name(),
+                                y.type_name()
+                            ),
+                        )
+                        .at(self.codes.node(at)));
+                    };
+                    if let Some(&v) = memo.get(&(kx, ky)) {
+                        done.push(v);
+                        continue;
+                    }
+                    self.charge(1).map_err(|e| e.at(self.codes.node(at)))?;
+                    let (xa, xd) = self.pair_of(x).unwrap_or((Value::Nil, Value::Nil));
+                    let (ya, yd) = self.pair_of(y).unwrap_or((Value::Nil, Value::Nil));
+                    tasks.push(Task::Build((kx, ky)));
+                    tasks.push(Task::Visit(xd, yd));
+                    tasks.push(Task::Visit(xa, ya));
+                }
+                Task::Build(key) => {
+                    let d = done.pop().unwrap_or(Value::Nil);
+                    let a = done.pop().unwrap_or(Value::Nil);
+                    self.pairs.push((a, d));
+                    let v = Value::Pair(self.pairs.len() as u32 - 1);
+                    memo.insert(key, v);
+                    done.push(v);
+                }
+            }
+        }
+        Ok(done.pop().unwrap_or(Value::Nil))
+    }
+
+    /// `select` of two equal values or two numeric values of one shape; `None` otherwise.
+    fn select_atom(&mut self, x: Value, xm: MaskId, y: Value, ym: MaskId) -> Result<Option<Value>> {
         if x == y {
-            return Ok(x);
+            return Ok(Some(x));
         }
         let shape_of = |v: Value| match v {
             Value::Num(p) | Value::Bool(p) => Some((p, Shape::Scalar)),
@@ -1185,45 +1242,12 @@ impl Evaluator {
             if grad {
                 self.tape.push(TapeOp::Select { then: xm }, out, px, py, ym);
             }
-            return Ok(match x {
+            return Ok(Some(match x {
                 Value::Bool(_) => Value::Bool(out),
                 _ => sx.value(out),
-            });
+            }));
         }
-        // Structure: lists of the same shape merge element by element.
-        let pair_parts = |ev: &Self, v: Value| -> Option<(Value, Value)> {
-            match v {
-                Value::Pair(i) => Some(ev.pairs[i as usize]),
-                Value::Datum(n) => match ev.heap.node(n) {
-                    Node::Pair(..) => None,
-                    _ => None,
-                },
-                _ => None,
-            }
-        };
-        let xs = match x {
-            Value::Datum(n) => self.datum_pair(n),
-            _ => pair_parts(self, x),
-        };
-        let ys = match y {
-            Value::Datum(n) => self.datum_pair(n),
-            _ => pair_parts(self, y),
-        };
-        if let (Some((xa, xd)), Some((ya, yd))) = (xs, ys) {
-            let a = self.select(xa, xm, ya, ym, at)?;
-            let d = self.select(xd, xm, yd, ym, at)?;
-            self.pairs.push((a, d));
-            return Ok(Value::Pair(self.pairs.len() as u32 - 1));
-        }
-        Err(err(
-            ErrorKind::Divergence,
-            format!(
-                "lanes disagree on structure: a {} on some lanes, a {} on others",
-                x.type_name(),
-                y.type_name()
-            ),
-        )
-        .at(self.codes.node(at)))
+        Ok(None)
     }
 
     /// Assigns `new` over `old` on the current lanes (a define under divergent control).

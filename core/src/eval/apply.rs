@@ -694,7 +694,7 @@ impl Evaluator {
     }
 
     /// A key for a pair-like value (run-time pair or heap pair), for the visited set of `eq`.
-    fn pair_of_key(&self, v: Value) -> Option<u64> {
+    pub(super) fn pair_of_key(&self, v: Value) -> Option<u64> {
         match v {
             Value::Pair(i) => Some(u64::from(i)),
             Value::Datum(n) => match self.heap.node(n) {
@@ -808,7 +808,7 @@ impl Evaluator {
         }
     }
 
-    fn pair_of(&mut self, v: Value) -> Option<(Value, Value)> {
+    pub(super) fn pair_of(&mut self, v: Value) -> Option<(Value, Value)> {
         match v {
             Value::Pair(i) => Some(self.pairs[i as usize]),
             Value::Datum(n) => self.datum_pair(n),
