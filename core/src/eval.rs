@@ -227,7 +227,8 @@ impl Evaluator {
         &self.opts
     }
 
-    /// Evaluation steps (form visits) the last run took.
+    /// Work units the last run took (form visits plus elements touched; the same count as
+    /// [`Evaluator::last_work`]).
     pub fn last_steps(&self) -> u64 {
         self.steps
     }
