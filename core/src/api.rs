@@ -264,3 +264,27 @@ impl Evaluation {
             .map(|g| g.per_lane.as_slice())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::EvalOptions;
+
+    #[test]
+    fn limits_have_defaults_and_builders() {
+        let o = EvalOptions::new(4);
+        assert_eq!(o.max_steps, 200_000_000);
+        assert_eq!(o.max_depth, 10_000);
+        assert_eq!(o.max_memory, 536_870_912);
+        assert_eq!(o.deadline, None);
+        let t = std::time::Instant::now();
+        let o = o
+            .with_max_steps(7)
+            .with_max_depth(8)
+            .with_max_memory(9)
+            .with_deadline(Some(t));
+        assert_eq!(
+            (o.max_steps, o.max_depth, o.max_memory, o.deadline),
+            (7, 8, 9, Some(t))
+        );
+    }
+}

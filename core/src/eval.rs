@@ -88,8 +88,6 @@ pub struct Evaluator {
     /// The work count at which the governor looks next (memory, deadline, budget): at most
     /// `max_steps`, so the hot path needs one compare per step.
     next_check: u64,
-    /// Hidden globals bound by `eval` to numbers it cannot copy into code (this run).
-    eval_values: u32,
     depth: u32,
     scratch_a: Vec<u32>,
     scratch_b: Vec<u32>,
@@ -197,7 +195,6 @@ impl Evaluator {
             recur_args: Vec::new(),
             steps: 0,
             next_check: 0,
-            eval_values: 0,
             depth: 0,
             scratch_a: Vec::new(),
             scratch_b: Vec::new(),
@@ -319,7 +316,6 @@ impl Evaluator {
         self.recur_args.clear();
         self.steps = 0;
         self.next_check = 0;
-        self.eval_values = 0;
         self.depth = 0;
         self.false_p = self.lanes.scalar(0.0);
         self.true_p = self.lanes.scalar(1.0);

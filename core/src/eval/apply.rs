@@ -932,9 +932,10 @@ impl Evaluator {
     }
 
     /// One atom of `eval`'s data as a heap cell. A number that varies across lanes or carries a
-    /// gradient is not copied (that would cut its lanes and its tape node): it is bound to a fresh
-    /// hidden global whose name the reader cannot produce, and the datum holds that name, so the
-    /// decoded code reads the original payload exactly.
+    /// gradient is not copied (that would cut its lanes and its tape node): it is bound to a hidden
+    /// global whose name the reader cannot produce (`#<eval-value P>`, P its payload), and the
+    /// datum holds that name, so the decoded code reads the original payload exactly. (Inside a
+    /// quoted datum such a number therefore reads back as that symbol.)
     fn store_leaf(&mut self, heap: &mut Heap, v: Value) -> Result<NodeId> {
         Ok(match v {
             Value::Nil => Heap::NIL,
@@ -943,8 +944,14 @@ impl Evaluator {
             Value::Num(p) | Value::Bool(p) => {
                 let m = self.lanes.meta(p);
                 if m.varying || (self.recording && m.grad) {
-                    let name = format!("#<eval-value {}>", self.eval_values);
-                    self.eval_values += 1;
+                    // One name per payload: storing it again reuses the binding, so the names
+                    // (and global slots) are bounded by the payloads a run can hold.
+                    let kind = if matches!(v, Value::Bool(_)) {
+                        "bool"
+                    } else {
+                        "value"
+                    };
+                    let name = format!("#<eval-{kind} {}>", p.0);
                     let sym = heap.intern(&name);
                     let slot = self.codes.global_slot(sym) as usize;
                     if self.globals.len() <= slot {

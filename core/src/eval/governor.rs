@@ -85,7 +85,9 @@ impl Evaluator {
             + self.frames.len() as u64 * 8
             + (self.slots.len() + self.globals.len() + self.argstack.len()) as u64
                 * size_of::<crate::value::Value>() as u64
-            + self.codes.bytes();
+            + self.codes.bytes()
+            // Interned names (with their map entries), about 64 bytes each.
+            + self.heap.symbols().len() as u64 * 64;
         MemUse { arena, tape, heap }
     }
 
