@@ -18,10 +18,20 @@ pub struct EvalOptions {
     pub n_lanes: usize,
     /// Numeric conventions.
     pub dialect: Dialect,
-    /// Evaluation steps (form visits) allowed per run before `ErrorKind::StepBudget`.
+    /// Work units allowed per run before `ErrorKind::StepBudget`: each form visit counts one, and
+    /// primitives that touch many elements count them (list cells walked, characters printed,
+    /// vector elements written, multiply-adds of a tensor op), charged before the work when its
+    /// size is known. Units do not scale with the lane count.
     pub max_steps: u64,
     /// Nesting depth of non-tail evaluation allowed before `ErrorKind::DepthLimit`.
     pub max_depth: u32,
+    /// Bytes a run may hold (payload arena, tape, heap cells, runtime pairs, closures and frames)
+    /// before `ErrorKind::MemoryLimit`. An allocation whose size the program chooses is checked
+    /// before it is made; gradual growth is checked every few thousand work units.
+    pub max_memory: u64,
+    /// The instant after which a run stops with `ErrorKind::Deadline` (checked every few thousand
+    /// work units in the walk and every few thousand tape nodes in a replay); `None`: no deadline.
+    pub deadline: Option<std::time::Instant>,
     /// Replay a gradient run's recorded trace instead of walking again when only the
     /// differentiated inputs changed and every guard holds (bit-identical to a walk; on by default).
     pub replay: bool,
@@ -32,6 +42,11 @@ impl EvalOptions {
     pub const DEFAULT_MAX_STEPS: u64 = 200_000_000;
     /// Default depth limit for non-tail recursion.
     pub const DEFAULT_MAX_DEPTH: u32 = 10_000;
+    /// Default memory limit: 512 MiB. The arenas are vectors that grow by doubling, so a run that
+    /// just stays under the limit may briefly hold up to twice its live bytes; 512 MiB keeps one
+    /// calibration under about 1 GiB resident, and a machine running one calibration per core
+    /// stays within ordinary RAM. Real model programs use a few MiB even at a thousand lanes.
+    pub const DEFAULT_MAX_MEMORY: u64 = 536_870_912;
 
     /// Options for `n_lanes` lanes in the default dialect with the default budgets.
     pub fn new(n_lanes: usize) -> Self {
@@ -40,8 +55,34 @@ impl EvalOptions {
             dialect: Dialect::Default,
             max_steps: Self::DEFAULT_MAX_STEPS,
             max_depth: Self::DEFAULT_MAX_DEPTH,
+            max_memory: Self::DEFAULT_MAX_MEMORY,
+            deadline: None,
             replay: true,
         }
+    }
+
+    /// The same options with another work budget (see `max_steps`).
+    pub fn with_max_steps(mut self, max_steps: u64) -> Self {
+        self.max_steps = max_steps;
+        self
+    }
+
+    /// The same options with another depth limit.
+    pub fn with_max_depth(mut self, max_depth: u32) -> Self {
+        self.max_depth = max_depth;
+        self
+    }
+
+    /// The same options with another memory limit in bytes.
+    pub fn with_max_memory(mut self, max_memory: u64) -> Self {
+        self.max_memory = max_memory;
+        self
+    }
+
+    /// The same options with a deadline (or none).
+    pub fn with_deadline(mut self, deadline: Option<std::time::Instant>) -> Self {
+        self.deadline = deadline;
+        self
     }
 
     /// The same options with trace replay on or off.
@@ -221,5 +262,29 @@ impl Evaluation {
             .iter()
             .find(|g| g.name == name)
             .map(|g| g.per_lane.as_slice())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EvalOptions;
+
+    #[test]
+    fn limits_have_defaults_and_builders() {
+        let o = EvalOptions::new(4);
+        assert_eq!(o.max_steps, 200_000_000);
+        assert_eq!(o.max_depth, 10_000);
+        assert_eq!(o.max_memory, 536_870_912);
+        assert_eq!(o.deadline, None);
+        let t = std::time::Instant::now();
+        let o = o
+            .with_max_steps(7)
+            .with_max_depth(8)
+            .with_max_memory(9)
+            .with_deadline(Some(t));
+        assert_eq!(
+            (o.max_steps, o.max_depth, o.max_memory, o.deadline),
+            (7, 8, 9, Some(t))
+        );
     }
 }

@@ -113,6 +113,23 @@ pub(crate) struct Codes {
 }
 
 impl Codes {
+    /// Lengths of the arenas, to drop what later decodes (`eval`) append.
+    pub(crate) fn lens(&self) -> (usize, usize) {
+        (self.codes.len(), self.lists.len())
+    }
+
+    /// Drops the forms decoded after `lens` was taken.
+    pub(crate) fn truncate(&mut self, lens: (usize, usize)) {
+        self.codes.truncate(lens.0);
+        self.nodes.truncate(lens.0);
+        self.lists.truncate(lens.1);
+    }
+
+    /// Bytes held by the decoded forms.
+    pub(crate) fn bytes(&self) -> u64 {
+        (self.codes.len() * (std::mem::size_of::<Code>() + 4) + self.lists.len() * 4) as u64
+    }
+
     #[inline]
     pub(crate) fn get(&self, id: CodeId) -> Code {
         self.codes[id.0 as usize]
@@ -259,6 +276,14 @@ pub(crate) struct Decoder<'a> {
     loops: Vec<Option<LoopCtx>>,
     depth: u32,
     max_depth: u32,
+    /// Work units (cells visited) left before decoding stops with `ErrorKind::StepBudget`: run-time
+    /// data handed to `eval` can share structure, so its tree may be exponentially larger than
+    /// the cells it occupies.
+    budget: std::cell::Cell<u64>,
+    /// Work units spent so far.
+    spent: std::cell::Cell<u64>,
+    /// The error when the budget runs out (work, or memory when the budget stands for bytes).
+    budget_kind: ErrorKind,
 }
 
 fn syntax(node: NodeId, msg: impl Into<String>) -> CoreError {
@@ -317,7 +342,42 @@ impl<'a> Decoder<'a> {
             loops: vec![None],
             depth: 0,
             max_depth,
+            budget: std::cell::Cell::new(u64::MAX),
+            spent: std::cell::Cell::new(0),
+            budget_kind: ErrorKind::StepBudget,
         }
+    }
+
+    /// The same decoder, stopping after `units` cells visited with an error of `kind`.
+    pub(crate) fn with_budget(mut self, units: u64, kind: ErrorKind) -> Self {
+        self.budget.set(units);
+        self.budget_kind = kind;
+        self
+    }
+
+    /// Cells visited so far (work units to charge the run).
+    pub(crate) fn work_done(&self) -> u64 {
+        self.spent.get()
+    }
+
+    /// Spends one unit; false once the budget is gone.
+    fn tick(&self) -> bool {
+        let s = self.spent.get() + 1;
+        self.spent.set(s);
+        s <= self.budget.get()
+    }
+
+    fn over_budget(&self, node: NodeId) -> CoreError {
+        let what = if self.budget_kind == ErrorKind::MemoryLimit {
+            "the decoded forms would not fit in the memory left"
+        } else {
+            "decoding run-time data took more work units than were left"
+        };
+        CoreError::new(
+            self.budget_kind,
+            format!("{what} (stopped after {} cells)", self.budget.get()),
+        )
+        .at(node)
     }
 
     /// Decodes the top level: pre-declares every top-level `define`/`params` name as a global,
@@ -325,7 +385,7 @@ impl<'a> Decoder<'a> {
     pub(crate) fn top_level(&mut self, forms: &[NodeId]) -> Result<Vec<CodeId>> {
         let mut names = Vec::new();
         for &f in forms {
-            self.scan_defines(f, &mut names, true)?;
+            self.scan_defines(f, &mut names, true, 0)?;
         }
         for (sym, _) in names {
             self.codes.global_slot(sym);
@@ -355,10 +415,40 @@ impl<'a> Decoder<'a> {
 
     /// Collects names defined at body level of `node` (through `begin`, `if`, `when`, `unless`,
     /// `cond` arms, not through forms that open their own scope).
-    fn scan_defines(&self, node: NodeId, out: &mut Vec<(Symbol, NodeId)>, top: bool) -> Result<()> {
+    fn scan_defines(
+        &self,
+        node: NodeId,
+        out: &mut Vec<(Symbol, NodeId)>,
+        top: bool,
+        depth: u32,
+    ) -> Result<()> {
         let Some(head) = self.head_symbol(node) else {
             return Ok(());
         };
+        if !self.tick() {
+            return Err(self.over_budget(node));
+        }
+        if depth > self.max_depth {
+            return Err(
+                CoreError::new(ErrorKind::DepthLimit, "program nesting is too deep").at(node),
+            );
+        }
+        if depth % 32 == 31 {
+            return stacker::maybe_grow(128 * 1024, 2 * 1024 * 1024, || {
+                self.scan_defines_inner(node, head, out, top, depth)
+            });
+        }
+        self.scan_defines_inner(node, head, out, top, depth)
+    }
+
+    fn scan_defines_inner(
+        &self,
+        node: NodeId,
+        head: Symbol,
+        out: &mut Vec<(Symbol, NodeId)>,
+        top: bool,
+        depth: u32,
+    ) -> Result<()> {
         let f = self.forms;
         if head == f.define {
             let items = self.items(node)?;
@@ -382,13 +472,13 @@ impl<'a> Decoder<'a> {
             }
         } else if head == f.begin || head == f.if_ || head == f.when || head == f.unless {
             for sub in self.items(node)?.into_iter().skip(1) {
-                self.scan_defines(sub, out, top)?;
+                self.scan_defines(sub, out, top, depth + 1)?;
             }
         } else if head == f.cond {
             for clause in self.items(node)?.into_iter().skip(1) {
                 if let Some(parts) = self.heap.list_items(clause) {
                     for sub in parts.into_iter().skip(1) {
-                        self.scan_defines(sub, out, top)?;
+                        self.scan_defines(sub, out, top, depth + 1)?;
                     }
                 }
             }
@@ -428,6 +518,9 @@ impl<'a> Decoder<'a> {
 
     /// Decodes one expression; `tail` marks a tail position of the innermost loop body.
     pub(crate) fn expr(&mut self, node: NodeId, tail: bool) -> Result<CodeId> {
+        if !self.tick() {
+            return Err(self.over_budget(node));
+        }
         self.depth += 1;
         if self.depth > self.max_depth {
             self.depth -= 1;
@@ -538,7 +631,7 @@ impl<'a> Decoder<'a> {
         }
         let mut defs = Vec::new();
         for &f in forms {
-            self.scan_defines(f, &mut defs, false)?;
+            self.scan_defines(f, &mut defs, false, self.depth)?;
         }
         if let Some(scope) = self.scopes.last_mut() {
             for (s, _) in defs {
@@ -694,6 +787,19 @@ impl<'a> Decoder<'a> {
     }
 
     fn quasi(&mut self, t: NodeId) -> Result<CodeId> {
+        if !self.tick() {
+            return Err(self.over_budget(t));
+        }
+        if self.depth >= self.max_depth {
+            return Err(CoreError::new(ErrorKind::DepthLimit, "program nesting is too deep").at(t));
+        }
+        self.depth += 1;
+        let res = stacker::maybe_grow(128 * 1024, 2 * 1024 * 1024, || self.quasi_inner(t));
+        self.depth -= 1;
+        res
+    }
+
+    fn quasi_inner(&mut self, t: NodeId) -> Result<CodeId> {
         let f = self.forms;
         match self.heap.node(t) {
             Node::Pair(h, rest) => {
@@ -1060,7 +1166,36 @@ impl<'a> Decoder<'a> {
 
     /// True when every occurrence of `name` in `node` is the head of a tail call with `arity`
     /// arguments, and `name` is never rebound (so the named let can become a `loop`).
+    /// Whether every call of `name` in `node` is a tail call of `arity` arguments. Conservative
+    /// (false) past the work budget or the depth limit.
     fn only_tail_calls(&self, node: NodeId, name: Symbol, arity: usize, tail: bool) -> bool {
+        self.only_tail_calls_at(node, name, arity, tail, 0)
+    }
+
+    fn only_tail_calls_at(
+        &self,
+        node: NodeId,
+        name: Symbol,
+        arity: usize,
+        tail: bool,
+        depth: u32,
+    ) -> bool {
+        if !self.tick() || depth > self.max_depth {
+            return false;
+        }
+        stacker::maybe_grow(128 * 1024, 2 * 1024 * 1024, || {
+            self.only_tail_calls_inner(node, name, arity, tail, depth + 1)
+        })
+    }
+
+    fn only_tail_calls_inner(
+        &self,
+        node: NodeId,
+        name: Symbol,
+        arity: usize,
+        tail: bool,
+        depth: u32,
+    ) -> bool {
         let f = self.forms;
         match self.heap.node(node) {
             Node::Sym(s) => s != name,
@@ -1074,15 +1209,16 @@ impl<'a> Decoder<'a> {
                         && items.len() == arity + 1
                         && items[1..]
                             .iter()
-                            .all(|&a| self.only_tail_calls(a, name, arity, false));
+                            .all(|&a| self.only_tail_calls_at(a, name, arity, false, depth));
                 }
                 let all = |from: usize, tail_last: bool| {
                     items[from..].iter().enumerate().all(|(i, &a)| {
-                        self.only_tail_calls(
+                        self.only_tail_calls_at(
                             a,
                             name,
                             arity,
                             tail_last && from + i + 1 == items.len(),
+                            depth,
                         )
                     })
                 };
@@ -1090,18 +1226,19 @@ impl<'a> Decoder<'a> {
                     Some(s) if s == f.quote => true,
                     Some(s) if s == f.if_ => {
                         items.len() >= 2
-                            && self.only_tail_calls(items[1], name, arity, false)
+                            && self.only_tail_calls_at(items[1], name, arity, false, depth)
                             && items[2..]
                                 .iter()
-                                .all(|&a| self.only_tail_calls(a, name, arity, tail))
+                                .all(|&a| self.only_tail_calls_at(a, name, arity, tail, depth))
                     }
                     Some(s) if s == f.begin || s == f.when || s == f.unless => {
                         (s == f.begin
-                            || self.only_tail_calls(
+                            || self.only_tail_calls_at(
                                 items.get(1).copied().unwrap_or(node),
                                 name,
                                 arity,
                                 false,
+                                depth,
                             ))
                             && all(if s == f.begin { 1 } else { 2 }, tail)
                     }
@@ -1109,11 +1246,12 @@ impl<'a> Decoder<'a> {
                         items[1..].iter().all(|&c| match self.heap.list_items(c) {
                             Some(parts) => parts.iter().enumerate().all(|(i, &p)| {
                                 (i == 0 && self.symbol_of(p) == Some(f.else_))
-                                    || self.only_tail_calls(
+                                    || self.only_tail_calls_at(
                                         p,
                                         name,
                                         arity,
                                         tail && i > 0 && i + 1 == parts.len(),
+                                        depth,
                                     )
                             }),
                             None => false,
@@ -1131,26 +1269,38 @@ impl<'a> Decoder<'a> {
                         binds.iter().all(|&b| match self.heap.list_items(b) {
                             Some(p) if p.len() == 2 => {
                                 self.symbol_of(p[0]) != Some(name)
-                                    && self.only_tail_calls(p[1], name, arity, false)
+                                    && self.only_tail_calls_at(p[1], name, arity, false, depth)
                             }
                             _ => false,
                         }) && all(2, tail)
                     }
                     _ => items
                         .iter()
-                        .all(|&a| self.only_tail_calls(a, name, arity, false)),
+                        .all(|&a| self.only_tail_calls_at(a, name, arity, false, depth)),
                 }
             }
             _ => true,
         }
     }
 
+    /// Whether `name` occurs anywhere in `node` (an explicit stack; true past the work budget,
+    /// the conservative answer).
     fn mentions(&self, node: NodeId, name: Symbol) -> bool {
-        match self.heap.node(node) {
-            Node::Sym(s) => s == name,
-            Node::Pair(a, d) => self.mentions(a, name) || self.mentions(d, name),
-            _ => false,
+        let mut stack = vec![node];
+        while let Some(n) = stack.pop() {
+            if !self.tick() {
+                return true;
+            }
+            match self.heap.node(n) {
+                Node::Sym(s) if s == name => return true,
+                Node::Pair(a, d) => {
+                    stack.push(d);
+                    stack.push(a);
+                }
+                _ => {}
+            }
         }
+        false
     }
 
     fn cond(&mut self, node: NodeId, clauses: &[NodeId], tail: bool) -> Result<CodeId> {

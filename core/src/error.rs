@@ -18,7 +18,7 @@ pub enum ErrorKind {
     Syntax,
     /// The head of an application is not a procedure (E006).
     NotProcedure,
-    /// The evaluation step budget ran out (E007).
+    /// The work budget ran out (E007): evaluation steps weighted by the elements they touch.
     StepBudget,
     /// Non-tail recursion went deeper than the limit (E008).
     DepthLimit,
@@ -30,6 +30,10 @@ pub enum ErrorKind {
     Input,
     /// A primitive has no derivative (E012).
     NotDifferentiable,
+    /// The run would hold more bytes than `EvalOptions::max_memory` (E013).
+    MemoryLimit,
+    /// The run passed its `EvalOptions::deadline` (E014).
+    Deadline,
 }
 
 impl ErrorKind {
@@ -48,6 +52,8 @@ impl ErrorKind {
             ErrorKind::Index => "E010",
             ErrorKind::Input => "E011",
             ErrorKind::NotDifferentiable => "E012",
+            ErrorKind::MemoryLimit => "E013",
+            ErrorKind::Deadline => "E014",
         }
     }
 
@@ -60,12 +66,48 @@ impl ErrorKind {
             ErrorKind::Shape => "shape mismatch",
             ErrorKind::Syntax => "bad syntax",
             ErrorKind::NotProcedure => "not a procedure",
-            ErrorKind::StepBudget => "step budget exceeded",
+            ErrorKind::StepBudget => "work budget exceeded",
             ErrorKind::DepthLimit => "recursion too deep",
             ErrorKind::Divergence => "lane divergence",
             ErrorKind::Index => "bad index",
             ErrorKind::Input => "bad input",
             ErrorKind::NotDifferentiable => "not differentiable",
+            ErrorKind::MemoryLimit => "memory limit exceeded",
+            ErrorKind::Deadline => "time limit exceeded",
+        }
+    }
+
+    /// Whether the run was stopped by a resource limit (work, depth, memory or deadline) rather
+    /// than by a fault of the program's meaning.
+    pub fn is_limit(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::StepBudget
+                | ErrorKind::DepthLimit
+                | ErrorKind::MemoryLimit
+                | ErrorKind::Deadline
+        )
+    }
+
+    /// A stable kebab-case class for grouping failures: `work`, `depth`, `memory`, `deadline`
+    /// for the limits, and `unbound`, `arity`, `type`, `shape`, `syntax`, `not-procedure`,
+    /// `divergence`, `index`, `input`, `not-differentiable` for the rest.
+    pub fn class(self) -> &'static str {
+        match self {
+            ErrorKind::Unbound => "unbound",
+            ErrorKind::Arity => "arity",
+            ErrorKind::Type => "type",
+            ErrorKind::Shape => "shape",
+            ErrorKind::Syntax => "syntax",
+            ErrorKind::NotProcedure => "not-procedure",
+            ErrorKind::StepBudget => "work",
+            ErrorKind::DepthLimit => "depth",
+            ErrorKind::Divergence => "divergence",
+            ErrorKind::Index => "index",
+            ErrorKind::Input => "input",
+            ErrorKind::NotDifferentiable => "not-differentiable",
+            ErrorKind::MemoryLimit => "memory",
+            ErrorKind::Deadline => "deadline",
         }
     }
 }
@@ -106,6 +148,66 @@ pub type Result<T, E = CoreError> = std::result::Result<T, E>;
 
 #[cfg(test)]
 mod tests {
+    use super::ErrorKind;
+
+    const ALL: [ErrorKind; 14] = [
+        ErrorKind::Unbound,
+        ErrorKind::Arity,
+        ErrorKind::Type,
+        ErrorKind::Shape,
+        ErrorKind::Syntax,
+        ErrorKind::NotProcedure,
+        ErrorKind::StepBudget,
+        ErrorKind::DepthLimit,
+        ErrorKind::Divergence,
+        ErrorKind::Index,
+        ErrorKind::Input,
+        ErrorKind::NotDifferentiable,
+        ErrorKind::MemoryLimit,
+        ErrorKind::Deadline,
+    ];
+
+    #[test]
+    fn limit_kinds_have_codes_names_and_classes() {
+        assert_eq!(ErrorKind::StepBudget.code(), "E007");
+        assert_eq!(ErrorKind::StepBudget.name(), "work budget exceeded");
+        assert_eq!(ErrorKind::DepthLimit.code(), "E008");
+        assert_eq!(ErrorKind::MemoryLimit.code(), "E013");
+        assert_eq!(ErrorKind::MemoryLimit.name(), "memory limit exceeded");
+        assert_eq!(ErrorKind::Deadline.code(), "E014");
+        assert_eq!(ErrorKind::Deadline.name(), "time limit exceeded");
+        let classes: Vec<_> = ALL.iter().map(|k| k.class()).collect();
+        assert_eq!(
+            classes,
+            [
+                "unbound",
+                "arity",
+                "type",
+                "shape",
+                "syntax",
+                "not-procedure",
+                "work",
+                "depth",
+                "divergence",
+                "index",
+                "input",
+                "not-differentiable",
+                "memory",
+                "deadline"
+            ]
+        );
+        let limits: Vec<_> = ALL
+            .iter()
+            .filter(|k| k.is_limit())
+            .map(|k| k.code())
+            .collect();
+        assert_eq!(limits, ["E007", "E008", "E013", "E014"]);
+        // Codes are distinct and numbered in order.
+        for (i, k) in ALL.iter().enumerate() {
+            assert_eq!(k.code(), format!("E{:03}", i + 1));
+        }
+    }
+
     #[test]
     fn core_error_is_send_sync() {
         fn assert_send_sync<T: Send + Sync>() {}

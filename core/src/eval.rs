@@ -12,6 +12,7 @@ use crate::tape::{Tape, TapeOp};
 use crate::value::Value;
 
 mod apply;
+mod governor;
 mod kernels;
 mod replay;
 
@@ -84,6 +85,9 @@ pub struct Evaluator {
     argstack: Vec<Value>,
     recur_args: Vec<Value>,
     steps: u64,
+    /// The work count at which the governor looks next (memory, deadline, budget): at most
+    /// `max_steps`, so the hot path needs one compare per step.
+    next_check: u64,
     depth: u32,
     scratch_a: Vec<u32>,
     scratch_b: Vec<u32>,
@@ -99,6 +103,15 @@ pub struct Evaluator {
     cache: Option<DecodeKey>,
     cached_tops: Vec<CodeId>,
     cached_input_slots: Vec<u32>,
+    /// Arena lengths right after the cached program was decoded: what `eval` appends to the
+    /// decoded forms and the heap during a run is dropped before the next walk.
+    base_codes: (usize, usize),
+    base_heap: usize,
+    /// Heap length at the end of the last run: when the caller added no cells since, the cells
+    /// `eval` appended can go.
+    heap_after: usize,
+    /// The printed result of the last run when it is not numeric (see `Output::Other`).
+    shown: String,
     trace: replay::Trace,
 }
 
@@ -181,6 +194,7 @@ impl Evaluator {
             argstack: Vec::new(),
             recur_args: Vec::new(),
             steps: 0,
+            next_check: 0,
             depth: 0,
             scratch_a: Vec::new(),
             scratch_b: Vec::new(),
@@ -196,6 +210,10 @@ impl Evaluator {
             cache: None,
             cached_tops: Vec::new(),
             cached_input_slots: Vec::new(),
+            base_codes: (0, 0),
+            base_heap: 0,
+            heap_after: 0,
+            shown: String::new(),
             trace: replay::Trace::default(),
             opts: EvalOptions { n_lanes: b, ..opts },
         }
@@ -206,7 +224,8 @@ impl Evaluator {
         &self.opts
     }
 
-    /// Evaluation steps (form visits) the last run took.
+    /// Work units the last run took (form visits plus elements touched; the same count as
+    /// [`Evaluator::last_work`]).
     pub fn last_steps(&self) -> u64 {
         self.steps
     }
@@ -273,7 +292,13 @@ impl Evaluator {
     ) -> crate::error::Result<()> {
         std::mem::swap(heap, &mut self.heap);
         let res = self.run_inner(program, inputs, grad, out);
+        self.heap_after = self.heap.len();
         std::mem::swap(heap, &mut self.heap);
+        if let Err(e) = &res
+            && e.kind.is_limit()
+        {
+            self.release_after_limit();
+        }
         res
     }
 
@@ -290,6 +315,7 @@ impl Evaluator {
         self.argstack.clear();
         self.recur_args.clear();
         self.steps = 0;
+        self.next_check = 0;
         self.depth = 0;
         self.false_p = self.lanes.scalar(0.0);
         self.true_p = self.lanes.scalar(1.0);
@@ -340,6 +366,16 @@ impl Evaluator {
                 forms: program.forms.clone(),
                 inputs: inputs.entries.iter().map(|e| e.name.clone()).collect(),
             });
+            self.base_codes = self.codes.lens();
+            self.base_heap = self.heap.len();
+        } else {
+            self.codes.truncate(self.base_codes);
+            if self.heap.len() == self.heap_after {
+                self.heap.truncate(self.base_heap);
+            } else {
+                // The caller added cells: they stay, from now on below the base.
+                self.base_heap = self.heap.len();
+            }
         }
         let tops = std::mem::take(&mut self.cached_tops);
         let input_slots = std::mem::take(&mut self.cached_input_slots);
@@ -425,6 +461,12 @@ impl Evaluator {
         let mut result = Value::Nil;
         for &top in tops {
             result = self.eval_value(top, NO_FRAME)?;
+        }
+        if !matches!(
+            result,
+            Value::Num(_) | Value::Bool(_) | Value::Vector(..) | Value::Matrix(..)
+        ) {
+            self.shown = self.show(result)?;
         }
         self.trace.finish(result);
         self.finish(result, inputs, grad, out);
@@ -643,12 +685,8 @@ impl Evaluator {
     fn eval_loop(&mut self, mut code: CodeId, mut env: u32) -> Result<Flow> {
         loop {
             self.steps += 1;
-            if self.steps > self.opts.max_steps {
-                return Err(err(
-                    ErrorKind::StepBudget,
-                    format!("more than {} evaluation steps", self.opts.max_steps),
-                )
-                .at(self.codes.node(code)));
+            if self.steps > self.next_check {
+                self.govern().map_err(|e| e.at(self.codes.node(code)))?;
             }
             let v = match self.codes.get(code) {
                 Code::Num(x) => self.num(x),
@@ -849,23 +887,15 @@ impl Evaluator {
         }
         self.depth += 1;
         self.steps += 1;
-        if self.steps > self.opts.max_steps {
+        if self.steps > self.next_check
+            && let Err(e) = self.govern()
+        {
             self.depth -= 1;
-            return Err(self.step_budget_error(code));
+            return Err(e.at(self.codes.node(code)));
         }
         let res = self.prim_call(prim, args, env, code);
         self.depth -= 1;
         res
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn step_budget_error(&self, code: CodeId) -> Box<CoreError> {
-        err(
-            ErrorKind::StepBudget,
-            format!("more than {} evaluation steps", self.opts.max_steps),
-        )
-        .at(self.codes.node(code))
     }
 
     /// Evaluates the operands of a primitive call and applies it. One- and two-operand calls
@@ -910,8 +940,8 @@ impl Evaluator {
         if matches!(v, Value::Unassigned) {
             return Err(self.unassigned(code));
         }
-        if self.steps > self.opts.max_steps {
-            return Err(self.step_budget_error(code));
+        if self.steps > self.next_check {
+            self.govern().map_err(|e| e.at(self.codes.node(code)))?;
         }
         Ok(v)
     }
@@ -1123,10 +1153,67 @@ impl Evaluator {
         })
     }
 
-    /// Merges `x` (valid on lanes `xm`) and `y` (valid on `ym`) into one value.
+    /// Merges `x` (valid on lanes `xm`) and `y` (valid on `ym`) into one value. Lists of the
+    /// same shape merge element by element, on an explicit stack, each pair of cells once (a
+    /// long or shared list cannot overflow the native stack or take exponential time).
     fn select(&mut self, x: Value, xm: MaskId, y: Value, ym: MaskId, at: CodeId) -> Result<Value> {
+        if let Some(v) = self.select_atom(x, xm, y, ym)? {
+            return Ok(v);
+        }
+        enum Task {
+            Visit(Value, Value),
+            Build((u64, u64)),
+        }
+        let mut tasks = vec![Task::Visit(x, y)];
+        let mut done: Vec<Value> = Vec::new();
+        let mut memo: std::collections::HashMap<(u64, u64), Value> =
+            std::collections::HashMap::new();
+        while let Some(t) = tasks.pop() {
+            match t {
+                Task::Visit(x, y) => {
+                    if let Some(v) = self.select_atom(x, xm, y, ym)? {
+                        done.push(v);
+                        continue;
+                    }
+                    let (Some(kx), Some(ky)) = (self.pair_of_key(x), self.pair_of_key(y)) else {
+                        return Err(err(
+                            ErrorKind::Divergence,
+                            format!(
+                                "lanes disagree on structure: a {} on some lanes, a {} on others",
+                                x.type_name(),
+                                y.type_name()
+                            ),
+                        )
+                        .at(self.codes.node(at)));
+                    };
+                    if let Some(&v) = memo.get(&(kx, ky)) {
+                        done.push(v);
+                        continue;
+                    }
+                    self.charge(1).map_err(|e| e.at(self.codes.node(at)))?;
+                    let (xa, xd) = self.pair_of(x).unwrap_or((Value::Nil, Value::Nil));
+                    let (ya, yd) = self.pair_of(y).unwrap_or((Value::Nil, Value::Nil));
+                    tasks.push(Task::Build((kx, ky)));
+                    tasks.push(Task::Visit(xd, yd));
+                    tasks.push(Task::Visit(xa, ya));
+                }
+                Task::Build(key) => {
+                    let d = done.pop().unwrap_or(Value::Nil);
+                    let a = done.pop().unwrap_or(Value::Nil);
+                    self.pairs.push((a, d));
+                    let v = Value::Pair(self.pairs.len() as u32 - 1);
+                    memo.insert(key, v);
+                    done.push(v);
+                }
+            }
+        }
+        Ok(done.pop().unwrap_or(Value::Nil))
+    }
+
+    /// `select` of two equal values or two numeric values of one shape; `None` otherwise.
+    fn select_atom(&mut self, x: Value, xm: MaskId, y: Value, ym: MaskId) -> Result<Option<Value>> {
         if x == y {
-            return Ok(x);
+            return Ok(Some(x));
         }
         let shape_of = |v: Value| match v {
             Value::Num(p) | Value::Bool(p) => Some((p, Shape::Scalar)),
@@ -1152,45 +1239,12 @@ impl Evaluator {
             if grad {
                 self.tape.push(TapeOp::Select { then: xm }, out, px, py, ym);
             }
-            return Ok(match x {
+            return Ok(Some(match x {
                 Value::Bool(_) => Value::Bool(out),
                 _ => sx.value(out),
-            });
+            }));
         }
-        // Structure: lists of the same shape merge element by element.
-        let pair_parts = |ev: &Self, v: Value| -> Option<(Value, Value)> {
-            match v {
-                Value::Pair(i) => Some(ev.pairs[i as usize]),
-                Value::Datum(n) => match ev.heap.node(n) {
-                    Node::Pair(..) => None,
-                    _ => None,
-                },
-                _ => None,
-            }
-        };
-        let xs = match x {
-            Value::Datum(n) => self.datum_pair(n),
-            _ => pair_parts(self, x),
-        };
-        let ys = match y {
-            Value::Datum(n) => self.datum_pair(n),
-            _ => pair_parts(self, y),
-        };
-        if let (Some((xa, xd)), Some((ya, yd))) = (xs, ys) {
-            let a = self.select(xa, xm, ya, ym, at)?;
-            let d = self.select(xd, xm, yd, ym, at)?;
-            self.pairs.push((a, d));
-            return Ok(Value::Pair(self.pairs.len() as u32 - 1));
-        }
-        Err(err(
-            ErrorKind::Divergence,
-            format!(
-                "lanes disagree on structure: a {} on some lanes, a {} on others",
-                x.type_name(),
-                y.type_name()
-            ),
-        )
-        .at(self.codes.node(at)))
+        Ok(None)
     }
 
     /// Assigns `new` over `old` on the current lanes (a define under divergent control).

@@ -92,6 +92,15 @@ impl Heap {
         id
     }
 
+    /// Drops the cells from `len` on (cells `eval` added during a run, which nothing refers to
+    /// once the run is over). Interned names stay.
+    pub(crate) fn truncate(&mut self, len: usize) {
+        if len >= 3 {
+            self.nodes.truncate(len);
+            self.spans.truncate(len);
+        }
+    }
+
     /// The cell at `id`.
     #[inline]
     pub fn node(&self, id: NodeId) -> Node {

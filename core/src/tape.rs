@@ -70,6 +70,14 @@ impl Tape {
         self.extra.clear();
     }
 
+    /// Drops the adjoint arena when it holds more than `bytes` of capacity (after a run stopped
+    /// at a limit; the next sweep starts from an empty arena).
+    pub(crate) fn shrink_adjoints(&mut self, bytes: usize) {
+        if self.adj.buf.capacity() * 8 > bytes || self.adj.off.capacity() * 4 > bytes {
+            self.adj = Adjoints::default();
+        }
+    }
+
     #[inline]
     pub(crate) fn push(
         &mut self,

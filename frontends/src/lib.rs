@@ -231,12 +231,12 @@ mod tests {
         let err = CoreError::new(ErrorKind::StepBudget, "ran out after 10 steps");
         assert_eq!(
             render_core_error("m.scm", src, &heap, &err),
-            "m.scm: error[E007]: step budget exceeded: ran out after 10 steps"
+            "m.scm: error[E007]: work budget exceeded: ran out after 10 steps"
         );
         let err = err.at(Heap::NIL);
         assert_eq!(
             render_core_error("m.scm", src, &heap, &err),
-            "m.scm: error[E007]: step budget exceeded: ran out after 10 steps"
+            "m.scm: error[E007]: work budget exceeded: ran out after 10 steps"
         );
     }
 

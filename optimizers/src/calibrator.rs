@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use ndvm_core::{Evaluator, Heap, ParamKind, Program, params};
+use ndvm_core::{ErrorKind, Evaluator, Heap, ParamKind, Program, params};
 
 use crate::adam::{self, AdamRun, StartState};
 use crate::config::{CalibrateConfig, Loss, Optimizer, ParamSpec};
@@ -114,16 +114,22 @@ impl Calibrator {
         &self.config
     }
 
-    fn evaluator(&mut self, n_lanes: usize) -> Evaluator {
+    /// An evaluator for `n_lanes` lanes (pooled when one fits), armed with the configuration's
+    /// limits and `deadline`.
+    fn evaluator(&mut self, n_lanes: usize, deadline: Option<Instant>) -> Evaluator {
         let dialect = self.config.dialect;
-        match self
+        let mut ev = match self
             .pool
             .iter()
             .position(|e| e.options().n_lanes == n_lanes && e.options().dialect == dialect)
         {
             Some(i) => self.pool.swap_remove(i),
             None => Objective::evaluator(n_lanes, dialect),
-        }
+        };
+        let cfg = &self.config;
+        ev.set_limits(cfg.max_work, cfg.max_depth, cfg.max_memory);
+        ev.set_deadline(deadline);
+        ev
     }
 
     fn give_back(&mut self, obj: Objective) {
@@ -186,6 +192,13 @@ impl Calibrator {
     /// Errors are bad data, a configuration the data contradicts, or a program the evaluator
     /// rejects; running out of iterations or time, or every start going non-finite, ends in
     /// [`Calibration::stop_reason`].
+    ///
+    /// Every evaluation runs under the configuration's `max_work`, `max_memory` and `max_depth`,
+    /// and, with a `time_limit`, under the deadline `start + time_limit`. An evaluation cut by
+    /// that deadline ends the calibration with `StopReason::TimeLimit` and the best point so far
+    /// when some start has already seen a finite loss; before that (the very first evaluation
+    /// never finished in time: an endless loop, say) it is `CalibrateError::Eval` with
+    /// `ErrorKind::Deadline`. The final prediction for R² gets a fresh `time_limit` of its own.
     pub fn calibrate(
         &mut self,
         heap: &mut Heap,
@@ -231,7 +244,8 @@ impl Calibrator {
                 Optimizer::Adam => cfg.max_iters,
                 _ => cfg.screen_iters,
             };
-            let mut obj = Objective::new(self.evaluator(k * n), &names, &kinds, data, cfg.loss, k);
+            let ev = self.evaluator(k * n, deadline);
+            let mut obj = Objective::new(ev, &names, &kinds, data, cfg.loss, k);
             let res = adam::run(
                 &mut obj,
                 heap,
@@ -242,7 +256,7 @@ impl Calibrator {
             );
             n_replayed += obj.n_replayed;
             self.give_back(obj);
-            res?;
+            absorb_deadline(res, &mut starts)?;
         }
         let to_polish: Vec<usize> = match cfg.optimizer {
             Optimizer::Adam => Vec::new(),
@@ -272,7 +286,8 @@ impl Calibrator {
             }
         };
         if !to_polish.is_empty() {
-            let mut obj = Objective::new(self.evaluator(n), &names, &kinds, data, cfg.loss, 1);
+            let ev = self.evaluator(n, deadline);
+            let mut obj = Objective::new(ev, &names, &kinds, data, cfg.loss, 1);
             let mut res = Ok(());
             for &i in &to_polish {
                 let from = starts[i].best_u.clone();
@@ -285,7 +300,7 @@ impl Calibrator {
             }
             n_replayed += obj.n_replayed;
             self.give_back(obj);
-            res?;
+            absorb_deadline(res, &mut starts)?;
         }
 
         let best = (0..k)
@@ -308,7 +323,9 @@ impl Calibrator {
         if let Some(b) = best
             && let Some(target) = &data.target
         {
-            let mut obj = Objective::new(self.evaluator(n), &names, &kinds, data, cfg.loss, 1);
+            let grace = cfg.time_limit.map(|t| Instant::now() + t);
+            let ev = self.evaluator(n, grace);
+            let mut obj = Objective::new(ev, &names, &kinds, data, cfg.loss, 1);
             let res = obj
                 .predict(heap, program, &starts[b].best_u)
                 .map(|preds| r2(preds, target));
@@ -368,6 +385,23 @@ impl Calibrator {
             wall_time: started.elapsed(),
             stop_reason,
         })
+    }
+}
+
+/// An evaluation cut by the calibration's deadline after some start saw a finite loss: the starts
+/// still running stop with `TimeLimit` and the calibration reports the best point so far.
+fn absorb_deadline(res: Result<()>, starts: &mut [StartState]) -> Result<()> {
+    match res {
+        Err(CalibrateError::Eval { error })
+            if error.kind == ErrorKind::Deadline
+                && starts.iter().any(|s| s.best_loss.is_finite()) =>
+        {
+            for s in starts.iter_mut().filter(|s| s.status.is_none()) {
+                s.status = Some(StartStatus::TimeLimit);
+            }
+            Ok(())
+        }
+        other => other,
     }
 }
 

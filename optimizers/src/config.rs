@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ndvm_core::{Dialect, ParamKind};
+use ndvm_core::{Dialect, EvalOptions, ParamKind};
 
 use crate::error::{CalibrateError, Result};
 use crate::transform;
@@ -95,15 +95,25 @@ pub struct CalibrateConfig {
     /// A start stops as soon as its loss is at most this.
     pub target_loss: Option<f64>,
     /// Wall-clock limit for the whole calibration. When it runs out, every start keeps the
-    /// best point it has seen (the result then depends on the machine's speed).
+    /// best point it has seen (the result then depends on the machine's speed). Every evaluation
+    /// also gets the deadline `start + time_limit`: one stuck in an endless loop ends there (see
+    /// [`Calibrator::calibrate`](crate::Calibrator::calibrate)).
     pub time_limit: Option<Duration>,
+    /// Work units each evaluation may spend (steps weighted by elements touched; see
+    /// `ndvm_core::EvalOptions::max_steps`). At least 1.
+    pub max_work: u64,
+    /// Bytes each evaluation may hold (see `ndvm_core::EvalOptions::max_memory`). At least 1.
+    pub max_memory: u64,
+    /// Non-tail recursion depth each evaluation may reach. At least 1.
+    pub max_depth: u32,
 }
 
 impl CalibrateConfig {
     /// The defaults, chosen by measurement on the acceptance models (see the crate docs and
     /// `examples/choose_defaults.rs`): portfolio, 32 starts, seed 0, MSE, default dialect, 100
     /// screen steps at learning rate 0.1, then L-BFGS (memory 10, at most 200 iterations) on the
-    /// best 4 starts, gradient tolerance 1e-10, no target loss and no time limit.
+    /// best 4 starts, gradient tolerance 1e-10, no target loss and no time limit; the evaluator's
+    /// default work, memory and depth limits (`ndvm_core::EvalOptions::DEFAULT_*`).
     pub fn recommended() -> Self {
         CalibrateConfig {
             optimizer: Optimizer::Portfolio,
@@ -120,6 +130,9 @@ impl CalibrateConfig {
             tol_grad: 1e-10,
             target_loss: None,
             time_limit: None,
+            max_work: EvalOptions::DEFAULT_MAX_STEPS,
+            max_memory: EvalOptions::DEFAULT_MAX_MEMORY,
+            max_depth: EvalOptions::DEFAULT_MAX_DEPTH,
         }
     }
 
@@ -145,6 +158,15 @@ impl CalibrateConfig {
         }
         if self.tol_grad.is_nan() || self.tol_grad < 0.0 {
             return bad("tol_grad", "must be zero or positive");
+        }
+        if self.max_work == 0 {
+            return bad("max_work", "must be at least 1");
+        }
+        if self.max_memory == 0 {
+            return bad("max_memory", "must be at least 1");
+        }
+        if self.max_depth == 0 {
+            return bad("max_depth", "must be at least 1");
         }
         if self.target_loss.is_some_and(f64::is_nan) {
             return bad("target_loss", "must be a number");

@@ -56,6 +56,23 @@ pub enum CalibrateError {
     },
 }
 
+impl CalibrateError {
+    /// A stable kebab-case class for grouping failures: `config`, `data`, `no-parameters`,
+    /// `bad-init`, `name-clash`, `not-a-number`, and for `Eval` the evaluator's class
+    /// (`ndvm_core::ErrorKind::class`: `work`, `memory`, `deadline`, `type`, …).
+    pub fn class(&self) -> &'static str {
+        match self {
+            CalibrateError::InvalidConfig { .. } => "config",
+            CalibrateError::InvalidData { .. } => "data",
+            CalibrateError::NoParameters => "no-parameters",
+            CalibrateError::BadInit { .. } => "bad-init",
+            CalibrateError::NameClash { .. } => "name-clash",
+            CalibrateError::NotANumber { .. } => "not-a-number",
+            CalibrateError::Eval { error } => error.kind.class(),
+        }
+    }
+}
+
 impl From<CoreError> for CalibrateError {
     fn from(error: CoreError) -> Self {
         CalibrateError::Eval { error }
@@ -67,6 +84,28 @@ pub type Result<T, E = CalibrateError> = std::result::Result<T, E>;
 
 #[cfg(test)]
 mod tests {
+    use super::CalibrateError;
+    use ndvm_core::{CoreError, ErrorKind};
+
+    #[test]
+    fn classes_are_stable() {
+        let eval = |kind| CalibrateError::from(CoreError::new(kind, "x")).class();
+        assert_eq!(eval(ErrorKind::Deadline), "deadline");
+        assert_eq!(eval(ErrorKind::MemoryLimit), "memory");
+        assert_eq!(eval(ErrorKind::StepBudget), "work");
+        assert_eq!(eval(ErrorKind::Type), "type");
+        assert_eq!(CalibrateError::NoParameters.class(), "no-parameters");
+        let cfg = CalibrateError::InvalidConfig {
+            field: "n_starts",
+            message: String::new(),
+        };
+        assert_eq!(cfg.class(), "config");
+        let data = CalibrateError::InvalidData {
+            message: String::new(),
+        };
+        assert_eq!(data.class(), "data");
+    }
+
     #[test]
     fn calibrate_error_is_send_sync() {
         fn assert_send_sync<T: Send + Sync + 'static>() {}

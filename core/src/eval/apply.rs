@@ -108,6 +108,8 @@ impl Evaluator {
         } else {
             (k, Shape::Vector(k as u32))
         };
+        self.charge(nel as u64)?;
+        self.reserve(self.payload_bytes(nel, false))?;
         let out = self.lanes.alloc(nel, false, false);
         let off = self.lanes.meta(out).off as usize;
         let dst = &mut self.lanes.data[off..off + nel];
@@ -168,7 +170,7 @@ impl Evaluator {
         let (b, sb) = self.tensor_arg(y, "dot")?;
         match (sa, sb) {
             (Shape::Vector(x), Shape::Vector(y)) if x == y => {
-                Ok(self.tensor(TensorOp::Dot, a, Some(b), Shape::Scalar))
+                self.tensor(TensorOp::Dot, a, Some(b), Shape::Scalar)
             }
             _ => Err(shape_error("dot", sa, sb)),
         }
@@ -191,12 +193,12 @@ impl Evaluator {
         let (a, sa) = self.tensor_arg(x, "matmul")?;
         let (b, sb) = self.tensor_arg(y, "matmul")?;
         match (sa, sb) {
-            (Shape::Matrix(m, k), Shape::Matrix(k2, nn)) if k == k2 => Ok(self.tensor(
+            (Shape::Matrix(m, k), Shape::Matrix(k2, nn)) if k == k2 => self.tensor(
                 TensorOp::MatMul { m, k, n: nn },
                 a,
                 Some(b),
                 Shape::Matrix(m, nn),
-            )),
+            ),
             (Shape::Matrix(..), Shape::Vector(_)) => self.matvec(a, sa, b, sb),
             _ => Err(shape_error("matmul", sa, sb)),
         }
@@ -305,11 +307,24 @@ impl Evaluator {
             }
             Prim::List => {
                 let items: Vec<Value> = self.argstack[base..].to_vec();
-                Ok(self.list_from(&items, Value::Nil))
+                self.list_from(&items, Value::Nil)
             }
             Prim::Length => {
-                let items = self.list_items(self.arg(base, 0), "length")?;
-                Ok(self.num(items.len() as f64))
+                // Walks without collecting, one work unit per cell.
+                let mut v = self.arg(base, 0);
+                let mut n = 0u64;
+                while v != Value::Nil {
+                    let Some((_, d)) = self.pair_of(v) else {
+                        return Err(type_error("length", "a proper list", v));
+                    };
+                    v = d;
+                    n += 1;
+                    if n.is_multiple_of(4096) {
+                        self.charge(4096)?;
+                    }
+                }
+                self.charge(n % 4096)?;
+                Ok(self.num(n as f64))
             }
             Prim::Append => {
                 if n == 0 {
@@ -318,14 +333,14 @@ impl Evaluator {
                 let mut tail = self.arg(base, n - 1);
                 for i in (0..n - 1).rev() {
                     let items = self.list_items(self.arg(base, i), "append")?;
-                    tail = self.list_from(&items, tail);
+                    tail = self.list_from(&items, tail)?;
                 }
                 Ok(tail)
             }
             Prim::Reverse => {
                 let mut items = self.list_items(self.arg(base, 0), "reverse")?;
                 items.reverse();
-                Ok(self.list_from(&items, Value::Nil))
+                self.list_from(&items, Value::Nil)
             }
             Prim::ListRef => {
                 let items = self.list_items(self.arg(base, 0), "list-ref")?;
@@ -356,17 +371,19 @@ impl Evaluator {
                 let mut out = Vec::with_capacity(len);
                 let mut args = Vec::with_capacity(lists.len());
                 for k in 0..len {
+                    self.charge(1)?;
                     args.clear();
                     args.extend(lists.iter().map(|l| l[k]));
                     out.push(self.apply_value(f, &args, site)?);
                 }
-                Ok(self.list_from(&out, Value::Nil))
+                self.list_from(&out, Value::Nil)
             }
             Prim::Filter => {
                 let f = self.arg(base, 0);
                 let items = self.list_items(self.arg(base, 1), "filter")?;
                 let mut out = Vec::new();
                 for x in items {
+                    self.charge(1)?;
                     let keep = self.apply_value(f, &[x], site)?;
                     match self.classify(keep) {
                         super::Truth::True => out.push(x),
@@ -379,7 +396,7 @@ impl Evaluator {
                         }
                     }
                 }
-                Ok(self.list_from(&out, Value::Nil))
+                self.list_from(&out, Value::Nil)
             }
             Prim::FoldLeft | Prim::FoldRight => {
                 let f = self.arg(base, 0);
@@ -389,6 +406,7 @@ impl Evaluator {
                     items.reverse();
                 }
                 for x in items {
+                    self.charge(1)?;
                     let args = if p == Prim::FoldLeft {
                         [acc, x]
                     } else {
@@ -405,18 +423,18 @@ impl Evaluator {
             Prim::Dot => self.prim_dot(self.arg(base, 0), self.arg(base, 1)),
             Prim::VSum => {
                 let (a, _) = self.tensor_arg(self.arg(base, 0), "vsum")?;
-                Ok(self.tensor(TensorOp::Sum, a, None, Shape::Scalar))
+                self.tensor(TensorOp::Sum, a, None, Shape::Scalar)
             }
             Prim::Norm | Prim::Normalize => {
                 let (a, sa) = self.tensor_arg(self.arg(base, 0), name())?;
                 let Shape::Vector(_) = sa else {
                     return Err(type_error(name(), "a vector", self.arg(base, 0)));
                 };
-                Ok(if p == Prim::Norm {
+                if p == Prim::Norm {
                     self.tensor(TensorOp::Norm, a, None, Shape::Scalar)
                 } else {
                     self.tensor(TensorOp::Normalize, a, None, sa)
-                })
+                }
             }
             Prim::Cross => {
                 let (a, sa) = self.tensor_arg(self.arg(base, 0), "cross")?;
@@ -424,7 +442,7 @@ impl Evaluator {
                 if sa != Shape::Vector(3) || sb != Shape::Vector(3) {
                     return Err(shape_error("cross", sa, sb));
                 }
-                Ok(self.tensor(TensorOp::Cross, a, Some(b), sa))
+                self.tensor(TensorOp::Cross, a, Some(b), sa)
             }
             Prim::Scale => self.prim_scale(self.arg(base, 0), self.arg(base, 1)),
             Prim::MatVec => self.prim_matvec(self.arg(base, 0), self.arg(base, 1)),
@@ -434,7 +452,7 @@ impl Evaluator {
                 let (a, sa) = self.tensor_arg(v, "transpose")?;
                 match sa {
                     Shape::Matrix(r, c) => {
-                        Ok(self.tensor(TensorOp::Transpose { r, c }, a, None, Shape::Matrix(c, r)))
+                        self.tensor(TensorOp::Transpose { r, c }, a, None, Shape::Matrix(c, r))
                     }
                     _ => Err(type_error("transpose", "a matrix", v)),
                 }
@@ -444,7 +462,7 @@ impl Evaluator {
                 let (a, sa) = self.tensor_arg(v, "trace")?;
                 match sa {
                     Shape::Matrix(r, c) => {
-                        Ok(self.tensor(TensorOp::Trace { r, c }, a, None, Shape::Scalar))
+                        self.tensor(TensorOp::Trace { r, c }, a, None, Shape::Scalar)
                     }
                     _ => Err(type_error("trace", "a matrix", v)),
                 }
@@ -456,12 +474,12 @@ impl Evaluator {
                     (Shape::Vector(m), Shape::Vector(k))
                         if m <= u16::MAX as u32 && k <= u16::MAX as u32 =>
                     {
-                        Ok(self.tensor(
+                        self.tensor(
                             TensorOp::Outer,
                             a,
                             Some(b),
                             Shape::Matrix(m as u16, k as u16),
-                        ))
+                        )
                     }
                     _ => Err(shape_error("outer", sa, sb)),
                 }
@@ -512,6 +530,10 @@ impl Evaluator {
         let (a, shape) = self.numeric(v, what)?;
         let ma = self.lanes.meta(a);
         let grad = self.recording && ma.grad && op.differentiable();
+        if ma.n > 1 {
+            self.charge(ma.n as u64)?;
+            self.reserve(self.payload_bytes(ma.n as usize, ma.varying))?;
+        }
         let out = self.lanes.alloc(ma.n as usize, ma.varying, grad);
         kernels::unary(&mut self.lanes, &self.masks, self.mask, op, out, a);
         if self.recording && ma.grad && !grad {
@@ -536,6 +558,10 @@ impl Evaluator {
         let varying = ma.varying || mb.varying;
         let grad = self.recording && (ma.grad || mb.grad) && op.differentiable();
         let n = shape.n();
+        if n > 1 {
+            self.charge(n as u64)?;
+            self.reserve(self.payload_bytes(n, varying))?;
+        }
         let out = self.lanes.alloc(n, varying, grad);
         kernels::binary(&mut self.lanes, &self.masks, self.mask, op, out, a, bq);
         if self.recording && (ma.grad || mb.grad) && !grad {
@@ -631,15 +657,64 @@ impl Evaluator {
         Ok(x as usize)
     }
 
+    /// `eq?` (`deep` false) and `equal?` (`deep` true). Deep comparison walks both structures on
+    /// an explicit stack, charging one work unit per cell pair, and compares each pair of cells
+    /// once (shared structure costs linear time).
     fn eq(&mut self, x: Value, y: Value, deep: bool) -> Result<Value> {
+        if !deep || self.pair_of_key(x).is_none() || self.pair_of_key(y).is_none() {
+            return self.eq_leaf(x, y, deep);
+        }
+        let mut stack = vec![(x, y)];
+        let mut seen: std::collections::HashSet<(u64, u64)> = std::collections::HashSet::new();
+        let mut acc = self.bool_value(true);
+        while let Some((x, y)) = stack.pop() {
+            self.charge(1)?;
+            let r = match (self.pair_of_key(x), self.pair_of_key(y)) {
+                (Some(kx), Some(ky)) => {
+                    if !seen.insert((kx, ky)) {
+                        continue;
+                    }
+                    let (xa, xd) = self.pair_of(x).unwrap_or((Value::Nil, Value::Nil));
+                    let (ya, yd) = self.pair_of(y).unwrap_or((Value::Nil, Value::Nil));
+                    stack.push((xd, yd));
+                    stack.push((xa, ya));
+                    continue;
+                }
+                _ => self.eq_leaf(x, y, true)?,
+            };
+            acc = self.and_bools(acc, r)?;
+            if let Value::Bool(p) = acc
+                && !self.lanes.is_varying(p)
+                && self.get(p, 0, 0) == 0.0
+            {
+                break;
+            }
+        }
+        Ok(acc)
+    }
+
+    /// A key for a pair-like value (run-time pair or heap pair), for the visited set of `eq`.
+    pub(super) fn pair_of_key(&self, v: Value) -> Option<u64> {
+        match v {
+            Value::Pair(i) => Some(u64::from(i)),
+            Value::Datum(n) => match self.heap.node(n) {
+                Node::Pair(..) => Some((1 << 32) | u64::from(n.0)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// `eq`/`equal?` of values that are not both pairs (deep: vectors elementwise, heap data
+    /// structurally).
+    fn eq_leaf(&mut self, x: Value, y: Value, deep: bool) -> Result<Value> {
         match (x, y) {
-            (Value::Num(a), Value::Num(b)) | (Value::Bool(a), Value::Bool(b)) => {
+            (Value::Num(_), Value::Num(_)) | (Value::Bool(_), Value::Bool(_)) => {
                 self.argstack.push(x);
                 self.argstack.push(y);
                 let base = self.argstack.len() - 2;
                 let r = self.compare_chain(Compare::Eq, base, 2);
                 self.argstack.truncate(base);
-                let _ = (a, b);
                 r
             }
             (Value::Vector(a, n), Value::Vector(b, m)) if deep && n == m => {
@@ -648,21 +723,37 @@ impl Evaluator {
             (Value::Matrix(a, r, c), Value::Matrix(b, r2, c2)) if deep && r == r2 && c == c2 => {
                 self.elementwise_equal(a, b, r as usize * c as usize)
             }
-            _ if deep && self.pair_of(x).is_some() && self.pair_of(y).is_some() => {
-                let (xa, xd) = self.pair_of(x).unwrap_or((Value::Nil, Value::Nil));
-                let (ya, yd) = self.pair_of(y).unwrap_or((Value::Nil, Value::Nil));
-                let head = self.eq(xa, ya, true)?;
-                let tail = self.eq(xd, yd, true)?;
-                self.and_bools(head, tail)
-            }
             (Value::Datum(a), Value::Datum(b)) => {
-                Ok(self.bool_value(a == b || (deep && datum_equal(&self.heap, a, b))))
+                let same = a == b || (deep && self.datum_equal(a, b)?);
+                Ok(self.bool_value(same))
             }
             _ => Ok(self.bool_value(x == y)),
         }
     }
 
+    /// Structural equality of two heap data, on an explicit stack, each pair of cells once.
+    fn datum_equal(&mut self, a: NodeId, b: NodeId) -> Result<bool> {
+        let mut stack = vec![(a, b)];
+        let mut seen: std::collections::HashSet<(NodeId, NodeId)> =
+            std::collections::HashSet::new();
+        while let Some((x, y)) = stack.pop() {
+            self.charge(1)?;
+            match (self.heap.node(x), self.heap.node(y)) {
+                (Node::Pair(xa, xd), Node::Pair(ya, yd)) => {
+                    if x != y && seen.insert((x, y)) {
+                        stack.push((xa, ya));
+                        stack.push((xd, yd));
+                    }
+                }
+                (p, q) if p == q => {}
+                _ => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+
     fn elementwise_equal(&mut self, a: PayloadId, b: PayloadId, n: usize) -> Result<Value> {
+        self.charge(n as u64)?;
         self.taint_if_grad(a);
         self.taint_if_grad(b);
         let out = self.lanes.alloc(1, true, false);
@@ -717,7 +808,7 @@ impl Evaluator {
         }
     }
 
-    fn pair_of(&mut self, v: Value) -> Option<(Value, Value)> {
+    pub(super) fn pair_of(&mut self, v: Value) -> Option<(Value, Value)> {
         match v {
             Value::Pair(i) => Some(self.pairs[i as usize]),
             Value::Datum(n) => self.datum_pair(n),
@@ -735,8 +826,14 @@ impl Evaluator {
     fn list_items(&mut self, mut v: Value, what: &str) -> Result<Vec<Value>> {
         let mut out = Vec::new();
         loop {
+            if out.len() % 4096 == 4095 {
+                self.charge(4096)?;
+            }
             match v {
-                Value::Nil => return Ok(out),
+                Value::Nil => {
+                    self.charge((out.len() % 4096) as u64)?;
+                    return Ok(out);
+                }
                 _ => match self.pair_of(v) {
                     Some((a, d)) => {
                         out.push(a);
@@ -748,13 +845,14 @@ impl Evaluator {
         }
     }
 
-    fn list_from(&mut self, items: &[Value], tail: Value) -> Value {
+    fn list_from(&mut self, items: &[Value], tail: Value) -> Result<Value> {
+        self.charge(items.len() as u64)?;
         let mut out = tail;
         for &x in items.iter().rev() {
             self.pairs.push((x, out));
             out = Value::Pair(self.pairs.len() as u32 - 1);
         }
-        out
+        Ok(out)
     }
 
     /// `(eval datum)`: decodes run-time data in the global scope and evaluates it.
@@ -764,13 +862,25 @@ impl Evaluator {
         crate::decode::intern_forms(&mut heap);
         self.heap = heap;
         let node = node?;
-        let tops = Decoder::new(
+        let left = self.opts.max_steps.saturating_sub(self.steps);
+        // Each decoded cell costs a form (and its node and list entries): about 64 bytes.
+        let room = self.opts.max_memory.saturating_sub(self.memory_in_use()) / 64;
+        let (units, kind) = if room < left {
+            (room, ErrorKind::MemoryLimit)
+        } else {
+            (left, ErrorKind::StepBudget)
+        };
+        let mut decoder = Decoder::new(
             &self.heap,
             &mut self.codes,
             self.opts.dialect,
             self.opts.max_depth,
         )
-        .top_level(&[node])?;
+        .with_budget(units, kind);
+        let tops = decoder.top_level(&[node]);
+        let spent = decoder.work_done();
+        self.charge(spent)?;
+        let tops = tops?;
         self.globals
             .resize(self.codes.global_names.len(), Value::Unassigned);
         let mut out = Value::Nil;
@@ -780,31 +890,82 @@ impl Evaluator {
         Ok(out)
     }
 
+    /// Copies run-time data into `heap` for `eval`, on an explicit stack, one work unit per cell;
+    /// a run-time pair shared in several places is copied once (shared structure costs linear
+    /// time, and the heap datum shares it too).
     fn store_in_heap(&mut self, heap: &mut Heap, v: Value) -> Result<NodeId> {
+        enum Task {
+            Visit(Value),
+            Build(u32),
+        }
+        let mut tasks = vec![Task::Visit(v)];
+        let mut done: Vec<NodeId> = Vec::new();
+        let mut memo: std::collections::HashMap<u32, NodeId> = std::collections::HashMap::new();
+        while let Some(t) = tasks.pop() {
+            match t {
+                Task::Visit(Value::Pair(i)) => {
+                    if let Some(&n) = memo.get(&i) {
+                        done.push(n);
+                        continue;
+                    }
+                    self.charge(1)?;
+                    let (a, d) = self.pairs[i as usize];
+                    tasks.push(Task::Build(i));
+                    tasks.push(Task::Visit(d));
+                    tasks.push(Task::Visit(a));
+                }
+                Task::Visit(leaf) => {
+                    self.charge(1)?;
+                    let n = self.store_leaf(heap, leaf)?;
+                    done.push(n);
+                }
+                Task::Build(i) => {
+                    let d = done.pop().unwrap_or(Heap::NIL);
+                    let a = done.pop().unwrap_or(Heap::NIL);
+                    let n = heap.cons(a, d);
+                    memo.insert(i, n);
+                    done.push(n);
+                }
+            }
+        }
+        Ok(done.pop().unwrap_or(Heap::NIL))
+    }
+
+    /// One atom of `eval`'s data as a heap cell. A number that varies across lanes or carries a
+    /// gradient is not copied (that would cut its lanes and its tape node): it is bound to a hidden
+    /// global whose name the reader cannot produce (`#<eval-value P>`, P its payload), and the
+    /// datum holds that name, so the decoded code reads the original payload exactly. (Inside a
+    /// quoted datum such a number therefore reads back as that symbol.)
+    fn store_leaf(&mut self, heap: &mut Heap, v: Value) -> Result<NodeId> {
         Ok(match v {
             Value::Nil => Heap::NIL,
             Value::Sym(s) => heap.alloc(Node::Sym(s)),
             Value::Datum(n) => n,
             Value::Num(p) | Value::Bool(p) => {
-                if self.lanes.is_varying(p) {
-                    return Err(err(
-                        ErrorKind::Divergence,
-                        "eval of data holding lane-varying numbers",
-                    ));
+                let m = self.lanes.meta(p);
+                if m.varying || (self.recording && m.grad) {
+                    // One name per payload: storing it again reuses the binding, so the names
+                    // (and global slots) are bounded by the payloads a run can hold.
+                    let kind = if matches!(v, Value::Bool(_)) {
+                        "bool"
+                    } else {
+                        "value"
+                    };
+                    let name = format!("#<eval-{kind} {}>", p.0);
+                    let sym = heap.intern(&name);
+                    let slot = self.codes.global_slot(sym) as usize;
+                    if self.globals.len() <= slot {
+                        self.globals.resize(slot + 1, Value::Unassigned);
+                    }
+                    self.globals[slot] = v;
+                    return Ok(heap.alloc(Node::Sym(sym)));
                 }
-                self.taint_if_grad(p);
                 let x = self.get(p, 0, 0);
                 if matches!(v, Value::Bool(_)) {
                     heap.alloc(Node::Bool(x != 0.0))
                 } else {
                     heap.num(x)
                 }
-            }
-            Value::Pair(i) => {
-                let (a, d) = self.pairs[i as usize];
-                let a = self.store_in_heap(heap, a)?;
-                let d = self.store_in_heap(heap, d)?;
-                heap.cons(a, d)
             }
             other => return Err(type_error("eval", "program data", other)),
         })
@@ -813,10 +974,12 @@ impl Evaluator {
     // ------------------------------------------------------------ tensors
 
     /// Concatenates the elements of `parts` into one payload (records a `Concat` node).
-    fn concat(&mut self, parts: &[PayloadId]) -> PayloadId {
+    fn concat(&mut self, parts: &[PayloadId]) -> Result<PayloadId> {
         let n: usize = parts.iter().map(|&p| self.lanes.n_elems(p)).sum();
         let varying = parts.iter().any(|&p| self.lanes.is_varying(p));
         let grad = self.recording && parts.iter().any(|&p| self.lanes.meta(p).grad);
+        self.charge(n as u64)?;
+        self.reserve(self.payload_bytes(n, varying))?;
         let out = self.lanes.alloc(n, varying, grad);
         kernels::concat(&mut self.lanes, &self.masks, self.mask, out, parts);
         if grad {
@@ -833,7 +996,7 @@ impl Evaluator {
                 self.mask,
             );
         }
-        out
+        Ok(out)
     }
 
     /// The items of `(vec a b …)` / `(mat r1 r2 …)` as a range of the argument stack: the
@@ -864,6 +1027,13 @@ impl Evaluator {
         }
         let p = self.concat(&parts);
         let len = parts.len() as u32;
+        let p = match p {
+            Ok(p) => p,
+            Err(e) => {
+                self.payload_buf = parts;
+                return Err(e);
+            }
+        };
         self.payload_buf = parts;
         Ok(Value::Vector(p, len))
     }
@@ -894,6 +1064,13 @@ impl Evaluator {
         }
         let p = self.concat(&parts);
         let rows = parts.len() as u16;
+        let p = match p {
+            Ok(p) => p,
+            Err(e) => {
+                self.payload_buf = parts;
+                return Err(e);
+            }
+        };
         self.payload_buf = parts;
         Ok(Value::Matrix(p, rows, c as u16))
     }
@@ -937,6 +1114,7 @@ impl Evaluator {
             }
             Value::Matrix(p, r, c) => {
                 range(i, r as usize)?;
+                self.charge(c as u64)?;
                 if n == 3 {
                     let j = self.uniform_index(self.arg(base, 2), "ref")?;
                     range(j, c as usize)?;
@@ -955,23 +1133,46 @@ impl Evaluator {
 
     fn matvec(&mut self, a: PayloadId, sa: Shape, b: PayloadId, sb: Shape) -> Result<Value> {
         match (sa, sb) {
-            (Shape::Matrix(m, k), Shape::Vector(k2)) if k as u32 == k2 => Ok(self.tensor(
+            (Shape::Matrix(m, k), Shape::Vector(k2)) if k as u32 == k2 => self.tensor(
                 TensorOp::MatVec { m, n: k },
                 a,
                 Some(b),
                 Shape::Vector(m as u32),
-            )),
+            ),
             _ => Err(shape_error("matvec", sa, sb)),
         }
     }
 
-    /// Runs a per-lane tensor op and records it.
-    fn tensor(&mut self, op: TensorOp, a: PayloadId, b: Option<PayloadId>, shape: Shape) -> Value {
+    /// Runs a per-lane tensor op and records it, after charging its multiply-adds and
+    /// reserving its output (and the term list the kernels build for it).
+    fn tensor(
+        &mut self,
+        op: TensorOp,
+        a: PayloadId,
+        b: Option<PayloadId>,
+        shape: Shape,
+    ) -> Result<Value> {
         let ma = self.lanes.meta(a);
         let mb = b.map(|b| self.lanes.meta(b));
         let varying = ma.varying || mb.is_some_and(|m| m.varying);
         let grad = self.recording && (ma.grad || mb.is_some_and(|m| m.grad));
         let n_out = shape.n();
+        let (na, nb) = (ma.n as u64, mb.map_or(0, |m| m.n as u64));
+        let cost = match op {
+            TensorOp::MatMul { m, k, n } => m as u64 * k as u64 * n as u64,
+            TensorOp::MatVec { m, n } => m as u64 * n as u64,
+            TensorOp::Outer => na * nb,
+            TensorOp::Transpose { r, c } => r as u64 * c as u64,
+            TensorOp::Det { m } | TensorOp::LogDet { m, .. } | TensorOp::Inv { m } => {
+                (m as u64).pow(3)
+            }
+            _ => na.max(nb).max(n_out as u64),
+        };
+        self.charge(cost)?;
+        // The kernels keep one 24-byte term per multiply-add (the tape keeps another when
+        // recording).
+        let terms = cost.saturating_mul(if grad { 48 } else { 24 });
+        self.reserve(self.payload_bytes(n_out, varying).saturating_add(terms))?;
         let out = self.lanes.alloc(n_out, varying, grad);
         kernels::tensor(
             &mut self.lanes,
@@ -988,7 +1189,7 @@ impl Evaluator {
             self.tape
                 .push(TapeOp::Tensor(op), out, a, b.unwrap_or(a), self.mask);
         }
-        shape.value(out)
+        Ok(shape.value(out))
     }
 
     fn det_family(&mut self, p: Prim, v: Value) -> Result<Value> {
@@ -1005,6 +1206,8 @@ impl Evaluator {
         let m = r as usize;
         let ma = self.lanes.meta(a);
         let grad = self.recording && ma.grad;
+        self.charge((m as u64).pow(3))?;
+        self.reserve(self.payload_bytes(m * m + 2, ma.varying))?;
         let inv = self.lanes.alloc(m * m, ma.varying, grad && p != Prim::Inv);
         let det = self.lanes.alloc(1, ma.varying, false);
         // `det` sits right after `inv`: the replay finds it there (see `replay.rs`).
@@ -1092,8 +1295,9 @@ impl Evaluator {
                 *out = Output::Bool((0..b).map(|l| self.get(p, 0, l) != 0.0).collect());
                 return;
             }
-            other => {
-                *out = Output::Other(self.show(other));
+            _ => {
+                // Printed (and bounded) by `run_decoded` before the run finished.
+                *out = Output::Other(std::mem::take(&mut self.shown));
                 return;
             }
         };
@@ -1124,50 +1328,133 @@ impl Evaluator {
         };
     }
 
-    fn show(&mut self, v: Value) -> String {
+    /// The printed form of a value for lane 0 (structure is shared by all lanes): an explicit
+    /// stack (any depth), one work unit per character, and at most `MAX_SHOW` bytes (beyond that,
+    /// `ErrorKind::MemoryLimit`; shared structure would otherwise print exponentially). A list
+    /// longer than 10,000 elements prints its first 10,000 and ` ...`.
+    pub(super) fn show(&mut self, v: Value) -> Result<String> {
+        #[derive(Clone, Copy)]
+        enum Item {
+            V(Value),
+            N(NodeId),
+        }
+        enum Task {
+            Item(Item),
+            /// The rest of a list after `count` elements.
+            Tail(Item, u32),
+            Close,
+        }
+        let mut out = String::new();
+        let mut stack = vec![Task::Item(Item::V(v))];
+        let parts = |ev: &Self, it: Item| -> Option<(Item, Item)> {
+            let n = match it {
+                Item::V(Value::Pair(i)) => {
+                    let (a, d) = ev.pairs[i as usize];
+                    return Some((Item::V(a), Item::V(d)));
+                }
+                Item::V(Value::Datum(n)) | Item::N(n) => n,
+                Item::V(_) => return None,
+            };
+            match ev.heap.node(n) {
+                Node::Pair(a, d) => Some((Item::N(a), Item::N(d))),
+                _ => None,
+            }
+        };
+        let is_nil = |ev: &Self, it: Item| match it {
+            Item::V(v) => v == Value::Nil,
+            Item::N(n) => matches!(ev.heap.node(n), Node::Nil),
+        };
+        while let Some(task) = stack.pop() {
+            let before = out.len();
+            match task {
+                Task::Item(it) => match parts(self, it) {
+                    Some((a, d)) => {
+                        out.push('(');
+                        stack.push(Task::Tail(d, 1));
+                        stack.push(Task::Item(a));
+                    }
+                    None => self.show_atom(it_value(it), &mut out),
+                },
+                Task::Tail(it, count) => {
+                    if is_nil(self, it) {
+                        out.push(')');
+                    } else if let Some((a, d)) = parts(self, it) {
+                        if count >= 10_000 {
+                            out.push_str(" ...)");
+                        } else {
+                            out.push(' ');
+                            stack.push(Task::Tail(d, count + 1));
+                            stack.push(Task::Item(a));
+                        }
+                    } else {
+                        out.push_str(" . ");
+                        stack.push(Task::Close);
+                        stack.push(Task::Item(it));
+                    }
+                }
+                Task::Close => out.push(')'),
+            }
+            self.charge((out.len() - before) as u64)?;
+            if out.len() > MAX_SHOW {
+                return Err(err(
+                    ErrorKind::MemoryLimit,
+                    format!("printing the value would take more than {MAX_SHOW} bytes"),
+                ));
+            }
+        }
+        return Ok(out);
+
+        fn it_value(it: Item) -> std::result::Result<Value, NodeId> {
+            match it {
+                Item::V(v) => Ok(v),
+                Item::N(n) => Err(n),
+            }
+        }
+    }
+
+    /// Appends the text of an atom: a value (`Ok`) or a heap cell (`Err`).
+    fn show_atom(&mut self, it: std::result::Result<Value, NodeId>, out: &mut String) {
+        let v = match it {
+            Ok(v) => v,
+            Err(n) => {
+                match self.heap.node(n) {
+                    Node::Nil => out.push_str("()"),
+                    Node::Bool(b) => out.push_str(if b { "#t" } else { "#f" }),
+                    Node::Num(x) => out.push_str(&crate::print::number_to_string(x)),
+                    Node::Sym(s) => out.push_str(self.heap.symbol_name(s)),
+                    Node::Pair(..) => out.push_str("#<pair>"),
+                }
+                return;
+            }
+        };
         if let Some(p) = v.payload() {
             self.taint_if_grad(p);
         }
         match v {
-            Value::Nil => "()".into(),
-            Value::Num(p) => crate::print::number_to_string(self.get(p, 0, 0)),
-            Value::Bool(p) => if self.get(p, 0, 0) != 0.0 { "#t" } else { "#f" }.into(),
-            Value::Sym(s) => self.heap.symbol_name(s).to_string(),
-            Value::Datum(n) => crate::print::display(&self.heap, n),
-            Value::Closure(_) => "#<procedure>".into(),
-            Value::Prim(p) => format!("#<primitive {}>", p.name()),
-            Value::Unassigned => "#<unassigned>".into(),
-            Value::Vector(..) | Value::Matrix(..) => format!("#<{}>", v.type_name()),
-            Value::Pair(_) => {
-                let mut s = String::from("(");
-                let mut cur = v;
-                let mut first = true;
-                let mut guard = 0;
-                while let Some((a, d)) = self.pair_of(cur) {
-                    guard += 1;
-                    if guard > 10_000 {
-                        s.push_str(" ...");
-                        break;
-                    }
-                    if !first {
-                        s.push(' ');
-                    }
-                    first = false;
-                    let item = self.show(a);
-                    s.push_str(&item);
-                    cur = d;
-                }
-                if cur != Value::Nil && guard <= 10_000 {
-                    s.push_str(" . ");
-                    let t = self.show(cur);
-                    s.push_str(&t);
-                }
-                s.push(')');
-                s
+            Value::Nil => out.push_str("()"),
+            Value::Num(p) => out.push_str(&crate::print::number_to_string(self.get(p, 0, 0))),
+            Value::Bool(p) => out.push_str(if self.get(p, 0, 0) != 0.0 { "#t" } else { "#f" }),
+            Value::Sym(s) => out.push_str(self.heap.symbol_name(s)),
+            Value::Datum(n) => out.push_str(&crate::print::display(&self.heap, n)),
+            Value::Closure(_) => out.push_str("#<procedure>"),
+            Value::Prim(p) => {
+                out.push_str("#<primitive ");
+                out.push_str(p.name());
+                out.push('>');
             }
+            Value::Unassigned => out.push_str("#<unassigned>"),
+            Value::Vector(..) | Value::Matrix(..) => {
+                out.push_str("#<");
+                out.push_str(v.type_name());
+                out.push('>');
+            }
+            Value::Pair(_) => out.push_str("#<pair>"),
         }
     }
 }
+
+/// The most bytes `show` writes (a program's printed result).
+const MAX_SHOW: usize = 1 << 20;
 
 #[cold]
 fn shape_error(what: &str, a: Shape, b: Shape) -> Box<CoreError> {
@@ -1180,19 +1467,4 @@ fn shape_error(what: &str, a: Shape, b: Shape) -> Box<CoreError> {
         ErrorKind::Shape,
         format!("{what} cannot combine {} with {}", d(a), d(b)),
     )
-}
-
-fn datum_equal(heap: &Heap, a: NodeId, b: NodeId) -> bool {
-    let mut stack = vec![(a, b)];
-    while let Some((x, y)) = stack.pop() {
-        match (heap.node(x), heap.node(y)) {
-            (Node::Pair(xa, xd), Node::Pair(ya, yd)) => {
-                stack.push((xa, ya));
-                stack.push((xd, yd));
-            }
-            (p, q) if p == q => {}
-            _ => return false,
-        }
-    }
-    true
 }

@@ -195,7 +195,11 @@ impl Evaluator {
                 _ => {}
             }
         }
-        self.replay_nodes();
+        if let Err(e) = self.replay_nodes() {
+            // The payloads hold a half-replayed state: the recording is gone.
+            self.trace.invalidate();
+            return Err(e);
+        }
         if !self.guards_hold() {
             self.trace.invalidate();
             return Ok(false);
@@ -256,8 +260,13 @@ impl Evaluator {
             })
     }
 
-    /// Recomputes every tape node's output, in recording order.
-    fn replay_nodes(&mut self) {
+    /// Recomputes every tape node's output, in recording order, looking at the clock every few
+    /// thousand nodes (`ErrorKind::Deadline`).
+    fn replay_nodes(&mut self) -> Result<()> {
+        let deadline = self.opts.deadline;
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Err(*self.deadline_error());
+        }
         let Evaluator {
             lanes,
             masks,
@@ -267,6 +276,15 @@ impl Evaluator {
             ..
         } = self;
         for k in 0..tape.nodes.len() {
+            if k % 4096 == 4095
+                && let Some(d) = deadline
+                && std::time::Instant::now() >= d
+            {
+                return Err(*super::err(
+                    crate::error::ErrorKind::Deadline,
+                    "the evaluation passed its deadline (replaying the recorded trace)",
+                ));
+            }
             let node = tape.nodes[k];
             match node.op {
                 TapeOp::Unary(op) => kernels::unary(lanes, masks, node.mask, op, node.out, node.a),
@@ -305,6 +323,7 @@ impl Evaluator {
                 }
             }
         }
+        Ok(())
     }
 
     /// Every severed value recomputes to its recorded bits.
