@@ -244,6 +244,30 @@ fn every_bad_input_is_a_located_error_and_never_a_panic() {
             .unwrap();
     assert!(summary.contains("\"too-deep\""), "{summary}");
     assert!(summary.contains("\"too-large\""), "{summary}");
+    // A hand-edited run folder asking for a budget `Duration` cannot hold.
+    let run = scratch().join("runs/replay-deep-candidates");
+    let meta = std::fs::read_to_string(run.join("run.json")).unwrap();
+    let edited = meta.replace("\"budget_seconds\": null", "\"budget_seconds\": 1e300");
+    assert_ne!(meta, edited);
+    std::fs::write(run.join("run.json"), edited).unwrap();
+    let out = ndvm(&[
+        "run".into(),
+        "--resume".into(),
+        run.display().to_string(),
+        "-q".into(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    transcript.push_str(&format!(
+        "== resume 1e300\nexit {:?}\n{stderr}\n",
+        out.status.code()
+    ));
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "replay-deep-candidates: a budget in seconds must be a positive number of at most 31536000"
+        ),
+        "{stderr}"
+    );
     std::fs::write(scratch().join("transcript.txt"), &transcript).unwrap();
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     // The whole transcript, every case together: no exit 101, no panic message, no signal.
