@@ -14,6 +14,12 @@ pub const MAX_TASK_BYTES: u64 = 1024 * 1024;
 /// raises it with `data.max_bytes`.
 pub const MAX_CSV_BYTES: u64 = 64 * 1024 * 1024;
 
+/// Largest candidate cache read (256 MiB: a million llm answers with their provenance).
+pub const MAX_CACHE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// How to get under [`MAX_CACHE_BYTES`] (the end of its error message).
+pub const RAISE_CACHE_LIMIT: &str = "split the cache or start a new one";
+
 /// Largest prompt template read (1 MiB).
 pub const MAX_PROMPT_BYTES: u64 = 1024 * 1024;
 

@@ -107,14 +107,23 @@ fn generated(root: &Path) -> Vec<(String, PathBuf, Expect)> {
         Expect::Ok("cache.jsonl: 1 candidates".into()),
     );
     // Replaying candidates nested 10,000 deep and 100 KB long: rejected, the run goes on.
+    // Candidates exactly at the nesting limit (256 levels, and 84 nested `let`s of three levels
+    // each) are evaluated on the calibration threads without overflowing their stacks.
+    let mut nested_lets = "(* a x)".to_string();
+    for i in 0..84 {
+        nested_lets = format!("(let ((v{i} {nested_lets})) (+ v{i} 1))");
+    }
     let cache = format!(
-        "{{\"src\": \"{}a{}\"}}\n{{\"src\": \"(+ a {})\"}}\n{{\"src\": \"(* a x)\"}}\n",
+        "{{\"src\": \"{}a{}\"}}\n{{\"src\": \"(+ a {})\"}}\n{{\"src\": \"(* a x)\"}}\n\
+         {{\"src\": \"{}(* a x){}\"}}\n{{\"src\": \"{nested_lets}\"}}\n",
         "(+ x ".repeat(10_000),
         ")".repeat(10_000),
-        "x ".repeat(50_000)
+        "x ".repeat(50_000),
+        "(+ x ".repeat(255),
+        ")".repeat(255),
     );
     let replay_task = format!(
-        "{}proposer: {{cache: cache.jsonl}}\ncalibrator: {{starts: 2, max_iters: 20}}\nbudget: {{calibrations: 3}}\n",
+        "{}proposer: {{cache: cache.jsonl}}\ncalibrator: {{starts: 2, max_iters: 20}}\nbudget: {{calibrations: 5}}\n",
         task("deep-candidates", "  csv: data.csv\n")
     );
     make(
@@ -238,14 +247,14 @@ fn every_bad_input_is_a_located_error_and_never_a_panic() {
             }
         }
     }
-    // The replayed deep and long candidates were rejected with their classes; the good one ran.
-    let summary =
-        std::fs::read_to_string(scratch().join("runs/replay-deep-candidates/summary.json"))
-            .unwrap();
+    // The replayed deep and long candidates were rejected with their classes; the others ran.
+    let run = scratch().join("runs/replay-deep-candidates");
+    let summary = std::fs::read_to_string(run.join("summary.json")).unwrap();
+    let events = std::fs::read_to_string(run.join("events.jsonl")).unwrap();
+    assert_eq!(events.matches("\"status\":\"ok\"").count(), 3, "{events}");
     assert!(summary.contains("\"too-deep\""), "{summary}");
     assert!(summary.contains("\"too-large\""), "{summary}");
     // A hand-edited run folder asking for a budget `Duration` cannot hold.
-    let run = scratch().join("runs/replay-deep-candidates");
     let meta = std::fs::read_to_string(run.join("run.json")).unwrap();
     let edited = meta.replace("\"budget_seconds\": null", "\"budget_seconds\": 1e300");
     assert_ne!(meta, edited);

@@ -25,7 +25,7 @@ use super::replay::{CacheLine, read_cache};
 use super::{Candidate, Proposer};
 use crate::error::{Result, SearchError};
 use crate::task::LlmConfig;
-use crate::validate;
+use crate::{textfile, validate};
 
 /// The placeholders a prompt template may use.
 pub const PLACEHOLDERS: &[&str] = &[
@@ -372,10 +372,7 @@ fn open_cache(path: &Path, warnings: &mut Vec<String>) -> Result<File> {
             path: path.to_path_buf(),
             source,
         })?;
-    let text = std::fs::read_to_string(path).map_err(|source| SearchError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = textfile::read(path, textfile::MAX_CACHE_BYTES, textfile::RAISE_CACHE_LIMIT)?;
     if !text.is_empty() && !text.ends_with('\n') {
         let keep = text.rfind('\n').map_or(0, |i| i + 1);
         file.set_len(keep as u64)
@@ -419,14 +416,17 @@ impl LlmProposer {
         let (cached, valid) = if config.cache.is_file() {
             let (sources, w) = read_cache(&config.cache)?;
             warnings.extend(w);
-            let valid = std::fs::read_to_string(&config.cache)
-                .unwrap_or_default()
-                .lines()
-                .filter_map(|l| serde_json::from_str::<CacheLine>(l).ok())
-                .filter(|l| l.verdict.as_deref() == Some("valid"))
-                .filter_map(|l| l.src)
-                .filter(|src| validate::precheck_source(src).is_ok())
-                .collect();
+            let valid = textfile::read(
+                &config.cache,
+                textfile::MAX_CACHE_BYTES,
+                textfile::RAISE_CACHE_LIMIT,
+            )?
+            .lines()
+            .filter_map(|l| serde_json::from_str::<CacheLine>(l).ok())
+            .filter(|l| l.verdict.as_deref() == Some("valid"))
+            .filter_map(|l| l.src)
+            .filter(|src| validate::precheck_source(src).is_ok())
+            .collect();
             (sources, valid)
         } else {
             (Vec::new(), Vec::new())

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Candidate, Proposer};
 use crate::error::{Result, SearchError};
+use crate::textfile;
 
 /// One cache line. Only `src` matters to replay; the rest is provenance written by the `llm`
 /// proposer (absent in hand-written caches).
@@ -55,11 +56,9 @@ pub struct CacheReplay {
 }
 
 /// Reads every candidate of a cache: the sources in file order and the warnings.
+/// The file is read up to [`textfile::MAX_CACHE_BYTES`] and must be UTF-8.
 pub fn read_cache(path: &Path) -> Result<(Vec<String>, Vec<String>)> {
-    let text = std::fs::read_to_string(path).map_err(|source| SearchError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = textfile::read(path, textfile::MAX_CACHE_BYTES, textfile::RAISE_CACHE_LIMIT)?;
     parse_cache(path, &text)
 }
 
