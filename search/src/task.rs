@@ -41,7 +41,7 @@ pub fn check_budget_seconds(x: f64) -> std::result::Result<f64, String> {
         Ok(x)
     } else {
         Err(format!(
-            "a budget in seconds must be a positive number of at most {MAX_BUDGET_SECONDS} (one year), not {x}"
+            "a budget in seconds must be a positive number of at most {MAX_BUDGET_SECONDS} (one year), not {x:?}"
         ))
     }
 }
@@ -262,10 +262,10 @@ pub struct CalibratorSpec {
     pub starts: Option<Spanned<usize>>,
     /// Adam steps or L-BFGS iterations.
     #[serde(default)]
-    pub max_iters: Option<usize>,
+    pub max_iters: Option<Spanned<usize>>,
     /// Portfolio screen steps.
     #[serde(default)]
-    pub screen_iters: Option<usize>,
+    pub screen_iters: Option<Spanned<usize>>,
     /// Portfolio polished starts.
     #[serde(default)]
     pub polish: Option<Spanned<usize>>,
@@ -917,9 +917,14 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
             }
             let n = table.n_rows();
             if n < 2 {
+                let at = data
+                    .csv
+                    .as_ref()
+                    .map(|c| c.referenced)
+                    .or(data.generate.as_ref().map(|g| g.referenced));
                 return Err(task_err(
                     path,
-                    None,
+                    at,
                     format!(
                         "the table has {n} row(s); a train and a validation part need at least 2"
                     ),
@@ -1062,11 +1067,15 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
         }
         calibrate.n_polish = k.value;
     }
-    for (key, v) in [("max_iters", c.max_iters), ("screen_iters", c.screen_iters)] {
-        if v.is_some_and(|m| m > MAX_ITERS) {
-            return Err(task_err(
-                path,
-                None,
+    for (key, v) in [
+        ("max_iters", &c.max_iters),
+        ("screen_iters", &c.screen_iters),
+    ] {
+        if let Some(m) = v
+            && m.value > MAX_ITERS
+        {
+            return Err(err(
+                m.referenced,
                 format!("`calibrator.{key}` must be at most {MAX_ITERS}"),
             ));
         }
@@ -1080,11 +1089,11 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
         }
         calibrate.learning_rate = lr.value;
     }
-    if let Some(m) = c.max_iters {
-        calibrate.max_iters = m;
+    if let Some(m) = &c.max_iters {
+        calibrate.max_iters = m.value;
     }
-    if let Some(m) = c.screen_iters {
-        calibrate.screen_iters = m;
+    if let Some(m) = &c.screen_iters {
+        calibrate.screen_iters = m.value;
     }
 
     // Proposer.
