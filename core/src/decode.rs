@@ -250,6 +250,15 @@ impl Forms {
     }
 }
 
+/// Whether `name` is a special form of the language (`if`, `let`, `lambda`, `loop`, …); the
+/// auxiliary keywords `else`, `=>` and `unquote` are not forms of their own.
+pub fn is_special_form(name: &str) -> bool {
+    let mut heap = Heap::new();
+    let forms = Forms::new(&mut heap);
+    let s = heap.intern(name);
+    forms.is_special(s)
+}
+
 /// One lexical frame under construction.
 #[derive(Clone, Debug, Default)]
 struct Scope {

@@ -21,8 +21,10 @@ mod tape;
 mod value;
 
 pub use api::{Dialect, EvalOptions, Evaluation, Gradient, Input, InputValue, Inputs, Output};
+pub use decode::is_special_form;
 pub use error::{CoreError, ErrorKind, Result};
 pub use eval::Evaluator;
 pub use heap::{Heap, Node, NodeId, Program, SrcSpan};
 pub use params::{ParamDecl, ParamKind};
+pub use prims::is_primitive;
 pub use symbol::{Interner, Symbol};

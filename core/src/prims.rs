@@ -479,6 +479,12 @@ pub(crate) enum Prim {
 /// Argument count bounds: `(min, max)`, `max = u32::MAX` for variadic.
 const ANY: u32 = u32::MAX;
 
+/// Whether `name` is a primitive of the runtime. Both dialects know the same names (they differ
+/// only in what some of them compute), so no dialect is asked for.
+pub fn is_primitive(name: &str) -> bool {
+    Prim::lookup(name, Dialect::Default).is_some()
+}
+
 impl Prim {
     /// The primitive a global name denotes in `dialect`, if any.
     pub(crate) fn lookup(name: &str, dialect: Dialect) -> Option<Prim> {

@@ -20,6 +20,24 @@ pub enum SearchError {
         #[source]
         source: io::Error,
     },
+    /// A file is larger than the limit on what is read of it.
+    #[error("{}: larger than the limit of {limit} bytes; {raise}", path.display())]
+    FileTooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit in bytes.
+        limit: u64,
+        /// How to raise the limit, lowercase.
+        raise: String,
+    },
+    /// A text file holds bytes that are not UTF-8.
+    #[error("{}: not UTF-8 (invalid byte at offset {offset})", path.display())]
+    NotUtf8 {
+        /// The file.
+        path: PathBuf,
+        /// Byte offset of the first invalid byte.
+        offset: usize,
+    },
     /// Output could not be written (a closed pipe shows up here as `BrokenPipe`).
     #[error("cannot write output")]
     Write {

@@ -33,6 +33,7 @@ pub mod report;
 pub mod results;
 pub mod runcmd;
 pub mod task;
+pub mod textfile;
 pub mod validate;
 
 pub use error::{Result, SearchError};

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use crate::error::{Result, SearchError};
+use crate::textfile;
 
 /// A row-major matrix read from a CSV file.
 #[derive(Clone, Debug, PartialEq)]
@@ -16,14 +17,24 @@ pub struct Matrix {
     pub data: Vec<f64>,
     /// Column names from the header line, if the file had one.
     pub header: Option<Vec<String>>,
+    /// One-based line number of each data row, for messages.
+    pub lines: Vec<usize>,
 }
 
-/// Reads `path` as a numeric CSV matrix.
+/// Reads `path` as a numeric CSV matrix of at most [`textfile::MAX_CSV_BYTES`] bytes.
 pub fn read(path: &Path) -> Result<Matrix> {
-    let text = std::fs::read_to_string(path).map_err(|source| SearchError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    read_limited(
+        path,
+        textfile::MAX_CSV_BYTES,
+        "split the file or sample it down",
+    )
+}
+
+/// Reads `path` as a numeric CSV matrix of at most `limit` bytes; `raise` (lowercase) says how to
+/// raise the limit in the error. A UTF-8 byte-order mark is dropped; other bytes that are not
+/// UTF-8 are an error naming the offset.
+pub fn read_limited(path: &Path, limit: u64, raise: &str) -> Result<Matrix> {
+    let text = textfile::read(path, limit, raise)?;
     parse(path, &text)
 }
 
@@ -42,7 +53,9 @@ pub fn parse(path: &Path, text: &str) -> Result<Matrix> {
     let mut cols: Option<usize> = None;
     let mut rows = 0;
     let mut data = Vec::new();
+    let mut lines = Vec::new();
     let mut seen_first = false;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (idx, raw) in text.lines().enumerate() {
         let line_no = idx + 1;
         let line = raw.trim();
@@ -78,6 +91,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Matrix> {
             data.push(x);
         }
         rows += 1;
+        lines.push(line_no);
     }
     if rows == 0 {
         return Err(SearchError::Csv {
@@ -91,6 +105,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Matrix> {
         cols: cols.unwrap_or(0),
         data,
         header,
+        lines,
     })
 }
 
@@ -108,6 +123,13 @@ mod tests {
         assert_eq!((m.rows, m.cols), (2, 2));
         assert_eq!(m.data, vec![1.0, 2.0, 3.0, 4.5]);
         assert_eq!(m.header, Some(vec!["a".to_string(), "b".to_string()]));
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_part_of_the_header() {
+        let m = check("\u{feff}x,y\n1,2\n\n3,4\n").unwrap();
+        assert_eq!(m.header, Some(vec!["x".to_string(), "y".to_string()]));
+        assert_eq!(m.lines, [2, 4]);
     }
 
     #[test]

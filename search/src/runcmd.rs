@@ -75,6 +75,12 @@ fn load_for(meta: &RunMeta, dir: &Path) -> Result<Task> {
             ),
         });
     }
+    if let Some(s) = meta.budget_seconds {
+        task::check_budget_seconds(s).map_err(|message| SearchError::RunFolder {
+            path: dir.to_path_buf(),
+            message,
+        })?;
+    }
     apply_overrides(&mut task, meta.budget_seconds, meta.budget_calibrations);
     Ok(task)
 }

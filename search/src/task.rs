@@ -13,7 +13,47 @@ use serde::Deserialize;
 use serde_saphyr::{Location, Spanned};
 
 use crate::error::{Result, SearchError};
-use crate::matrix_csv;
+use crate::{matrix_csv, textfile, validate};
+
+/// Longest wall-clock budget, in seconds (one year): longer is surely a typo, and `Duration`
+/// cannot hold `1e300` or `.inf`.
+pub const MAX_BUDGET_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+/// Most points of a generated table (one evaluation lane per point).
+pub const MAX_GENERATE_N: usize = 1_000_000;
+/// Most calibrator starts (and polished starts) per candidate.
+pub const MAX_STARTS: usize = 10_000;
+/// Most Adam steps or L-BFGS iterations (and screen steps) per start.
+pub const MAX_ITERS: usize = 1_000_000;
+/// Most candidates per round (each round holds them all in memory).
+pub const MAX_BATCH: usize = 10_000;
+/// Most additive terms of a grammar candidate.
+pub const MAX_TERMS: usize = 64;
+/// Most llm requests in flight at once.
+pub const MAX_CONCURRENCY: usize = 256;
+/// Longest llm attempt, in seconds (one hour).
+pub const MAX_LLM_TIMEOUT_S: f64 = 3600.0;
+/// Most llm retries after a retryable failure.
+pub const MAX_RETRIES: usize = 100;
+
+/// Checks a wall-clock budget: finite, positive and at most [`MAX_BUDGET_SECONDS`].
+pub fn check_budget_seconds(x: f64) -> std::result::Result<f64, String> {
+    if x.is_finite() && x > 0.0 && x <= MAX_BUDGET_SECONDS {
+        Ok(x)
+    } else {
+        Err(format!(
+            "a budget in seconds must be a positive number of at most {MAX_BUDGET_SECONDS} (one year), not {x:?}"
+        ))
+    }
+}
+
+/// Parses `--budget-seconds S` (see [`check_budget_seconds`]).
+pub fn parse_budget_seconds(s: &str) -> std::result::Result<f64, String> {
+    let x: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    check_budget_seconds(x)
+}
 
 /// The YAML document of a task, as written. Every key is documented in `tasks/README.md`.
 #[derive(Debug, Deserialize)]
@@ -80,6 +120,12 @@ pub struct DataSpec {
     /// Keep at most this many rows of the CSV table (a seeded sample, in file order).
     #[serde(default)]
     pub max_rows: Option<usize>,
+    /// Largest CSV file read, in bytes (default [`textfile::MAX_CSV_BYTES`]).
+    #[serde(default)]
+    pub max_bytes: Option<Spanned<u64>>,
+    /// Drop rows whose inputs or target are not finite (NaN, ±inf) instead of refusing the table.
+    #[serde(default)]
+    pub drop_nonfinite: bool,
     /// Extra test tables (CSV with the same columns), each scored separately.
     #[serde(default)]
     pub tests: Vec<TestFileSpec>,
@@ -216,10 +262,10 @@ pub struct CalibratorSpec {
     pub starts: Option<Spanned<usize>>,
     /// Adam steps or L-BFGS iterations.
     #[serde(default)]
-    pub max_iters: Option<usize>,
+    pub max_iters: Option<Spanned<usize>>,
     /// Portfolio screen steps.
     #[serde(default)]
-    pub screen_iters: Option<usize>,
+    pub screen_iters: Option<Spanned<usize>>,
     /// Portfolio polished starts.
     #[serde(default)]
     pub polish: Option<Spanned<usize>>,
@@ -553,10 +599,11 @@ fn strip_location_prefix(message: &str) -> String {
 
 /// Reads and validates a task file, loading or generating its data.
 pub fn load(path: &Path) -> Result<Task> {
-    let text = std::fs::read_to_string(path).map_err(|source| SearchError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = textfile::read(
+        path,
+        textfile::MAX_TASK_BYTES,
+        "a task is a few KiB of YAML (put data in CSV files)",
+    )?;
     let spec = parse_spec(path, &text)?;
     resolve(path, text, spec)
 }
@@ -594,21 +641,34 @@ fn resolve_llm(path: &Path, base: &Path, spec: &TaskSpec, no_vars: bool) -> Resu
     let prompt = p.prompt.as_ref().ok_or_else(|| need("prompt"))?;
     let cache = p.cache.as_ref().ok_or_else(|| need("cache"))?;
     let prompt_path = base.join(&prompt.value);
-    let prompt_text = std::fs::read_to_string(&prompt_path).map_err(|e| {
+    let prompt_text = textfile::read(
+        &prompt_path,
+        textfile::MAX_PROMPT_BYTES,
+        "a prompt template is a few KiB",
+    )
+    .map_err(|e| {
+        let e = match e {
+            SearchError::Read { source, .. } => source.to_string(),
+            other => other.to_string(),
+        };
         err(
             prompt.referenced,
             format!("cannot read prompt {}: {e}", prompt_path.display()),
         )
     })?;
-    let positive = |v: &Option<Spanned<f64>>, key: &str, default: f64| match v {
-        Some(t) if !(t.value.is_finite() && t.value > 0.0) => {
-            Err(err(t.referenced, format!("`{key}` must be positive")))
-        }
+    let positive = |v: &Option<Spanned<f64>>, key: &str, default: f64, max: f64| match v {
+        Some(t) if !(t.value.is_finite() && t.value > 0.0 && t.value <= max) => Err(err(
+            t.referenced,
+            format!("`{key}` must be positive and at most {max}"),
+        )),
         Some(t) => Ok(t.value),
         None => Ok(default),
     };
-    let at_least_one = |v: &Option<Spanned<usize>>, key: &str, default: usize| match v {
-        Some(t) if t.value == 0 => Err(err(t.referenced, format!("`{key}` must be at least 1"))),
+    let at_least_one = |v: &Option<Spanned<usize>>, key: &str, default: usize, max: usize| match v {
+        Some(t) if t.value == 0 || t.value > max => Err(err(
+            t.referenced,
+            format!("`{key}` must be at least 1 and at most {max}"),
+        )),
         Some(t) => Ok(t.value),
         None => Ok(default),
     };
@@ -620,8 +680,11 @@ fn resolve_llm(path: &Path, base: &Path, spec: &TaskSpec, no_vars: bool) -> Resu
         None => 0.8,
     };
     let backoff_s = match &p.backoff {
-        Some(t) if !(t.value.is_finite() && t.value >= 0.0) => {
-            return Err(err(t.referenced, "`backoff` must be ≥ 0".into()));
+        Some(t) if !(t.value.is_finite() && (0.0..=60.0).contains(&t.value)) => {
+            return Err(err(
+                t.referenced,
+                "`backoff` must be in [0, 60] seconds".into(),
+            ));
         }
         Some(t) => t.value,
         None => 1.0,
@@ -635,13 +698,22 @@ fn resolve_llm(path: &Path, base: &Path, spec: &TaskSpec, no_vars: bool) -> Resu
             .map_or_else(|| "OPENAI_API_KEY".to_string(), |v| v.value.clone()),
         api_key: p.api_key.clone(),
         temperature,
-        concurrency: at_least_one(&p.concurrency, "concurrency", 4)?,
-        max_requests: at_least_one(&p.max_requests, "max_requests", 64)?,
+        concurrency: at_least_one(&p.concurrency, "concurrency", 4, MAX_CONCURRENCY)?,
+        max_requests: at_least_one(&p.max_requests, "max_requests", 64, usize::MAX)?,
         prompt_path,
         prompt: prompt_text,
         cache: base.join(&cache.value),
-        timeout_s: positive(&p.timeout, "timeout", 60.0)?,
-        retries: p.retries.unwrap_or(3),
+        timeout_s: positive(&p.timeout, "timeout", 60.0, MAX_LLM_TIMEOUT_S)?,
+        retries: match p.retries {
+            Some(r) if r > MAX_RETRIES => {
+                return Err(task_err(
+                    path,
+                    None,
+                    format!("`proposer.retries` must be at most {MAX_RETRIES}"),
+                ));
+            }
+            r => r.unwrap_or(3),
+        },
         backoff_s,
         max_tokens: p.max_tokens,
         examples: p.examples.unwrap_or(3),
@@ -681,6 +753,17 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
                 format!("input `{}` is listed twice", s.value),
             ));
         }
+    }
+    if let Some(t) = &spec.target
+        && inputs.contains(&t.value)
+    {
+        return Err(err(
+            t.referenced,
+            format!(
+                "target `{}` is also listed as an input (target leakage)",
+                t.value
+            ),
+        ));
     }
     // Parameters.
     let mut params = Vec::new();
@@ -738,10 +821,21 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
 
     // Data.
     let data = &spec.data;
+    let max_bytes = match &data.max_bytes {
+        Some(b) if b.value == 0 => {
+            return Err(err(b.referenced, "`max_bytes` must be at least 1".into()));
+        }
+        Some(b) => b.value,
+        None => textfile::MAX_CSV_BYTES,
+    };
+    let csv_opts = CsvOptions {
+        max_bytes,
+        drop_nonfinite: data.drop_nonfinite,
+    };
     let mut generated = None;
     let mut shared = Vec::new();
     for s in &data.shared {
-        let m = matrix_csv::read(&rel(&s.csv.value))
+        let m = matrix_csv::read_limited(&rel(&s.csv.value), max_bytes, RAISE_CSV_LIMIT)
             .map_err(|e| err(s.csv.referenced, e.to_string()))?;
         shared.push((
             s.name.clone(),
@@ -770,11 +864,18 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
                     ),
                 ));
             }
+            let finite = gs.from.is_finite() && gs.to.is_finite() && gs.noise.is_finite();
             let ordered = gs.from < gs.to && gs.noise >= 0.0;
-            if gs.n < 2 || !ordered {
+            if gs.n < 2 || !ordered || !finite {
                 return Err(err(
                     g.referenced,
-                    "`generate` needs n ≥ 2, from < to and noise ≥ 0".into(),
+                    "`generate` needs n ≥ 2, finite from < to and finite noise ≥ 0".into(),
+                ));
+            }
+            if gs.n > MAX_GENERATE_N {
+                return Err(err(
+                    g.referenced,
+                    format!("`generate.n` must be at most {MAX_GENERATE_N}"),
                 ));
             }
             Some(generate(gs, spec.seed).map_err(|m| err(g.referenced, m))?)
@@ -784,6 +885,7 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
                 &rel(&c.value),
                 &inputs,
                 spec.target.as_ref().map(|t| t.value.as_str()),
+                csv_opts,
             )
             .map_err(|m| err(c.referenced, m))?,
         ),
@@ -814,14 +916,37 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
                 table = table.take(&rows);
             }
             let n = table.n_rows();
+            if n < 2 {
+                let at = data
+                    .csv
+                    .as_ref()
+                    .map(|c| c.referenced)
+                    .or(data.generate.as_ref().map(|g| g.referenced));
+                return Err(task_err(
+                    path,
+                    at,
+                    format!(
+                        "the table has {n} row(s); a train and a validation part need at least 2"
+                    ),
+                ));
+            }
             let (n_train, n_val) = match &spec.split {
                 Some(s) => {
-                    let count = |v: &Spanned<f64>| -> Result<usize> {
+                    let count = |v: &Spanned<f64>, key: &str| -> Result<usize> {
                         let x = v.value;
                         if x > 0.0 && x < 1.0 {
-                            Ok(((x * n as f64).round() as usize).max(1))
+                            let k = (x * n as f64).round() as usize;
+                            if k == 0 {
+                                return Err(err(
+                                    v.referenced,
+                                    format!(
+                                        "`{key}: {x}` of {n} rows rounds to an empty part; give a row count or a larger fraction"
+                                    ),
+                                ));
+                            }
+                            Ok(k)
                         } else if x >= 1.0 && x.fract() == 0.0 {
-                            Ok(x as usize)
+                            Ok(if x > n as f64 { n + 1 } else { x as usize })
                         } else {
                             Err(err(
                                 v.referenced,
@@ -829,11 +954,17 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
                             ))
                         }
                     };
-                    let (a, b) = (count(&s.train)?, count(&s.validation)?);
+                    let (a, b) = (
+                        count(&s.train, "train")?,
+                        count(&s.validation, "validation")?,
+                    );
                     if a + b > n {
                         return Err(err(
                             s.validation.referenced,
-                            format!("train + validation = {} rows but the table has {n}", a + b),
+                            format!(
+                                "train + validation = {} rows (fractions round to whole rows) but the table has {n}; the parts would overlap",
+                                a + b
+                            ),
                         ));
                     }
                     (a, b)
@@ -892,6 +1023,7 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
             &rel(&t.csv.value),
             &inputs,
             spec.target.as_ref().map(|t| t.value.as_str()),
+            csv_opts,
         )
         .map_err(|m| err(t.csv.referenced, m))?;
         tests.push((t.name.clone(), table));
@@ -918,16 +1050,35 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
         };
     }
     if let Some(k) = &c.starts {
-        if k.value == 0 {
-            return Err(err(k.referenced, "`starts` must be at least 1".into()));
+        if k.value == 0 || k.value > MAX_STARTS {
+            return Err(err(
+                k.referenced,
+                format!("`starts` must be at least 1 and at most {MAX_STARTS}"),
+            ));
         }
         calibrate.n_starts = k.value;
     }
     if let Some(k) = &c.polish {
-        if k.value == 0 {
-            return Err(err(k.referenced, "`polish` must be at least 1".into()));
+        if k.value == 0 || k.value > MAX_STARTS {
+            return Err(err(
+                k.referenced,
+                format!("`polish` must be at least 1 and at most {MAX_STARTS}"),
+            ));
         }
         calibrate.n_polish = k.value;
+    }
+    for (key, v) in [
+        ("max_iters", &c.max_iters),
+        ("screen_iters", &c.screen_iters),
+    ] {
+        if let Some(m) = v
+            && m.value > MAX_ITERS
+        {
+            return Err(err(
+                m.referenced,
+                format!("`calibrator.{key}` must be at most {MAX_ITERS}"),
+            ));
+        }
     }
     if let Some(lr) = &c.learning_rate {
         if !(lr.value > 0.0 && lr.value.is_finite()) {
@@ -938,11 +1089,11 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
         }
         calibrate.learning_rate = lr.value;
     }
-    if let Some(m) = c.max_iters {
-        calibrate.max_iters = m;
+    if let Some(m) = &c.max_iters {
+        calibrate.max_iters = m.value;
     }
-    if let Some(m) = c.screen_iters {
-        calibrate.screen_iters = m;
+    if let Some(m) = &c.screen_iters {
+        calibrate.screen_iters = m.value;
     }
 
     // Proposer.
@@ -998,8 +1149,11 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
                 None => DEFAULT_OPERATORS.iter().map(|s| s.to_string()).collect(),
             };
             let max_terms = match &p.max_terms {
-                Some(m) if m.value == 0 => {
-                    return Err(err(m.referenced, "`max_terms` must be at least 1".into()));
+                Some(m) if m.value == 0 || m.value > MAX_TERMS => {
+                    return Err(err(
+                        m.referenced,
+                        format!("`max_terms` must be at least 1 and at most {MAX_TERMS}"),
+                    ));
                 }
                 Some(m) => m.value,
                 None => 2,
@@ -1039,17 +1193,22 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
         }
     }
     let batch = match &p.batch {
-        Some(b) if b.value == 0 => {
-            return Err(err(b.referenced, "`batch` must be at least 1".into()));
+        Some(b) if b.value == 0 || b.value > MAX_BATCH => {
+            return Err(err(
+                b.referenced,
+                format!("`batch` must be at least 1 and at most {MAX_BATCH}"),
+            ));
         }
         Some(b) => b.value,
         None => 8,
     };
     let budget_seconds = match &spec.budget.seconds {
-        Some(s) if s.value.is_nan() || s.value <= 0.0 => {
+        Some(s) if check_budget_seconds(s.value).is_err() => {
             return Err(err(
                 s.referenced,
-                "`budget.seconds` must be positive".into(),
+                format!(
+                    "`budget.seconds` must be a positive number of at most {MAX_BUDGET_SECONDS} (one year)"
+                ),
             ));
         }
         Some(s) => Some(s.value),
@@ -1072,6 +1231,12 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
             return Err(err(
                 t.referenced,
                 "`threshold` must be a finite number".into(),
+            ));
+        }
+        (Some(t), MetricName::R2) if t.value > 1.0 => {
+            return Err(err(
+                t.referenced,
+                "an r2 `threshold` above 1 can never be reached (r2 is at most 1)".into(),
             ));
         }
         (Some(t), _) => t.value,
@@ -1110,6 +1275,7 @@ fn generate(g: &GenerateSpec, seed: u64) -> std::result::Result<Table, String> {
     let xs: Vec<f64> = (0..g.n)
         .map(|i| g.from + (g.to - g.from) * i as f64 / (g.n - 1) as f64)
         .collect();
+    validate::precheck_source(&g.formula).map_err(|r| format!("formula: {}", r.message))?;
     let mut heap = Heap::new();
     let program = ndvm_frontends::scheme::parse(&mut heap, &g.formula)
         .map_err(|e| format!("formula: {}", e.message))?;
@@ -1138,13 +1304,28 @@ fn generate(g: &GenerateSpec, seed: u64) -> std::result::Result<Table, String> {
     })
 }
 
-/// Reads a CSV table with a header naming `inputs` and `target`.
+/// How the CSV tables of a task are read.
+#[derive(Clone, Copy, Debug)]
+struct CsvOptions {
+    /// Largest file read, in bytes.
+    max_bytes: u64,
+    /// Drop rows with a non-finite input or target instead of refusing the table.
+    drop_nonfinite: bool,
+}
+
+/// How to raise the CSV size limit (the end of its error message).
+const RAISE_CSV_LIMIT: &str = "raise it with `data.max_bytes` in the task, or sample the file down";
+
+/// Reads a CSV table with a header naming `inputs` and `target`; a non-finite value in one of
+/// those columns is an error naming the line and column, unless `drop_nonfinite` drops its row.
 fn read_table(
     path: &Path,
     inputs: &[String],
     target: Option<&str>,
+    opts: CsvOptions,
 ) -> std::result::Result<Table, String> {
-    let m = matrix_csv::read(path).map_err(|e| e.to_string())?;
+    let m = matrix_csv::read_limited(path, opts.max_bytes, RAISE_CSV_LIMIT)
+        .map_err(|e| e.to_string())?;
     let Some(header) = &m.header else {
         return Err(format!(
             "{}: a table needs a header row naming its columns",
@@ -1164,13 +1345,46 @@ fn read_table(
     let Some(target) = target else {
         return Err("a table needs `target`".to_string());
     };
-    Ok(Table {
+    let table = Table {
         columns: inputs
             .iter()
             .map(|n| col(n))
             .collect::<std::result::Result<_, _>>()?,
         target: col(target)?,
-    })
+    };
+    let names: Vec<&str> = inputs.iter().map(String::as_str).chain([target]).collect();
+    let mut keep = Vec::with_capacity(table.n_rows());
+    for r in 0..table.n_rows() {
+        let bad = table
+            .columns
+            .iter()
+            .chain([&table.target])
+            .position(|c| !c[r].is_finite());
+        match bad {
+            None => keep.push(r),
+            Some(_) if opts.drop_nonfinite => {}
+            Some(j) => {
+                let value = table.columns.get(j).unwrap_or(&table.target)[r];
+                return Err(format!(
+                    "{}:{}: column `{}` of data row {} is {value}, not a finite number (set `data.drop_nonfinite: true` to drop such rows)",
+                    path.display(),
+                    m.lines[r],
+                    names[j],
+                    r + 1
+                ));
+            }
+        }
+    }
+    if keep.len() == table.n_rows() {
+        return Ok(table);
+    }
+    if keep.is_empty() {
+        return Err(format!(
+            "{}: every row has a non-finite input or target",
+            path.display()
+        ));
+    }
+    Ok(table.take(&keep))
 }
 
 #[cfg(test)]

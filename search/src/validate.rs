@@ -6,112 +6,24 @@ use std::collections::BTreeSet;
 
 use ndvm_core::{Heap, Node, NodeId, Program, print};
 
-/// Binding and control forms the validator understands.
-const SPECIAL_FORMS: &[&str] = &[
-    "quote",
-    "quasiquote",
-    "unquote",
-    "if",
-    "cond",
-    "case",
-    "when",
-    "unless",
-    "and",
-    "or",
-    "let",
-    "let*",
-    "letrec",
-    "letrec*",
-    "lambda",
-    "define",
-    "begin",
-    "loop",
-    "recur",
-    "params",
-    "else",
-    "set!",
-];
+/// Auxiliary keywords that head a clause inside a special form (`(else …)` in `cond`/`case`,
+/// `(unquote …)` in `quasiquote`) without being forms of their own; the forms themselves and the
+/// primitive operators come from ndvm-core ([`ndvm_core::is_special_form`],
+/// [`ndvm_core::is_primitive`]), so the validator accepts exactly what the runtime knows.
+const AUXILIARY_KEYWORDS: &[&str] = &["else", "=>", "unquote", "unquote-splicing"];
 
-/// Primitive operators a candidate may call (the runtime's library, as documented in DESIGN §3).
-const PRIMITIVES: &[&str] = &[
-    "+",
-    "-",
-    "*",
-    "/",
-    "=",
-    "<",
-    ">",
-    "<=",
-    ">=",
-    "not",
-    "min",
-    "max",
-    "abs",
-    "sin",
-    "cos",
-    "tan",
-    "asin",
-    "acos",
-    "atan",
-    "sinh",
-    "cosh",
-    "tanh",
-    "exp",
-    "log",
-    "sqrt",
-    "pow",
-    "expt",
-    "square",
-    "floor",
-    "ceiling",
-    "round",
-    "truncate",
-    "modulo",
-    "remainder",
-    "quotient",
-    "cons",
-    "car",
-    "cdr",
-    "list",
-    "null?",
-    "pair?",
-    "length",
-    "append",
-    "map",
-    "filter",
-    "fold",
-    "reverse",
-    "vec",
-    "mat",
-    "ref",
-    "dot",
-    "cross",
-    "norm",
-    "normalize",
-    "vsum",
-    "vlen",
-    "scale",
-    "matvec",
-    "matmul",
-    "transpose",
-    "trace",
-    "det",
-    "logdet",
-    "inv",
-    "outer",
-    "eye",
-    "zeros",
-    "ones",
-    "number?",
-    "zero?",
-    "positive?",
-    "negative?",
-    "eval",
-    "sigmoid",
-    "softplus",
-    "log1p",
-    "expm1",
-];
+/// Longest candidate source accepted, in bytes (64 KiB). Real candidates are a few hundred bytes;
+/// the bound keeps a runaway answer from costing parse time and memory on every rerun.
+pub const MAX_SOURCE_BYTES: usize = 64 * 1024;
+
+/// Most nested lists (parentheses, and `'x` quote forms) a candidate may have. The canonical
+/// form, complexity count and evaluator recurse once per level, so the bound keeps them far from
+/// the stack limit; real candidates nest fewer than 20 levels.
+pub const MAX_DEPTH: usize = 256;
+
+/// Most cells (atoms and pairs) a candidate may have (20,000; a 64 KiB source can hold about
+/// 32,000). Bounds the work of the canonical form and of every evaluation.
+pub const MAX_CELLS: usize = 20_000;
 
 /// What validation learned about a candidate that passed.
 #[derive(Clone, Debug, PartialEq)]
@@ -127,7 +39,8 @@ pub struct Checked {
 /// Why a candidate was rejected.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rejection {
-    /// A short class: `parse`, `free-variable`, `unknown-operator`, `forbidden-form`,
+    /// A short class: `parse`, `too-large` (over [`MAX_SOURCE_BYTES`] or [`MAX_CELLS`]),
+    /// `too-deep` (over [`MAX_DEPTH`]), `free-variable`, `unknown-operator`, `forbidden-form`,
     /// `no-parameters`.
     pub class: &'static str,
     /// A human-readable reason.
@@ -143,6 +56,8 @@ struct Walk<'a> {
     used: BTreeSet<String>,
     env: Vec<String>,
     complexity: usize,
+    /// Memo of [`ndvm_core::is_special_form`] by name.
+    forms: std::collections::HashMap<String, bool>,
 }
 
 fn reject(class: &'static str, message: String) -> Rejection {
@@ -155,6 +70,15 @@ impl Walk<'_> {
             Node::Sym(s) => Some(self.heap.symbol_name(s)),
             _ => None,
         }
+    }
+
+    fn is_form(&mut self, name: &str) -> bool {
+        if let Some(&known) = self.forms.get(name) {
+            return known;
+        }
+        let known = AUXILIARY_KEYWORDS.contains(&name) || ndvm_core::is_special_form(name);
+        self.forms.insert(name.to_string(), known);
+        known
     }
 
     fn local(&self, name: &str) -> Option<usize> {
@@ -175,7 +99,7 @@ impl Walk<'_> {
                 } else if self.params.contains(&name) || self.declared.contains(&name) {
                     self.used.insert(name);
                     "P".to_string()
-                } else if self.inputs.contains(&name) || PRIMITIVES.contains(&name.as_str()) {
+                } else if self.inputs.contains(&name) || ndvm_core::is_primitive(&name) {
                     name
                 } else if operator {
                     return Err(reject(
@@ -260,9 +184,11 @@ impl Walk<'_> {
             return Ok(print::display(self.heap, id));
         };
         let head_name = self.sym(head).map(str::to_string);
-        let form = head_name
-            .as_deref()
-            .filter(|h| self.local(h).is_none() && SPECIAL_FORMS.contains(h));
+        let is_form = match head_name.as_deref() {
+            Some(h) => self.local(h).is_none() && self.is_form(h),
+            None => false,
+        };
+        let form = head_name.as_deref().filter(|_| is_form);
         if let Some(f) = form
             && self.forbidden.iter().any(|x| x == f)
         {
@@ -372,6 +298,91 @@ impl Walk<'_> {
     }
 }
 
+/// Measures the program without recursing: rejects it as `too-deep` when lists nest more than
+/// [`MAX_DEPTH`] levels (a `car` step is one level, a `cdr` step none) and as `too-large` when it
+/// has more than [`MAX_CELLS`] cells, so that the recursive walk after it stays bounded.
+fn measure(heap: &Heap, program: &Program) -> Result<(), Rejection> {
+    let mut stack: Vec<(NodeId, usize)> = program.forms.iter().map(|&f| (f, 0)).collect();
+    let mut cells = 0usize;
+    while let Some((id, depth)) = stack.pop() {
+        cells += 1;
+        if cells > MAX_CELLS {
+            return Err(reject(
+                "too-large",
+                format!("the program has more than {MAX_CELLS} cells"),
+            ));
+        }
+        if let Node::Pair(a, d) = heap.node(id) {
+            if depth + 1 > MAX_DEPTH {
+                return Err(reject(
+                    "too-deep",
+                    format!("the program nests lists more than {MAX_DEPTH} deep"),
+                ));
+            }
+            stack.push((d, depth));
+            stack.push((a, depth + 1));
+        }
+    }
+    Ok(())
+}
+
+/// Deepest parenthesis nesting of `text` (`(`/`[` open, `)`/`]` close), counted in one pass
+/// without parsing; string literals and `;` comments are skipped. Unbalanced text is fine: the
+/// count is an upper bound check before the reader runs.
+pub fn paren_depth(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    let (mut depth, mut max) = (0usize, 0usize);
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    if bytes[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            b';' => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'(' | b'[' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b')' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    max
+}
+
+/// The size and nesting checks made on a candidate's text before it is parsed: `too-large`
+/// over [`MAX_SOURCE_BYTES`], `too-deep` over [`MAX_DEPTH`] parentheses.
+pub fn precheck_source(src: &str) -> Result<(), Rejection> {
+    if src.len() > MAX_SOURCE_BYTES {
+        return Err(reject(
+            "too-large",
+            format!(
+                "the program is {} bytes, over the limit of {MAX_SOURCE_BYTES}",
+                src.len()
+            ),
+        ));
+    }
+    let depth = paren_depth(src);
+    if depth > MAX_DEPTH {
+        return Err(reject(
+            "too-deep",
+            format!("the program nests parentheses {depth} deep, over the limit of {MAX_DEPTH}"),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks a parsed program against the task's inputs, parameters and forbidden forms.
 pub fn check(
     heap: &Heap,
@@ -389,7 +400,9 @@ pub fn check(
         used: BTreeSet::new(),
         env: Vec::new(),
         complexity: 0,
+        forms: std::collections::HashMap::new(),
     };
+    measure(heap, program)?;
     let mut forms = Vec::new();
     for &f in &program.forms {
         forms.push(walk.expr(f)?);
@@ -425,6 +438,7 @@ pub fn check_source(
     params: &[String],
     forbidden: &[String],
 ) -> Result<(Heap, Program, Checked), Rejection> {
+    precheck_source(src)?;
     let mut heap = Heap::new();
     let program = ndvm_frontends::scheme::parse(&mut heap, src)
         .map_err(|e| reject("parse", format!("{} (at byte {})", e.message, e.span.start)))?;
@@ -470,5 +484,68 @@ mod tests {
         assert_eq!(skel("(+ x 1)").unwrap_err().class, "no-parameters");
         assert_eq!(skel("(+ a").unwrap_err().class, "parse");
         assert!(skel("(loop ((i 0) (s a)) (if (< i 3) (recur (+ i 1) (* s x)) s))").is_ok());
+    }
+
+    /// The names core's `Prim::lookup` matches, read from its source so the test follows it.
+    fn core_primitive_names() -> Vec<String> {
+        let src = include_str!("../../core/src/prims.rs");
+        let start = src.find("fn lookup(").expect("core has Prim::lookup");
+        let end = start + src[start..].find("_ => return None").expect("lookup ends");
+        let mut names = Vec::new();
+        for line in src[start..end].lines().filter(|l| l.contains("=> Prim")) {
+            let pattern = line.split("=>").next().unwrap_or("");
+            for (i, part) in pattern.split('"').enumerate() {
+                if i % 2 == 1 {
+                    names.push(part.to_string());
+                }
+            }
+        }
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    #[test]
+    fn every_core_primitive_is_accepted_and_unknown_names_are_not() {
+        let names = core_primitive_names();
+        assert!(names.len() > 80, "{names:?}");
+        for name in &names {
+            assert!(ndvm_core::is_primitive(name), "{name}");
+            let r = skel(&format!("({name} a x)"));
+            assert!(r.is_ok(), "`{name}` rejected: {r:?}");
+        }
+        for name in ["softplus", "log1p", "expm1", "set!", "frobnicate"] {
+            assert!(!names.contains(&name.to_string()), "{name}");
+            let r = skel(&format!("({name} a x)")).unwrap_err();
+            assert_eq!(r.class, "unknown-operator", "{name}: {r:?}");
+        }
+        assert!(skel("(cond ((< x a) x) (else a))").is_ok());
+    }
+
+    fn nested(depth: usize) -> String {
+        format!("{}a{}", "(+ x ".repeat(depth), ")".repeat(depth))
+    }
+
+    #[test]
+    fn deep_and_large_programs_are_rejected_without_overflow() {
+        assert!(skel(&nested(MAX_DEPTH)).is_ok());
+        let r = skel(&nested(MAX_DEPTH + 1)).unwrap_err();
+        assert_eq!(r.class, "too-deep", "{r:?}");
+        let r = skel(&nested(10_000)).unwrap_err();
+        assert_eq!(r.class, "too-deep");
+        assert!(r.message.contains("10000 deep"), "{}", r.message);
+        // Quote marks nest without parentheses: only the heap measurement sees them.
+        let quotes = format!("(+ a {}x)", "'".repeat(10_000));
+        assert_eq!(skel(&quotes).unwrap_err().class, "too-deep");
+        let long = format!("(+ a {})", "x ".repeat(MAX_SOURCE_BYTES / 2));
+        let r = skel(&long).unwrap_err();
+        assert_eq!(r.class, "too-large");
+        assert!(r.message.contains("65536"), "{}", r.message);
+        let wide = format!("(+ a {})", "x ".repeat(MAX_CELLS));
+        assert!(wide.len() < MAX_SOURCE_BYTES);
+        let r = skel(&wide).unwrap_err();
+        assert_eq!(r.class, "too-large");
+        assert!(r.message.contains("20000 cells"), "{}", r.message);
+        assert_eq!(paren_depth("(a \"((((\" ; ((((\n [b (c)])"), 3);
     }
 }

@@ -508,6 +508,80 @@ fn a_truncated_last_cache_line_is_cut_before_appending() {
 }
 
 #[test]
+fn deep_and_huge_answers_are_cached_as_rejected_and_never_replayed() {
+    let m = Mocked::start();
+    let deep = format!("{}a{}", "(+ x ".repeat(20_000), ")".repeat(20_000));
+    let huge = format!("(+ a {})", "x ".repeat(2_500_000));
+    assert!(huge.len() > 5_000_000);
+    // Within the byte bound but its program is not: extracted, then refused by the validator.
+    let wide = format!("(+ a {})", "x ".repeat(40_000));
+    m.answer(vec![ok(&deep), ok(&huge), ok(&wide), ok("(* a x)")]);
+    let dir = scratch("deep-huge");
+    let cache = dir.join("cache.jsonl");
+    let mut c = config(&m.base_url(), &cache);
+    c.max_requests = 4;
+    let mut p = proposer(c.clone());
+    let live = drain(&mut p);
+    assert_eq!(
+        p.requests(),
+        4,
+        "the run goes on after each rejected answer"
+    );
+    let srcs: Vec<&str> = live.iter().map(|c| c.src.as_str()).collect();
+    assert_eq!(srcs, ["(* a x)"]);
+    let lines = cache_lines(&cache);
+    let verdicts: Vec<&str> = lines
+        .iter()
+        .map(|l| l.verdict.as_deref().unwrap())
+        .collect();
+    assert_eq!(verdicts, ["rejected", "rejected", "rejected", "valid"]);
+    let reason = |i: usize| lines[i].reason.clone().unwrap();
+    assert!(
+        reason(0).contains("20000 deep, over the limit of 256"),
+        "{}",
+        reason(0)
+    );
+    assert!(
+        reason(1).contains("over the limit of 262144"),
+        "{}",
+        reason(1)
+    );
+    assert!(
+        reason(2).contains("over the limit of 65536"),
+        "{}",
+        reason(2)
+    );
+    for l in &lines[..3] {
+        assert_provenance(l);
+        assert_eq!(l.src, None, "a rejected answer is never a candidate");
+    }
+    assert_eq!(lines[0].raw.as_deref(), Some(deep.as_str()));
+    assert_eq!(lines[1].raw, None, "a huge answer is not stored");
+    let size = std::fs::metadata(&cache).unwrap().len();
+    assert!(size < 1_000_000, "cache is {size} bytes");
+
+    // A rejected line that somehow holds a `src` is still never replayed.
+    let mut text = std::fs::read_to_string(&cache).unwrap();
+    text.push_str(
+        "{\"src\": \"(* b x)\", \"verdict\": \"rejected\", \"reason\": \"hand-edited\"}\n",
+    );
+    std::fs::write(&cache, text).unwrap();
+    let mut replay = CacheReplay::open(&cache).unwrap();
+    let replayed: Vec<String> = replay
+        .propose(64)
+        .unwrap()
+        .into_iter()
+        .map(|c| c.src)
+        .collect();
+    assert_eq!(replayed, ["(* a x)"]);
+    c.max_requests = 0;
+    let mut again = proposer(c);
+    let replayed: Vec<String> = drain(&mut again).into_iter().map(|c| c.src).collect();
+    assert_eq!(replayed, ["(* a x)"]);
+    assert_eq!(m.requests().len(), 4);
+}
+
+#[test]
 fn a_missing_key_or_a_bad_template_is_an_error_before_any_request() {
     let dir = scratch("nokey");
     let mut c = config("http://127.0.0.1:9/v1", &dir.join("cache.jsonl"));

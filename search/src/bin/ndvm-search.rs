@@ -239,7 +239,7 @@ struct RunCli {
     #[arg(long, value_name = "I/N", value_parser = |s: &str| usage(ndvm_search::engine::Shard::parse(s)), conflicts_with = "resume")]
     shard: Option<ndvm_search::engine::Shard>,
     /// Override the task's budget in seconds.
-    #[arg(long, value_name = "S", conflicts_with = "resume")]
+    #[arg(long, value_name = "S", conflicts_with = "resume", value_parser = ndvm_search::task::parse_budget_seconds)]
     budget_seconds: Option<f64>,
     /// Override the task's budget in calibrations.
     #[arg(long, value_name = "N", conflicts_with = "resume")]

@@ -25,7 +25,7 @@ use super::replay::{CacheLine, read_cache};
 use super::{Candidate, Proposer};
 use crate::error::{Result, SearchError};
 use crate::task::LlmConfig;
-use crate::validate;
+use crate::{textfile, validate};
 
 /// The placeholders a prompt template may use.
 pub const PLACEHOLDERS: &[&str] = &[
@@ -36,6 +36,29 @@ pub const PLACEHOLDERS: &[&str] = &[
     "operators",
     "examples",
 ];
+
+/// Longest answer judged, in bytes (256 KiB). A model's answer is a few KiB at most; anything
+/// longer is recorded as `rejected` without its text, so a runaway answer costs nothing on rerun.
+pub const MAX_ANSWER_BYTES: usize = 256 * 1024;
+
+/// Deepest parenthesis nesting of an answer that is parsed at all ([`validate::MAX_DEPTH`]),
+/// counted on the raw text before the reader runs.
+pub const MAX_ANSWER_DEPTH: usize = validate::MAX_DEPTH;
+
+/// Why an answer is refused before it is parsed (over [`MAX_ANSWER_BYTES`] or
+/// [`MAX_ANSWER_DEPTH`]), if it is.
+pub fn answer_limits(raw: &str) -> Option<String> {
+    if raw.len() > MAX_ANSWER_BYTES {
+        return Some(format!(
+            "the answer is {} bytes, over the limit of {MAX_ANSWER_BYTES}",
+            raw.len()
+        ));
+    }
+    let depth = validate::paren_depth(raw);
+    (depth > MAX_ANSWER_DEPTH).then(|| {
+        format!("the answer nests parentheses {depth} deep, over the limit of {MAX_ANSWER_DEPTH}")
+    })
+}
 
 fn proposer_err(message: impl Into<String>) -> SearchError {
     SearchError::Proposer {
@@ -349,10 +372,7 @@ fn open_cache(path: &Path, warnings: &mut Vec<String>) -> Result<File> {
             path: path.to_path_buf(),
             source,
         })?;
-    let text = std::fs::read_to_string(path).map_err(|source| SearchError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = textfile::read(path, textfile::MAX_CACHE_BYTES, textfile::RAISE_CACHE_LIMIT)?;
     if !text.is_empty() && !text.ends_with('\n') {
         let keep = text.rfind('\n').map_or(0, |i| i + 1);
         file.set_len(keep as u64)
@@ -396,13 +416,17 @@ impl LlmProposer {
         let (cached, valid) = if config.cache.is_file() {
             let (sources, w) = read_cache(&config.cache)?;
             warnings.extend(w);
-            let valid = std::fs::read_to_string(&config.cache)
-                .unwrap_or_default()
-                .lines()
-                .filter_map(|l| serde_json::from_str::<CacheLine>(l).ok())
-                .filter(|l| l.verdict.as_deref() == Some("valid"))
-                .filter_map(|l| l.src)
-                .collect();
+            let valid = textfile::read(
+                &config.cache,
+                textfile::MAX_CACHE_BYTES,
+                textfile::RAISE_CACHE_LIMIT,
+            )?
+            .lines()
+            .filter_map(|l| serde_json::from_str::<CacheLine>(l).ok())
+            .filter(|l| l.verdict.as_deref() == Some("valid"))
+            .filter_map(|l| l.src)
+            .filter(|src| validate::precheck_source(src).is_ok())
+            .collect();
             (sources, valid)
         } else {
             (Vec::new(), Vec::new())
@@ -485,6 +509,15 @@ impl LlmProposer {
                 line.reason = Some(reason);
             }
             Ok(raw) => {
+                if let Some(reason) = answer_limits(&raw) {
+                    // Never parsed, never replayed: no `src`, and the text only when it is small.
+                    line.verdict = Some("rejected".into());
+                    line.reason = Some(reason);
+                    if raw.len() <= MAX_ANSWER_BYTES {
+                        line.raw = Some(raw);
+                    }
+                    return line;
+                }
                 match extract_program(&raw) {
                     Err(reason) => {
                         line.verdict = Some("no-program".into());
@@ -497,13 +530,21 @@ impl LlmProposer {
                             &self.params,
                             &self.forbidden,
                         ) {
-                            Ok(_) => line.verdict = Some("valid".into()),
+                            Ok(_) => {
+                                line.verdict = Some("valid".into());
+                                line.src = Some(src);
+                            }
+                            // Over the size or nesting bounds: recorded, never replayed.
+                            Err(r) if matches!(r.class, "too-large" | "too-deep") => {
+                                line.verdict = Some("rejected".into());
+                                line.reason = Some(r.message);
+                            }
                             Err(r) => {
                                 line.verdict = Some(format!("invalid-{}", r.class));
                                 line.reason = Some(r.message);
+                                line.src = Some(src);
                             }
                         }
-                        line.src = Some(src);
                     }
                 }
                 line.raw = Some(raw);

@@ -1,7 +1,8 @@
 //! `CacheReplay`: replays a JSONL candidate cache in file order (one JSON object per line with a
 //! `src` string; other keys are ignored), so an offline run is reproducible bit for bit. Lines the
 //! `llm` proposer wrote carry provenance ([`CacheLine`]); a line with a `verdict` but no `src` (an
-//! answer with no program, a failed request) is skipped. A truncated last line (no final newline,
+//! answer with no program, a failed request) is skipped, and so is every line with the verdict
+//! `rejected` (an answer over the size or nesting bounds), even one that holds a `src`. A truncated last line (no final newline,
 //! not valid JSON) is reported as a warning, not an error.
 
 use std::path::{Path, PathBuf};
@@ -10,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Candidate, Proposer};
 use crate::error::{Result, SearchError};
+use crate::textfile;
 
 /// One cache line. Only `src` matters to replay; the rest is provenance written by the `llm`
 /// proposer (absent in hand-written caches).
@@ -18,7 +20,8 @@ pub struct CacheLine {
     /// The program (absent when the answer held none or the request failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub src: Option<String>,
-    /// `valid`, `invalid-<class>` (parse, free-variable, …), `no-program` or `request-failed`.
+    /// `valid`, `invalid-<class>` (parse, free-variable, …), `no-program`, `request-failed` or
+    /// `rejected` (over the answer's size or nesting bounds; never replayed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<String>,
     /// Why, for anything but `valid`.
@@ -53,11 +56,9 @@ pub struct CacheReplay {
 }
 
 /// Reads every candidate of a cache: the sources in file order and the warnings.
+/// The file is read up to [`textfile::MAX_CACHE_BYTES`] and must be UTF-8.
 pub fn read_cache(path: &Path) -> Result<(Vec<String>, Vec<String>)> {
-    let text = std::fs::read_to_string(path).map_err(|source| SearchError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = textfile::read(path, textfile::MAX_CACHE_BYTES, textfile::RAISE_CACHE_LIMIT)?;
     parse_cache(path, &text)
 }
 
@@ -73,6 +74,10 @@ pub fn parse_cache(path: &Path, text: &str) -> Result<(Vec<String>, Vec<String>)
         }
         let is_last_unterminated = i + 1 == n;
         match serde_json::from_str::<CacheLine>(line) {
+            // A rejected answer is never a candidate, whatever the line holds.
+            Ok(CacheLine {
+                verdict: Some(v), ..
+            }) if v == "rejected" => {}
             Ok(CacheLine { src: Some(src), .. }) => sources.push(src),
             Ok(CacheLine {
                 verdict: Some(_), ..
