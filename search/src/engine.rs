@@ -44,8 +44,16 @@ pub struct Event {
     pub status: String,
     /// The calibrator's stop reason.
     pub stop_reason: Option<String>,
-    /// Error message for status `error`.
+    /// Error message for status `error` or `crashed`.
     pub error: Option<String>,
+    /// The failure's stable class for status `error` or `crashed`: a limit (`work`, `memory`,
+    /// `depth`, `deadline`), an evaluation error (`type`, `unbound`, …), `parse`, a calibrator
+    /// setting (`no-parameters`, …) or `crashed` (the process died while it ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_class: Option<String>,
+    /// The limit that was hit, as `name=value` (`max_memory=536870912`), for limit classes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
     /// Loss evaluations the calibration made.
     pub n_evals: u64,
     /// Wall-clock milliseconds of this calibration (the one field that varies between runs).
@@ -126,6 +134,30 @@ pub struct RunOptions {
     pub known: HashMap<u64, Event>,
     /// When false, a needed result that is not known is an error (merge).
     pub calibrate_missing: bool,
+    /// Where a `begin` record is written before each calibration (see [`crate::results::BeginLog`]).
+    pub begin_log: Option<std::sync::Arc<crate::results::BeginLog>>,
+    /// Candidate indices whose calibration killed an earlier process: each gets a `crashed`
+    /// event and is not calibrated again.
+    pub crashed: HashSet<u64>,
+    /// Candidate indices that were running together when an earlier process died: each is
+    /// calibrated again alone (one at a time, before the rest of its round), so that a culprit
+    /// dies alone and is marked `crashed` by the next resume.
+    pub suspects: HashSet<u64>,
+}
+
+impl RunOptions {
+    /// Options for a fresh run of the whole stream on `threads` threads.
+    pub fn new(threads: usize) -> Self {
+        RunOptions {
+            threads,
+            shard: Shard::ALL,
+            known: HashMap::new(),
+            calibrate_missing: true,
+            begin_log: None,
+            crashed: HashSet::new(),
+            suspects: HashSet::new(),
+        }
+    }
 }
 
 /// Why the run stopped.
@@ -294,11 +326,19 @@ pub fn run(task: &Task, opts: &RunOptions, observer: &mut dyn Observer) -> Resul
         let mut observer_error = None;
         std::thread::scope(|scope| {
             let (tx, rx) = std::sync::mpsc::channel::<Event>();
-            let work = scope.spawn(|| {
+            let (alone, together): (Vec<&Pending>, Vec<&Pending>) = todo
+                .iter()
+                .copied()
+                .partition(|p| opts.suspects.contains(&p.index));
+            let pool = &pool;
+            let work = scope.spawn(move || {
+                // The receiver outlives every sender (it is drained below).
+                for p in alone {
+                    let _ = tx.send(attempt(task, opts, p, deadline));
+                }
                 pool.install(|| {
-                    todo.par_iter().for_each_with(tx, |tx, p| {
-                        // The receiver outlives every sender (it is drained below).
-                        let _ = tx.send(calibrate_one(task, p, deadline));
+                    together.par_iter().for_each_with(tx, |tx, p| {
+                        let _ = tx.send(attempt(task, opts, p, deadline));
                     })
                 })
             });
@@ -381,6 +421,81 @@ fn finite(x: f64) -> Option<f64> {
     x.is_finite().then_some(x)
 }
 
+/// Environment variable of a test-only hook: the process aborts (as on a native crash) when it
+/// starts calibrating the candidate with this index. Tests use it to show that resume marks the
+/// candidate `crashed`; nothing else sets it.
+pub const TEST_ABORT_HOOK: &str = "NDVM_TEST_ABORT_AT_INDEX";
+
+/// One calibration as the run sees it: a known crash becomes a `crashed` event; otherwise the
+/// `begin` record is written first (so a process death names the candidate), then it runs.
+fn attempt(task: &Task, opts: &RunOptions, p: &Pending, deadline: Option<Instant>) -> Event {
+    if opts.crashed.contains(&p.index) {
+        let mut ev = blank_event(task, p);
+        ev.status = "crashed".to_string();
+        ev.error_class = Some("crashed".to_string());
+        ev.error = Some("the process died while calibrating this candidate".to_string());
+        return ev;
+    }
+    if let Some(log) = &opts.begin_log {
+        log.begin(p.index, p.cand.id);
+    }
+    if std::env::var(TEST_ABORT_HOOK).is_ok_and(|v| v.trim() == p.index.to_string()) {
+        std::process::abort();
+    }
+    calibrate_one(task, p, deadline)
+}
+
+fn blank_event(task: &Task, p: &Pending) -> Event {
+    Event {
+        index: p.index,
+        id: p.cand.id,
+        src: p.cand.src.clone(),
+        skeleton: p.checked.skeleton.clone(),
+        complexity: p.checked.complexity,
+        seed: task.calibrate.seed,
+        params: BTreeMap::new(),
+        train_loss: None,
+        validation_r2: None,
+        validation_nmse: None,
+        status: "ok".to_string(),
+        stop_reason: None,
+        error: None,
+        error_class: None,
+        limit: None,
+        n_evals: 0,
+        wall_ms: 0.0,
+    }
+}
+
+/// A failed calibration or prediction: its stable class and message.
+#[derive(Debug)]
+pub struct Failure {
+    /// See [`Event::error_class`].
+    pub class: &'static str,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl From<ndvm_core::CoreError> for Failure {
+    fn from(e: ndvm_core::CoreError) -> Self {
+        Failure {
+            class: e.kind.class(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// The `limit` field of a failure of class `class` under `cfg` and a deadline of `seconds`.
+fn limit_hit(class: &str, cfg: &ndvm_optimizers::CalibrateConfig, seconds: f64) -> Option<String> {
+    match class {
+        "work" => Some(format!("max_work={}", cfg.max_work)),
+        "memory" => Some(format!("max_memory={}", cfg.max_memory)),
+        "depth" => Some(format!("max_depth={}", cfg.max_depth)),
+        "deadline" => Some(format!("seconds={seconds}")),
+        _ => None,
+    }
+}
+
 fn calibrate_one(task: &Task, p: &Pending, deadline: Option<Instant>) -> Event {
     let started = Instant::now();
     let mut cfg = task.calibrate.clone();
@@ -390,7 +505,12 @@ fn calibrate_one(task: &Task, p: &Pending, deadline: Option<Instant>) -> Event {
         .iter()
         .filter_map(|n| task.params.iter().find(|s| &s.name == n).cloned())
         .collect::<Vec<ParamSpec>>();
-    cfg.time_limit = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+    let own = Duration::from_secs_f64(task.limits.seconds);
+    let time_limit = match deadline {
+        Some(d) => own.min(d.saturating_duration_since(Instant::now())),
+        None => own,
+    };
+    cfg.time_limit = Some(time_limit);
     let mut ev = Event {
         index: p.index,
         id: p.cand.id,
@@ -405,17 +525,28 @@ fn calibrate_one(task: &Task, p: &Pending, deadline: Option<Instant>) -> Event {
         status: "ok".to_string(),
         stop_reason: None,
         error: None,
+        error_class: None,
+        limit: None,
         n_evals: 0,
         wall_ms: 0.0,
     };
-    let res = (|| -> std::result::Result<(), String> {
+    let res = (|| -> std::result::Result<(), Failure> {
         let mut heap = Heap::new();
         let program =
-            ndvm_frontends::scheme::parse(&mut heap, &p.cand.src).map_err(|e| e.message)?;
-        let mut cal = Calibrator::new(cfg).map_err(|e| e.to_string())?;
+            ndvm_frontends::scheme::parse(&mut heap, &p.cand.src).map_err(|e| Failure {
+                class: "parse",
+                message: e.message,
+            })?;
+        let mut cal = Calibrator::new(cfg.clone()).map_err(|e| Failure {
+            class: e.class(),
+            message: e.to_string(),
+        })?;
         let fit = cal
             .calibrate(&mut heap, &program, &dataset(task, &task.train))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| Failure {
+                class: e.class(),
+                message: e.to_string(),
+            })?;
         ev.n_evals = fit.n_evals;
         ev.stop_reason = Some(fit.stop_reason.to_string());
         ev.params = fit
@@ -443,7 +574,9 @@ fn calibrate_one(task: &Task, p: &Pending, deadline: Option<Instant>) -> Event {
     })();
     if let Err(e) = res {
         ev.status = "error".to_string();
-        ev.error = Some(e);
+        ev.limit = limit_hit(e.class, &cfg, time_limit.as_secs_f64());
+        ev.error_class = Some(e.class.to_string());
+        ev.error = Some(e.message);
     }
     ev.wall_ms = started.elapsed().as_secs_f64() * 1e3;
     ev
@@ -456,9 +589,18 @@ pub fn predict(
     program: &Program,
     params: &BTreeMap<String, f64>,
     table: &Table,
-) -> std::result::Result<Vec<f64>, String> {
+) -> std::result::Result<Vec<f64>, Failure> {
     let n = table.n_rows().max(1);
-    let mut ev = Evaluator::new(EvalOptions::new(n).with_dialect(task.calibrate.dialect));
+    let c = &task.calibrate;
+    let deadline = Instant::now() + Duration::from_secs_f64(task.limits.seconds);
+    let mut ev = Evaluator::new(
+        EvalOptions::new(n)
+            .with_dialect(c.dialect)
+            .with_max_steps(c.max_work)
+            .with_max_memory(c.max_memory)
+            .with_max_depth(c.max_depth)
+            .with_deadline(Some(deadline)),
+    );
     let mut inputs = Inputs::new();
     for (name, col) in task.inputs.iter().zip(&table.columns) {
         inputs = inputs.input_lanes(name, col.clone());
@@ -474,8 +616,7 @@ pub fn predict(
         };
     }
     let mut out = Evaluation::empty();
-    ev.eval_into(heap, program, &inputs, false, &mut out)
-        .map_err(|e| e.to_string())?;
+    ev.eval_into(heap, program, &inputs, false, &mut out)?;
     Ok((0..n)
         .map(|i| out.value.number(i).unwrap_or(f64::NAN))
         .collect())
@@ -503,7 +644,10 @@ pub fn test_scores(task: &Task, ev: &Event) -> BTreeMap<String, (Option<f64>, Op
     for (name, table) in &task.tests {
         let mut heap = Heap::new();
         let res = ndvm_frontends::scheme::parse(&mut heap, &ev.src)
-            .map_err(|e| e.message)
+            .map_err(|e| Failure {
+                class: "parse",
+                message: e.message,
+            })
             .and_then(|program| predict(task, &mut heap, &program, &ev.params, table));
         let m = res.ok().and_then(|p| metrics(&p, &table.target));
         out.insert(name.clone(), (m.map(|m| m.0), m.map(|m| m.1)));

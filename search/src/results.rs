@@ -246,6 +246,17 @@ pub fn summary(task: &Task, outcome: &Outcome, run: Value) -> (Value, String) {
             *m.entry(e.status.clone()).or_insert(0) += 1;
             m
         });
+    let failures: BTreeMap<String, u64> =
+        outcome
+            .events
+            .iter()
+            .fold(BTreeMap::new(), |mut m, e| match &e.error_class {
+                Some(c) => {
+                    *m.entry(c.clone()).or_insert(0) += 1;
+                    m
+                }
+                None => m,
+            });
     let first = outcome.first_success.map(|i| {
         let e = outcome.events.iter().find(|e| e.index == i);
         json!({"index": i, "id": e.map(|e| e.id), "calibrations": i + 1})
@@ -277,6 +288,7 @@ pub fn summary(task: &Task, outcome: &Outcome, run: Value) -> (Value, String) {
         "stream": outcome.stream,
         "calibrations": outcome.events.len(),
         "statuses": statuses,
+        "failures": failures,
         "stop": outcome.stop,
         "first_success": first,
         "best": leaderboard.first().cloned(),
@@ -312,6 +324,10 @@ fn markdown(task: &Task, v: &Value, metric_name: &str) -> String {
             .as_object()
             .map_or(0, |m| m.values().filter_map(Value::as_u64).sum::<u64>()),
     );
+    if let Some(f) = v["failures"].as_object().filter(|f| !f.is_empty()) {
+        let parts: Vec<String> = f.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        let _ = writeln!(s, "Failed calibrations by class: {}.\n", parts.join(", "));
+    }
     match v["first_success"].as_object() {
         Some(f) => {
             let _ = writeln!(
@@ -444,4 +460,124 @@ pub fn write_events(dir: &Path, events: &[Event]) -> Result<()> {
         s.push('\n');
     }
     write(&dir.join("events.jsonl"), &s)
+}
+
+/// One line of `begun.jsonl`: a process started (`session`) or a calibration began (`begin`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "record", rename_all = "kebab-case")]
+pub enum BeginRecord {
+    /// A process started calibrating in this folder; the `begin` lines after it are its own.
+    Session {
+        /// The process id (for people reading the file).
+        pid: u32,
+    },
+    /// A calibration began.
+    Begin {
+        /// Candidate index.
+        index: u64,
+        /// Candidate id.
+        id: u64,
+    },
+}
+
+/// `begun.jsonl`: a `begin` line is written (and flushed to the OS) before each calibration, so a
+/// process that dies mid-candidate leaves the candidates it was running named on disk.
+#[derive(Debug)]
+pub struct BeginLog {
+    file: std::sync::Mutex<std::fs::File>,
+}
+
+impl BeginLog {
+    /// Opens `dir/begun.jsonl` for appending and writes this process's `session` line.
+    pub fn open(dir: &Path) -> Result<BeginLog> {
+        let path = dir.join("begun.jsonl");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        let log = BeginLog {
+            file: std::sync::Mutex::new(file),
+        };
+        log.write(&BeginRecord::Session {
+            pid: std::process::id(),
+        })
+        .map_err(|source| SearchError::Write { source })?;
+        Ok(log)
+    }
+
+    /// Records that candidate `index` (id `id`) is about to be calibrated. A failed write is
+    /// ignored: the record is a safety net, and the calibration itself is still logged.
+    pub fn begin(&self, index: u64, id: u64) {
+        let _ = self.write(&BeginRecord::Begin { index, id });
+    }
+
+    fn write(&self, r: &BeginRecord) -> std::io::Result<()> {
+        use std::io::Write as _;
+        let mut line = serde_json::to_string(r).map_err(std::io::Error::other)?;
+        line.push('\n');
+        // A poisoned lock only means another thread panicked mid-write; the file is still usable.
+        let mut f = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        f.write_all(line.as_bytes())?;
+        f.flush()
+    }
+}
+
+/// What `begun.jsonl` and the finished events say about earlier processes that died.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CrashReport {
+    /// Candidates that were running when two processes died: not retried.
+    pub crashed: std::collections::HashSet<u64>,
+    /// Candidates that were running when one process died (a kill, or a crash): retried one at
+    /// a time, so a culprit dies alone and is `crashed` after the next resume.
+    pub suspects: std::collections::HashSet<u64>,
+}
+
+/// Reads `dir/begun.jsonl` against the indices that have an event. A candidate left unfinished
+/// by one dead process is a suspect (a kill by the user looks the same as a crash); left
+/// unfinished by two, it is `crashed`. Suspects are retried alone, so an innocent one finishes
+/// and a culprit takes only itself down.
+pub fn read_crashes(dir: &Path, finished: &HashMap<u64, Event>) -> Result<CrashReport> {
+    let path = dir.join("begun.jsonl");
+    if !path.exists() {
+        return Ok(CrashReport::default());
+    }
+    let text = std::fs::read_to_string(&path).map_err(io_err(&path))?;
+    let mut sessions: Vec<Vec<u64>> = Vec::new();
+    for line in text.lines() {
+        // A line cut by the kill is skipped: its calibration had not started.
+        match serde_json::from_str::<BeginRecord>(line) {
+            Ok(BeginRecord::Session { .. }) => sessions.push(Vec::new()),
+            Ok(BeginRecord::Begin { index, .. }) => {
+                if sessions.is_empty() {
+                    sessions.push(Vec::new());
+                }
+                if let Some(s) = sessions.last_mut() {
+                    s.push(index);
+                }
+            }
+            Err(_) => {}
+        }
+    }
+    let mut deaths: HashMap<u64, u32> = HashMap::new();
+    for begun in sessions {
+        let mut unfinished: Vec<u64> = begun
+            .into_iter()
+            .filter(|i| !finished.contains_key(i))
+            .collect();
+        unfinished.sort_unstable();
+        unfinished.dedup();
+        for i in unfinished {
+            *deaths.entry(i).or_insert(0) += 1;
+        }
+    }
+    let mut report = CrashReport::default();
+    for (i, n) in deaths {
+        if n >= 2 {
+            report.crashed.insert(i);
+        } else {
+            report.suspects.insert(i);
+        }
+    }
+    Ok(report)
 }

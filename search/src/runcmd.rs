@@ -130,12 +130,25 @@ pub fn run(args: &RunArgs, log: &mut dyn FnMut(&str)) -> Result<RunReport> {
             });
         }
     };
-    let opts = RunOptions {
-        threads: args.threads,
-        shard: meta.shard,
-        known,
-        calibrate_missing: true,
-    };
+    let mut opts = RunOptions::new(args.threads);
+    opts.shard = meta.shard;
+    let crashes = results::read_crashes(&dir, &known)?;
+    if !crashes.crashed.is_empty() || !crashes.suspects.is_empty() {
+        let list = |s: &std::collections::HashSet<u64>| {
+            let mut v: Vec<u64> = s.iter().copied().collect();
+            v.sort_unstable();
+            v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+        };
+        log(&format!(
+            "an earlier process died mid-calibration: crashed (skipped) [{}], retried alone [{}]",
+            list(&crashes.crashed),
+            list(&crashes.suspects)
+        ));
+    }
+    opts.known = known;
+    opts.crashed = crashes.crashed;
+    opts.suspects = crashes.suspects;
+    opts.begin_log = Some(std::sync::Arc::new(results::BeginLog::open(&dir)?));
     let mut event_log = EventLog::append(&dir.join("events.jsonl"))?;
     let outcome = {
         let mut progress = observe::progress(args.progress, &mut *log);
@@ -181,12 +194,9 @@ pub fn merge(dirs: &[PathBuf], out: Option<&Path>) -> Result<RunReport> {
     }
     let task = load_for(&meta0, first)?;
     let known = results::index_events(all, first)?;
-    let opts = RunOptions {
-        threads: 1,
-        shard: Shard::ALL,
-        known,
-        calibrate_missing: false,
-    };
+    let mut opts = RunOptions::new(1);
+    opts.known = known;
+    opts.calibrate_missing = false;
     let outcome = engine::run(&task, &opts, &mut Nothing)?;
     let dir = match out {
         Some(d) => d.to_path_buf(),

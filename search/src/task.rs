@@ -99,6 +99,9 @@ pub struct TaskSpec {
     /// What counts as a success.
     #[serde(default)]
     pub success: SuccessSpec,
+    /// Per-calibration resource limits (defaults: [`Limits::default`]).
+    #[serde(default)]
+    pub limits: LimitsSpec,
     /// Special forms a candidate may not use (for example `define`, `lambda`).
     #[serde(default)]
     pub forbidden_forms: Vec<String>,
@@ -374,6 +377,50 @@ pub struct BudgetSpec {
     pub calibrations: Option<usize>,
 }
 
+/// `limits:` what one candidate's calibration may use before it fails with a classified error.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSpec {
+    /// Work units per evaluation (steps weighted by the elements each step touches).
+    #[serde(default)]
+    pub work: Option<Spanned<u64>>,
+    /// Mebibytes one evaluation may hold (payload arena, tape, heap).
+    #[serde(default)]
+    pub memory_mb: Option<Spanned<u64>>,
+    /// Non-tail nesting depth.
+    #[serde(default)]
+    pub depth: Option<Spanned<u32>>,
+    /// Wall-clock seconds of one calibration, checked inside the walk.
+    #[serde(default)]
+    pub seconds: Option<Spanned<f64>>,
+}
+
+/// The resolved per-calibration limits. Work, memory and depth live in
+/// [`Task::calibrate`](Task) (`max_work`, `max_memory`, `max_depth`); this holds the rest.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Limits {
+    /// Wall-clock seconds one calibration (and each prediction) may take.
+    pub seconds: f64,
+}
+
+impl Limits {
+    /// Default seconds per calibration: generous for real models (the Kalman task calibrates in
+    /// well under a second per candidate), short enough that an endless candidate costs little.
+    pub const DEFAULT_SECONDS: f64 = 60.0;
+    /// The largest work budget a task may set (about an hour of walking).
+    pub const MAX_WORK: u64 = 100_000_000_000;
+    /// The largest memory a task may give one evaluation, in MiB (64 GiB).
+    pub const MAX_MEMORY_MB: u64 = 65_536;
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            seconds: Self::DEFAULT_SECONDS,
+        }
+    }
+}
+
 /// `success:` the threshold that counts as success.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -546,6 +593,8 @@ pub struct Task {
     pub threshold: f64,
     /// Stop after the first successful round.
     pub stop_on_success: bool,
+    /// Per-calibration wall-clock limit (work, memory and depth are in `calibrate`).
+    pub limits: Limits,
     /// Forbidden special forms.
     pub forbidden_forms: Vec<String>,
     /// Parent of run folders.
@@ -1214,6 +1263,7 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
         Some(s) => Some(s.value),
         None => None,
     };
+    let limits = resolve_limits(path, &spec.limits, &mut calibrate)?;
     let metric = spec.success.metric.unwrap_or(if program_loss {
         MetricName::Loss
     } else {
@@ -1259,6 +1309,7 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
         metric,
         threshold,
         stop_on_success: spec.success.stop,
+        limits,
         forbidden_forms: spec.forbidden_forms.clone(),
         output: PathBuf::from(spec.output.as_deref().unwrap_or("results")),
         train,
@@ -1267,6 +1318,53 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
         shared,
         generated,
     })
+}
+
+/// Checks `limits:` and applies work, memory and depth to the calibrator's settings.
+fn resolve_limits(path: &Path, spec: &LimitsSpec, cfg: &mut CalibrateConfig) -> Result<Limits> {
+    let err = |loc: Location, msg: String| task_err(path, Some(loc), msg);
+    if let Some(w) = &spec.work {
+        if w.value == 0 || w.value > Limits::MAX_WORK {
+            let max = Limits::MAX_WORK;
+            return Err(err(
+                w.referenced,
+                format!("`limits.work` must be at least 1 and at most {max}"),
+            ));
+        }
+        cfg.max_work = w.value;
+    }
+    if let Some(m) = &spec.memory_mb {
+        if m.value == 0 || m.value > Limits::MAX_MEMORY_MB {
+            let max = Limits::MAX_MEMORY_MB;
+            return Err(err(
+                m.referenced,
+                format!("`limits.memory_mb` must be at least 1 and at most {max}"),
+            ));
+        }
+        cfg.max_memory = m.value * 1024 * 1024;
+    }
+    if let Some(d) = &spec.depth {
+        if d.value == 0 {
+            return Err(err(
+                d.referenced,
+                "`limits.depth` must be at least 1".into(),
+            ));
+        }
+        cfg.max_depth = d.value;
+    }
+    let mut limits = Limits::default();
+    if let Some(s) = &spec.seconds {
+        if check_budget_seconds(s.value).is_err() {
+            return Err(err(
+                s.referenced,
+                format!(
+                    "`limits.seconds` must be a positive number of at most {MAX_BUDGET_SECONDS} (one year)"
+                ),
+            ));
+        }
+        limits.seconds = s.value;
+    }
+    Ok(limits)
 }
 
 /// Evaluates the formula on the grid and adds N(0, noise²) noise drawn with ChaCha8 from `seed`

@@ -1,0 +1,250 @@
+//! Containment end to end: hostile candidates replayed between two good ones end in their own
+//! classified errors while the run finishes within its memory and time limits, and a process that
+//! dies mid-candidate (a test-only abort hook) is resumed with that candidate marked `crashed`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("search/ has a parent")
+        .to_path_buf()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("containment-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[derive(Deserialize)]
+struct Case {
+    src: String,
+    classes: Vec<String>,
+    why: String,
+}
+
+const GOOD: [&str; 2] = ["(* a (exp (* b x)))", "(+ a (* b x))"];
+
+/// Seconds one calibration may take (`limits.seconds`).
+const SECONDS: f64 = 3.0;
+
+/// The documented total at `--threads 2`: 1 GiB per calibration thread plus 256 MiB.
+const MAX_RSS_KB: u64 = 2 * 1024 * 1024 + 256 * 1024;
+
+fn task(dir: &Path, cache: &Path, extra: &str) -> PathBuf {
+    let path = dir.join("task.yaml");
+    let text = format!(
+        "name: hostile\nseed: 3\ndata:\n  generate: {{formula: \"(* 2 (exp (* -0.5 x)))\", input: x, from: 0.1, to: 4, n: 64}}\n\
+         inputs: [x]\ntarget: y\nsplit: {{train: 44, validation: 10}}\nparams: [{{name: a}}, {{name: b}}]\n\
+         proposer: {{kind: replay, cache: {}, batch: 4}}\nlimits: {{seconds: {SECONDS}}}\n{extra}",
+        cache.display()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn write_cache(path: &Path, srcs: &[String]) {
+    let lines: Vec<String> = srcs
+        .iter()
+        .map(|s| serde_json::json!({ "src": s }).to_string() + "\n")
+        .collect();
+    std::fs::write(path, lines.concat()).unwrap();
+}
+
+/// The peak resident set (VmHWM, KiB) of a running process, polled until it exits.
+fn run_measuring_rss(mut cmd: Command) -> (std::process::ExitStatus, u64, String) {
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut peak = 0u64;
+    let status = loop {
+        if let Ok(text) = std::fs::read_to_string(&status_path)
+            && let Some(kb) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            peak = peak.max(kb);
+        }
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let mut stderr = String::new();
+    use std::io::Read as _;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    (status, peak, stderr)
+}
+
+fn events(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn hostile_candidates_cost_only_themselves() {
+    let cases: Vec<Case> =
+        std::fs::read_to_string(root().join("search/tests/data/hostile-candidates/cases.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+    assert!(cases.len() >= 9);
+    let dir = scratch("hostile");
+    let mut srcs = vec![GOOD[0].to_string()];
+    srcs.extend(cases.iter().map(|c| c.src.clone()));
+    srcs.push(GOOD[1].to_string());
+    let cache = dir.join("cache.jsonl");
+    write_cache(&cache, &srcs);
+    let task = task(&dir, &cache, "");
+    let out = dir.join("run");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ndvm-search"));
+    cmd.arg(&task)
+        .args(["-q", "--threads", "2", "--out"])
+        .arg(&out);
+    let started = Instant::now();
+    let (status, peak_kb, stderr) = run_measuring_rss(cmd);
+    let elapsed = started.elapsed();
+    assert!(status.success(), "the run failed: {status:?}\n{stderr}");
+    assert!(
+        peak_kb < MAX_RSS_KB,
+        "peak RSS {peak_kb} KiB is over the documented {MAX_RSS_KB} KiB"
+    );
+    eprintln!("hostile replay: peak RSS {peak_kb} KiB, {elapsed:?}");
+    let evs = events(&out);
+    assert_eq!(evs.len(), srcs.len(), "one event per candidate");
+    for ev in &evs {
+        let src = ev["src"].as_str().unwrap();
+        let wall = ev["wall_ms"].as_f64().unwrap();
+        assert!(
+            wall < (SECONDS + 1.0) * 1e3,
+            "{src}: took {wall} ms, over its limit plus a second"
+        );
+        if let Some(good) = GOOD.iter().find(|g| **g == src) {
+            assert_eq!(ev["status"], "ok", "{good}: {ev}");
+            assert!(ev["validation_r2"].as_f64().is_some(), "{good} is scored");
+            continue;
+        }
+        let case = cases.iter().find(|c| c.src == src).unwrap();
+        if case.classes == ["ok"] {
+            assert_eq!(ev["status"], "ok", "{}: {ev}", case.why);
+            eprintln!("{:<60} ok           {wall:>8.0} ms", case.why);
+            continue;
+        }
+        assert_eq!(ev["status"], "error", "{}: {ev}", case.why);
+        let class = ev["error_class"].as_str().unwrap_or("");
+        assert!(
+            case.classes.iter().any(|c| c == class),
+            "{}: class `{class}` not in {:?}: {ev}",
+            case.why,
+            case.classes
+        );
+        if ["work", "memory", "depth", "deadline"].contains(&class) {
+            assert!(
+                ev["limit"].as_str().is_some(),
+                "{}: names its limit",
+                case.why
+            );
+        }
+        eprintln!("{:<60} {class:<12} {wall:>8.0} ms", case.why);
+    }
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let failed: u64 = summary["failures"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    let contained = cases.iter().filter(|c| c.classes == ["ok"]).count() as u64;
+    assert_eq!(
+        failed,
+        cases.len() as u64 - contained,
+        "{}",
+        summary["failures"]
+    );
+    assert_eq!(summary["statuses"]["ok"], 2 + contained);
+}
+
+#[test]
+fn a_process_that_dies_mid_candidate_is_resumed_with_it_crashed() {
+    let dir = scratch("abort");
+    let srcs: Vec<String> = [
+        "(* a (exp (* b x)))",
+        "(+ a (* b x))",
+        "(* a (sin (* b x)))",
+        "(+ a (exp (* b x)))",
+        "(* a (cos (* b x)))",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let cache = dir.join("cache.jsonl");
+    write_cache(&cache, &srcs);
+    let task = task(&dir, &cache, "");
+    let out = dir.join("run");
+    let ndvm = || {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ndvm-search"));
+        c.env(ndvm_search::engine::TEST_ABORT_HOOK, "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        c
+    };
+    let first = ndvm()
+        .arg(&task)
+        .args(["-q", "--threads", "2", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!first.status.success(), "the hook aborts the first run");
+    assert_ne!(first.status.code(), Some(0));
+    let mut deaths = 1;
+    let mut last = first;
+    for _ in 0..3 {
+        last = ndvm().args(["run", "--resume"]).arg(&out).output().unwrap();
+        if last.status.success() {
+            break;
+        }
+        deaths += 1;
+    }
+    assert!(
+        last.status.success(),
+        "resume never completed: {}",
+        String::from_utf8_lossy(&last.stderr)
+    );
+    // Candidate 1 dies once among others, then once alone; the second resume skips it.
+    assert_eq!(deaths, 2, "the culprit takes exactly two processes down");
+    let evs = events(&out);
+    assert_eq!(evs.len(), srcs.len());
+    for ev in &evs {
+        if ev["index"] == 1 {
+            assert_eq!(ev["status"], "crashed", "{ev}");
+            assert_eq!(ev["error_class"], "crashed");
+        } else {
+            assert_eq!(ev["status"], "ok", "{ev}");
+        }
+    }
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["failures"]["crashed"], 1);
+    assert_eq!(summary["statuses"]["ok"], 4);
+}
