@@ -3,7 +3,7 @@
 //! stops the batch.
 
 use std::fmt;
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
 use std::marker::PhantomData;
 use std::panic::{self, AssertUnwindSafe};
 
@@ -27,26 +27,54 @@ pub struct BatchSummary {
 /// Reads JSONL requests from `input` and writes one result line per input line to `output`,
 /// flushing after each line so a driver process can stream requests. `dialect` applies to lines
 /// without a `"dialect"` key. Only reading or writing failures are errors.
-pub fn run(
+pub fn run(input: impl BufRead, output: impl Write, dialect: Dialect) -> Result<BatchSummary> {
+    run_limited(input, output, dialect, &evalcmd::LimitArgs::default())
+}
+
+/// The longest request line read; a longer one gets an error line and is skipped unread.
+pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+
+/// [`run`] with resource limits for every line (each line's deadline starts when it does).
+pub fn run_limited(
     mut input: impl BufRead,
     mut output: impl Write,
     dialect: Dialect,
+    limits: &evalcmd::LimitArgs,
 ) -> Result<BatchSummary> {
+    limits.check()?;
     let mut summary = BatchSummary::default();
     let mut buf = Vec::new();
     loop {
         buf.clear();
-        let n = input
+        let read_err = |source| SearchError::Read {
+            path: "<jsonl input>".into(),
+            source,
+        };
+        let n = Read::take(&mut input, MAX_LINE_BYTES as u64 + 1)
             .read_until(b'\n', &mut buf)
-            .map_err(|source| SearchError::Read {
-                path: "<jsonl input>".into(),
-                source,
-            })?;
+            .map_err(read_err)?;
         if n == 0 {
             break;
         }
+        let too_long = buf.len() > MAX_LINE_BYTES && buf.last() != Some(&b'\n');
+        if too_long {
+            // Skip the rest of the line without holding it.
+            let mut rest = Vec::new();
+            loop {
+                rest.clear();
+                let m = Read::take(&mut input, 1 << 16)
+                    .read_until(b'\n', &mut rest)
+                    .map_err(read_err)?;
+                if m == 0 || rest.last() == Some(&b'\n') {
+                    break;
+                }
+            }
+        }
         let res = match std::str::from_utf8(&buf) {
-            Ok(line) => eval_line_result(line, dialect),
+            _ if too_long => Err(format!(
+                "the line is longer than {MAX_LINE_BYTES} bytes (the most one request may hold)"
+            )),
+            Ok(line) => eval_line_result(line, dialect, limits),
             Err(_) => Err("the line is not valid UTF-8".to_string()),
         };
         summary.n_lines += 1;
@@ -67,7 +95,8 @@ pub fn run(
 ///
 /// `{"src": "(* p 2)", "params": {"p": 3}}` gives `{"value":6.0,"grads":{"p":2.0}}`.
 pub fn eval_line(line: &str, dialect: Dialect) -> String {
-    eval_line_result(line, dialect).unwrap_or_else(|message| error_line(&message))
+    eval_line_result(line, dialect, &evalcmd::LimitArgs::default())
+        .unwrap_or_else(|message| error_line(&message))
 }
 
 fn error_line(message: &str) -> String {
@@ -122,7 +151,11 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Ordered<T> {
 }
 
 /// The result line, or the message of an error line.
-fn eval_line_result(line: &str, default_dialect: Dialect) -> std::result::Result<String, String> {
+fn eval_line_result(
+    line: &str,
+    default_dialect: Dialect,
+    limits: &evalcmd::LimitArgs,
+) -> std::result::Result<String, String> {
     let line = line.trim_end_matches(['\n', '\r']);
     if line.trim().is_empty() {
         return Err("empty line".to_string());
@@ -138,7 +171,7 @@ fn eval_line_result(line: &str, default_dialect: Dialect) -> std::result::Result
     let caught = panic::catch_unwind(AssertUnwindSafe(|| {
         let mut heap = Heap::new();
         let program = evalcmd::parse_program(&mut heap, "src", &req.src)?;
-        let opts = EvalOptions::new(1).with_dialect(dialect);
+        let opts = limits.eval_options(EvalOptions::new(1).with_dialect(dialect));
         evalcmd::evaluate(&mut heap, &program, &inputs, opts, true, "src", &req.src)
     }));
     let evaluation = match caught {

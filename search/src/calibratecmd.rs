@@ -83,6 +83,8 @@ impl ParamArg {
 /// Everything `ndvm-search calibrate FILE` needs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CalibrateArgs {
+    /// `--max-work`, `--max-memory-mb`, `--max-depth`, `--timeout` (the whole calibration).
+    pub limits: crate::evalcmd::LimitArgs,
     /// The program file; its extension picks the front end (Scheme when unknown).
     pub program: PathBuf,
     /// The CSV table (first line: column names).
@@ -212,6 +214,8 @@ pub fn run(args: &CalibrateArgs) -> Result<CalibrateReport> {
     if let Some(m) = args.max_iters {
         config.max_iters = m;
     }
+    args.limits.check()?;
+    args.limits.apply(&mut config);
     let calibrated =
         Calibrator::new(config).and_then(|mut c| c.calibrate(&mut heap, &program, &data));
     let calibration = match calibrated {

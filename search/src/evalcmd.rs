@@ -118,6 +118,81 @@ pub fn parse_dialect(name: &str) -> Option<Dialect> {
     }
 }
 
+/// The resource limits `eval`, `eval --jsonl` and `calibrate` take from the command line.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LimitArgs {
+    /// Work units per evaluation (default [`EvalOptions::DEFAULT_MAX_STEPS`]).
+    pub max_work: Option<u64>,
+    /// Mebibytes one evaluation may hold (default [`EvalOptions::DEFAULT_MAX_MEMORY`]).
+    pub max_memory_mb: Option<u64>,
+    /// Non-tail nesting depth (default [`EvalOptions::DEFAULT_MAX_DEPTH`]).
+    pub max_depth: Option<u32>,
+    /// Wall-clock seconds of one evaluation (`eval`, each `--jsonl` line; default
+    /// [`LimitArgs::DEFAULT_TIMEOUT`]) or of one calibration (`calibrate`; default none).
+    pub timeout: Option<f64>,
+}
+
+impl LimitArgs {
+    /// Seconds one `eval` run or `--jsonl` line may take by default.
+    pub const DEFAULT_TIMEOUT: f64 = 60.0;
+
+    /// Checks each limit: positive, and the timeout finite and at most a year.
+    pub fn check(&self) -> Result<()> {
+        let bad = |arg: &str, message: String| SearchError::BadArgument {
+            arg: arg.to_string(),
+            message,
+        };
+        if self.max_work == Some(0) {
+            return Err(bad("--max-work", "must be at least 1".into()));
+        }
+        if self.max_memory_mb == Some(0) || self.max_memory_mb.is_some_and(|m| m > 1 << 20) {
+            return Err(bad(
+                "--max-memory-mb",
+                "must be between 1 and 1048576".into(),
+            ));
+        }
+        if self.max_depth == Some(0) {
+            return Err(bad("--max-depth", "must be at least 1".into()));
+        }
+        if let Some(t) = self.timeout {
+            crate::task::check_budget_seconds(t).map_err(|m| bad("--timeout", m))?;
+        }
+        Ok(())
+    }
+
+    /// `opts` with these limits, and a deadline of the timeout from now.
+    pub fn eval_options(&self, mut opts: EvalOptions) -> EvalOptions {
+        if let Some(w) = self.max_work {
+            opts.max_steps = w;
+        }
+        if let Some(m) = self.max_memory_mb {
+            opts.max_memory = m * 1024 * 1024;
+        }
+        if let Some(d) = self.max_depth {
+            opts.max_depth = d;
+        }
+        let t = self.timeout.unwrap_or(Self::DEFAULT_TIMEOUT);
+        opts.deadline = Some(std::time::Instant::now() + std::time::Duration::from_secs_f64(t));
+        opts
+    }
+
+    /// Applies the limits to a calibration (the timeout bounds the whole calibration).
+    pub fn apply(&self, cfg: &mut ndvm_optimizers::CalibrateConfig) {
+        if let Some(w) = self.max_work {
+            cfg.max_work = w;
+        }
+        if let Some(m) = self.max_memory_mb {
+            cfg.max_memory = m * 1024 * 1024;
+        }
+        if let Some(d) = self.max_depth {
+            cfg.max_depth = d;
+        }
+        if let Some(t) = self.timeout {
+            cfg.time_limit = Some(std::time::Duration::from_secs_f64(t));
+        }
+    }
+}
+
 /// Everything `ndvm-search eval FILE` needs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EvalArgs {
@@ -133,6 +208,8 @@ pub struct EvalArgs {
     pub grad: bool,
     /// `--dialect`.
     pub dialect: Dialect,
+    /// `--max-work`, `--max-memory-mb`, `--max-depth`, `--timeout`.
+    pub limits: LimitArgs,
 }
 
 /// The lane count: `n_lanes` when given, else the common length of the multi-valued bindings, else 1.
@@ -166,6 +243,7 @@ pub fn lane_count(bindings: &[Binding], n_lanes: Option<usize>) -> Result<usize>
 
 /// Runs `ndvm-search eval FILE`: reads the program and data files, binds, evaluates.
 pub fn run(args: &EvalArgs) -> Result<EvalReport> {
+    args.limits.check()?;
     let src = std::fs::read_to_string(&args.program).map_err(|source| SearchError::Read {
         path: args.program.clone(),
         source,
@@ -208,7 +286,9 @@ pub fn run(args: &EvalArgs) -> Result<EvalReport> {
     let label = args.program.display().to_string();
     let mut heap = Heap::new();
     let program = parse_program(&mut heap, &label, &src)?;
-    let opts = EvalOptions::new(n_lanes).with_dialect(args.dialect);
+    let opts = args
+        .limits
+        .eval_options(EvalOptions::new(n_lanes).with_dialect(args.dialect));
     let evaluation = evaluate(&mut heap, &program, &inputs, opts, args.grad, &label, &src)?;
     Ok(EvalReport {
         n_lanes,

@@ -28,6 +28,130 @@ struct Case {
     src: String,
     classes: Vec<String>,
     why: String,
+    eval_ok: bool,
+}
+
+fn cases() -> Vec<Case> {
+    std::fs::read_to_string(root().join("search/tests/data/hostile-candidates/cases.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The stable error code of an evaluator error class (`None` for calibrator classes).
+fn code_of(class: &str) -> Option<&'static str> {
+    match class {
+        "type" => Some("E003"),
+        "syntax" => Some("E005"),
+        "not-procedure" => Some("E006"),
+        "work" => Some("E007"),
+        "depth" => Some("E008"),
+        "memory" => Some("E013"),
+        "deadline" => Some("E014"),
+        _ => None,
+    }
+}
+
+/// Checks one `eval` outcome (`error` is the error text, if any) against its case.
+fn check_eval_outcome(case: &Case, error: Option<&str>, how: &str) {
+    match error {
+        None => assert!(
+            case.eval_ok,
+            "{how}: {}: gave a value, expected an error",
+            case.why
+        ),
+        Some(text) => {
+            let codes: Vec<&str> = case.classes.iter().filter_map(|c| code_of(c)).collect();
+            if !case.eval_ok && !codes.is_empty() {
+                assert!(
+                    codes.iter().any(|c| text.contains(c)),
+                    "{how}: {}: expected one of {codes:?} in {text}",
+                    case.why
+                );
+            }
+            assert!(text.contains("error"), "{how}: {}: {text}", case.why);
+        }
+    }
+}
+
+#[test]
+fn hostile_programs_end_in_classified_errors_under_eval() {
+    let dir = scratch("eval");
+    for (i, case) in cases().iter().enumerate() {
+        let file = dir.join(format!("case{i}.scm"));
+        std::fs::write(&file, &case.src).unwrap();
+        let started = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
+            .arg("eval")
+            .arg(&file)
+            .args(["--bind", "a=0.5", "--input", "x=1", "--grad", "--timeout"])
+            .arg(SECONDS.to_string())
+            .output()
+            .unwrap();
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs_f64(SECONDS + 1.0),
+            "eval: {}: took {took:?}",
+            case.why
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "eval: {}: exit {:?} (a crash?)\n{stderr}",
+            case.why,
+            out.status
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        let error = (out.status.code() == Some(1)).then_some(stderr.as_ref());
+        check_eval_outcome(case, error, "eval");
+    }
+}
+
+#[test]
+fn hostile_lines_do_not_stop_an_eval_batch() {
+    let dir = scratch("jsonl");
+    let cases = cases();
+    let mut input = String::new();
+    let good = serde_json::json!({"src": "(* a x)", "params": {"a": 0.5}, "inputs": {"x": 2}});
+    input.push_str(&format!("{good}\n"));
+    for case in &cases {
+        let line = serde_json::json!({"src": case.src, "params": {"a": 0.5}, "inputs": {"x": 1}});
+        input.push_str(&format!("{line}\n"));
+    }
+    input.push_str(&format!("{good}\n"));
+    let path = dir.join("batch.jsonl");
+    std::fs::write(&path, input).unwrap();
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
+        .args(["eval", "--jsonl"])
+        .arg(&path)
+        .args(["--timeout"])
+        .arg(SECONDS.to_string())
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), cases.len() + 2, "one result line per request");
+    for l in [&lines[0], &lines[cases.len() + 1]] {
+        assert_eq!(l["value"], 1.0, "{l}");
+        assert_eq!(l["grads"]["a"], 2.0, "{l}");
+    }
+    for (case, l) in cases.iter().zip(&lines[1..]) {
+        check_eval_outcome(case, l["error"].as_str(), "eval --jsonl");
+    }
+    let bound = Duration::from_secs_f64((SECONDS + 1.0) * cases.len() as f64);
+    assert!(took < bound, "the batch took {took:?}");
 }
 
 const GOOD: [&str; 2] = ["(* a (exp (* b x)))", "(+ a (* b x))"];
@@ -102,12 +226,7 @@ fn events(dir: &Path) -> Vec<Value> {
 
 #[test]
 fn hostile_candidates_cost_only_themselves() {
-    let cases: Vec<Case> =
-        std::fs::read_to_string(root().join("search/tests/data/hostile-candidates/cases.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+    let cases = cases();
     assert!(cases.len() >= 9);
     let dir = scratch("hostile");
     let mut srcs = vec![GOOD[0].to_string()];

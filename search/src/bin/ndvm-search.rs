@@ -135,6 +135,9 @@ struct CalibrateCli {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+
+    #[command(flatten)]
+    limits: LimitsCli,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -153,6 +156,35 @@ impl From<OptimizerArg> for Optimizer {
             OptimizerArg::Adam => Optimizer::Adam,
             OptimizerArg::Lbfgs => Optimizer::Lbfgs,
             OptimizerArg::Portfolio => Optimizer::Portfolio,
+        }
+    }
+}
+
+#[derive(Debug, Default, clap::Args)]
+struct LimitsCli {
+    /// Work units one evaluation may use (steps weighted by the elements each touches;
+    /// default 200000000).
+    #[arg(long, value_name = "N")]
+    max_work: Option<u64>,
+    /// Mebibytes one evaluation may hold: payload arena, tape and heap (default 512).
+    #[arg(long, value_name = "MIB")]
+    max_memory_mb: Option<u64>,
+    /// Non-tail nesting depth (default 10000).
+    #[arg(long, value_name = "N")]
+    max_depth: Option<u32>,
+    /// Seconds one evaluation (eval, each --jsonl line; default 60) or one calibration
+    /// (calibrate; default none) may take.
+    #[arg(long, value_name = "S")]
+    timeout: Option<f64>,
+}
+
+impl From<LimitsCli> for ndvm_search::evalcmd::LimitArgs {
+    fn from(l: LimitsCli) -> Self {
+        ndvm_search::evalcmd::LimitArgs {
+            max_work: l.max_work,
+            max_memory_mb: l.max_memory_mb,
+            max_depth: l.max_depth,
+            timeout: l.timeout,
         }
     }
 }
@@ -194,6 +226,9 @@ struct EvalCli {
     /// Batch mode: read one JSON request per line from FILE (`-` for stdin), write one result line each.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["binds", "inputs", "data"])]
     jsonl: Option<PathBuf>,
+
+    #[command(flatten)]
+    limits: LimitsCli,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -421,6 +456,7 @@ fn calibrate(args: CalibrateCli) -> anyhow::Result<()> {
         seed: args.seed,
         max_iters: args.max_iters,
         dialect: Dialect::from(args.dialect),
+        limits: args.limits.into(),
     })?;
     let text = if args.json {
         report.to_json() + "\n"
@@ -437,16 +473,17 @@ fn calibrate(args: CalibrateCli) -> anyhow::Result<()> {
 
 fn eval(args: EvalCli) -> anyhow::Result<()> {
     let dialect = Dialect::from(args.dialect);
+    let limits: ndvm_search::evalcmd::LimitArgs = args.limits.into();
     if let Some(path) = args.jsonl {
         let stdout = io::stdout().lock();
         let summary = if path.as_os_str() == "-" {
-            batch::run(io::stdin().lock(), stdout, dialect)?
+            batch::run_limited(io::stdin().lock(), stdout, dialect, &limits)?
         } else {
             let file = std::fs::File::open(&path).map_err(|source| SearchError::Read {
                 path: path.clone(),
                 source,
             })?;
-            batch::run(BufReader::new(file), stdout, dialect)
+            batch::run_limited(BufReader::new(file), stdout, dialect, &limits)
                 .with_context(|| format!("batch {}", path.display()))?
         };
         if summary.n_errors > 0 {
@@ -469,6 +506,7 @@ fn eval(args: EvalCli) -> anyhow::Result<()> {
         n_lanes: args.lanes,
         grad: args.grad,
         dialect,
+        limits,
     })?;
     let text = if args.json {
         report.to_json() + "\n"
