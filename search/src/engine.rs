@@ -213,10 +213,11 @@ pub struct Outcome {
 }
 
 /// A validated candidate waiting in a round.
-struct Pending {
-    index: u64,
-    cand: Candidate,
-    checked: Checked,
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Pending {
+    pub(crate) index: u64,
+    pub(crate) cand: Candidate,
+    pub(crate) checked: Checked,
 }
 
 /// Runs a task.
@@ -439,13 +440,27 @@ fn attempt(task: &Task, opts: &RunOptions, p: &Pending, deadline: Option<Instant
     if let Some(log) = &opts.begin_log {
         log.begin(p.index, p.cand.id);
     }
-    if std::env::var(TEST_ABORT_HOOK).is_ok_and(|v| v.trim() == p.index.to_string()) {
-        std::process::abort();
+    let ev = match task.isolation {
+        crate::task::Isolation::Thread => {
+            abort_if_hooked(p.index);
+            calibrate_one(task, p, deadline)
+        }
+        crate::task::Isolation::Process => crate::worker::calibrate_in_process(task, p, deadline),
+    };
+    if let Some(log) = &opts.begin_log {
+        log.end(p.index);
     }
-    calibrate_one(task, p, deadline)
+    ev
 }
 
-fn blank_event(task: &Task, p: &Pending) -> Event {
+/// The test-only hook (see [`TEST_ABORT_HOOK`]).
+pub(crate) fn abort_if_hooked(index: u64) {
+    if std::env::var(TEST_ABORT_HOOK).is_ok_and(|v| v.trim() == index.to_string()) {
+        std::process::abort();
+    }
+}
+
+pub(crate) fn blank_event(task: &Task, p: &Pending) -> Event {
     Event {
         index: p.index,
         id: p.cand.id,
@@ -496,7 +511,7 @@ fn limit_hit(class: &str, cfg: &ndvm_optimizers::CalibrateConfig, seconds: f64) 
     }
 }
 
-fn calibrate_one(task: &Task, p: &Pending, deadline: Option<Instant>) -> Event {
+pub(crate) fn calibrate_one(task: &Task, p: &Pending, deadline: Option<Instant>) -> Event {
     let started = Instant::now();
     let mut cfg = task.calibrate.clone();
     cfg.params = p

@@ -35,5 +35,6 @@ pub mod runcmd;
 pub mod task;
 pub mod textfile;
 pub mod validate;
+pub mod worker;
 
 pub use error::{Result, SearchError};

@@ -478,6 +478,11 @@ pub enum BeginRecord {
         /// Candidate id.
         id: u64,
     },
+    /// A calibration returned (its event may still be on its way to `events.jsonl`).
+    End {
+        /// Candidate index.
+        index: u64,
+    },
 }
 
 /// `begun.jsonl`: a `begin` line is written (and flushed to the OS) before each calibration, so a
@@ -510,6 +515,11 @@ impl BeginLog {
     /// ignored: the record is a safety net, and the calibration itself is still logged.
     pub fn begin(&self, index: u64, id: u64) {
         let _ = self.write(&BeginRecord::Begin { index, id });
+    }
+
+    /// Records that candidate `index` returned, so its death cannot be blamed on it.
+    pub fn end(&self, index: u64) {
+        let _ = self.write(&BeginRecord::End { index });
     }
 
     fn write(&self, r: &BeginRecord) -> std::io::Result<()> {
@@ -554,6 +564,11 @@ pub fn read_crashes(dir: &Path, finished: &HashMap<u64, Event>) -> Result<CrashR
                 }
                 if let Some(s) = sessions.last_mut() {
                     s.push(index);
+                }
+            }
+            Ok(BeginRecord::End { index }) => {
+                if let Some(s) = sessions.last_mut() {
+                    s.retain(|&i| i != index);
                 }
             }
             Err(_) => {}

@@ -102,6 +102,10 @@ pub struct TaskSpec {
     /// Per-calibration resource limits (defaults: [`Limits::default`]).
     #[serde(default)]
     pub limits: LimitsSpec,
+    /// Where calibrations run: `thread` (default) or `process` (one worker process each, under
+    /// OS limits on memory and CPU time, so even an abort costs one candidate only).
+    #[serde(default)]
+    pub isolation: Isolation,
     /// Special forms a candidate may not use (for example `define`, `lambda`).
     #[serde(default)]
     pub forbidden_forms: Vec<String>,
@@ -395,6 +399,18 @@ pub struct LimitsSpec {
     pub seconds: Option<Spanned<f64>>,
 }
 
+/// Where calibrations run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Isolation {
+    /// On the run's calibration threads (fast; the governor contains what a program does).
+    #[default]
+    Thread,
+    /// Each calibration in a fresh `ndvm-search worker` process with `ulimit -v` (memory) and
+    /// `ulimit -t` (CPU seconds) set, so even a native abort loses one candidate only.
+    Process,
+}
+
 /// The resolved per-calibration limits. Work, memory and depth live in
 /// [`Task::calibrate`](Task) (`max_work`, `max_memory`, `max_depth`); this holds the rest.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -595,6 +611,8 @@ pub struct Task {
     pub stop_on_success: bool,
     /// Per-calibration wall-clock limit (work, memory and depth are in `calibrate`).
     pub limits: Limits,
+    /// Where calibrations run.
+    pub isolation: Isolation,
     /// Forbidden special forms.
     pub forbidden_forms: Vec<String>,
     /// Parent of run folders.
@@ -1310,6 +1328,7 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
         threshold,
         stop_on_success: spec.success.stop,
         limits,
+        isolation: spec.isolation,
         forbidden_forms: spec.forbidden_forms.clone(),
         output: PathBuf::from(spec.output.as_deref().unwrap_or("results")),
         train,

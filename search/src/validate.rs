@@ -26,7 +26,7 @@ pub const MAX_DEPTH: usize = 256;
 pub const MAX_CELLS: usize = 20_000;
 
 /// What validation learned about a candidate that passed.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Checked {
     /// Canonical skeleton (deduplication key).
     pub skeleton: String,

@@ -367,3 +367,74 @@ fn a_process_that_dies_mid_candidate_is_resumed_with_it_crashed() {
     assert_eq!(summary["failures"]["crashed"], 1);
     assert_eq!(summary["statuses"]["ok"], 4);
 }
+
+#[test]
+fn process_isolation_loses_only_the_candidate_that_aborts() {
+    let dir = scratch("isolated");
+    let srcs: Vec<String> = [
+        "(* a (exp (* b x)))",
+        "(+ a (* b x))",
+        "(* a (sin (* b x)))",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let cache = dir.join("cache.jsonl");
+    write_cache(&cache, &srcs);
+    let task = task(&dir, &cache, "isolation: process\n");
+    let out = dir.join("run");
+    let run = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
+        .env(ndvm_search::engine::TEST_ABORT_HOOK, "1")
+        .arg(&task)
+        .args(["-q", "--threads", "2", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let evs = events(&out);
+    assert_eq!(evs.len(), 3);
+    for ev in &evs {
+        if ev["index"] == 1 {
+            assert_eq!(ev["status"], "crashed", "{ev}");
+            assert!(
+                ev["error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("worker process died"),
+                "{ev}"
+            );
+        } else {
+            assert_eq!(ev["status"], "ok", "{ev}");
+        }
+    }
+    // The same task in threads gives the same fits for the candidates that finished.
+    let threaded = dir.join("threaded");
+    let task2 = dir.join("task-thread.yaml");
+    std::fs::write(
+        &task2,
+        std::fs::read_to_string(&task)
+            .unwrap()
+            .replace("isolation: process\n", ""),
+    )
+    .unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
+        .arg(&task2)
+        .args(["-q", "--threads", "2", "--out"])
+        .arg(&threaded)
+        .output()
+        .unwrap();
+    assert!(run.status.success());
+    for (a, b) in evs.iter().zip(events(&threaded)) {
+        if a["status"] == "ok" {
+            assert_eq!(
+                a["params"], b["params"],
+                "process and thread fits agree bit for bit"
+            );
+            assert_eq!(a["validation_r2"], b["validation_r2"]);
+        }
+    }
+}

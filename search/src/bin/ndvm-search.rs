@@ -71,6 +71,11 @@ enum Command {
     #[command(verbatim_doc_comment)]
     Calibrate(CalibrateCli),
 
+    /// Internal: calibrate one candidate for a run with `isolation: process` (a JSON request on
+    /// stdin, the event on stdout).
+    #[command(hide = true)]
+    Worker,
+
     /// Measure the runtime: the Kalman per-lane sweep beside a compiled Rust ceiling, and multicore
     /// scaling; writes OUT/<suite>.json (raw samples, medians, machine) and prints the tables.
     ///
@@ -418,6 +423,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Eval(args) => eval(args),
         Command::Calibrate(args) => calibrate(args),
+        Command::Worker => {
+            let mut input = String::new();
+            io::Read::read_to_string(&mut io::stdin(), &mut input).map_err(|source| {
+                SearchError::Read {
+                    path: "<stdin>".into(),
+                    source,
+                }
+            })?;
+            let line = ndvm_search::worker::serve(&input)?;
+            println!("{line}");
+            Ok(())
+        }
         Command::Bench { suite, quick, out } => {
             let cfg = ndvm_search::bench::BenchConfig {
                 selection: suite,

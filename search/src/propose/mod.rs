@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::task::{ProposerConfig, Task};
 
 /// One proposed program, numbered by its position in the proposer's stream.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Candidate {
     /// Position in the stream (0-based); the candidate's id everywhere.
     pub id: u64,
