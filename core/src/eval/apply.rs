@@ -1169,9 +1169,14 @@ impl Evaluator {
             _ => na.max(nb).max(n_out as u64),
         };
         self.charge(cost)?;
-        // The kernels keep one 24-byte term per multiply-add (the tape keeps another when
-        // recording).
-        let terms = cost.saturating_mul(if grad { 48 } else { 24 });
+        // Below the direct threshold the kernels keep one 24-byte term per multiply-add (the
+        // tape keeps another when recording); above it they loop directly and keep none.
+        let n_terms = op.term_count(na as usize, nb as usize);
+        let terms = if n_terms > crate::linalg::DIRECT_TERMS {
+            0
+        } else {
+            (n_terms as u64).saturating_mul(if grad { 48 } else { 24 })
+        };
         self.reserve(self.payload_bytes(n_out, varying).saturating_add(terms))?;
         let out = self.lanes.alloc(n_out, varying, grad);
         kernels::tensor(
