@@ -88,6 +88,9 @@ pub struct Evaluator {
     /// The work count at which the governor looks next (memory, deadline, budget): at most
     /// `max_steps`, so the hot path needs one compare per step.
     next_check: u64,
+    /// An upper bound on the bytes in use: measured at each periodic look, plus every
+    /// reservation since, so most reservations need no measurement.
+    mem_seen: std::cell::Cell<u64>,
     depth: u32,
     scratch_a: Vec<u32>,
     scratch_b: Vec<u32>,
@@ -195,6 +198,7 @@ impl Evaluator {
             recur_args: Vec::new(),
             steps: 0,
             next_check: 0,
+            mem_seen: std::cell::Cell::new(u64::MAX),
             depth: 0,
             scratch_a: Vec::new(),
             scratch_b: Vec::new(),
@@ -316,6 +320,8 @@ impl Evaluator {
         self.recur_args.clear();
         self.steps = 0;
         self.next_check = 0;
+        // Unknown until the first periodic look: reservations measure until then.
+        self.mem_seen.set(u64::MAX);
         self.depth = 0;
         self.false_p = self.lanes.scalar(0.0);
         self.true_p = self.lanes.scalar(1.0);

@@ -134,6 +134,7 @@ impl Evaluator {
         if used.total() > self.opts.max_memory {
             return Err(self.memory_error(used, 0));
         }
+        self.mem_seen.set(used.total());
         if let Some(d) = self.opts.deadline
             && std::time::Instant::now() >= d
         {
@@ -169,10 +170,24 @@ impl Evaluator {
     /// Refuses an allocation of `bytes` that would take the run past `max_memory`.
     #[inline]
     pub(super) fn reserve(&self, bytes: u64) -> Result<()> {
+        let projected = self.mem_seen.get().saturating_add(bytes);
+        if projected <= self.opts.max_memory {
+            self.mem_seen.set(projected);
+            return Ok(());
+        }
+        self.reserve_measured(bytes)
+    }
+
+    /// [`Self::reserve`] when the running bound is too coarse: measures what is in use.
+    #[cold]
+    #[inline(never)]
+    fn reserve_measured(&self, bytes: u64) -> Result<()> {
         let used = self.mem_use();
-        if used.total().saturating_add(bytes) > self.opts.max_memory {
+        let total = used.total().saturating_add(bytes);
+        if total > self.opts.max_memory {
             return Err(self.memory_error(used, bytes));
         }
+        self.mem_seen.set(total);
         Ok(())
     }
 
