@@ -526,25 +526,8 @@ pub(crate) fn calibrate_one(task: &Task, p: &Pending, deadline: Option<Instant>)
         None => own,
     };
     cfg.time_limit = Some(time_limit);
-    let mut ev = Event {
-        index: p.index,
-        id: p.cand.id,
-        src: p.cand.src.clone(),
-        skeleton: p.checked.skeleton.clone(),
-        complexity: p.checked.complexity,
-        seed: cfg.seed,
-        params: BTreeMap::new(),
-        train_loss: None,
-        validation_r2: None,
-        validation_nmse: None,
-        status: "ok".to_string(),
-        stop_reason: None,
-        error: None,
-        error_class: None,
-        limit: None,
-        n_evals: 0,
-        wall_ms: 0.0,
-    };
+    // `cfg.seed` is the task's calibrator seed, as in `blank_event`.
+    let mut ev = blank_event(task, p);
     let res = (|| -> std::result::Result<(), Failure> {
         let mut heap = Heap::new();
         let program =
