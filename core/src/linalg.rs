@@ -1170,8 +1170,9 @@ pub(crate) struct TermCache {
 }
 
 impl TermCache {
-    /// The terms of `op` with inputs of `na` and `nb` elements.
-    pub(crate) fn get(&mut self, op: TensorOp, na: usize, nb: usize) -> &[Term] {
+    /// The terms of `op` with inputs of `na` and `nb` elements; `None` when there are more
+    /// than [`DIRECT_TERMS`] (the kernels loop directly; looked at on a miss only).
+    pub(crate) fn get(&mut self, op: TensorOp, na: usize, nb: usize) -> Option<&[Term]> {
         let found = self
             .entries
             .iter()
@@ -1179,6 +1180,9 @@ impl TermCache {
         let i = match found {
             Some(i) => i,
             None => {
+                if op.direct(na, nb, DIRECT_TERMS) {
+                    return None;
+                }
                 if self.entries.len() >= 64 {
                     self.entries.clear();
                 }
@@ -1188,7 +1192,7 @@ impl TermCache {
                 self.entries.len() - 1
             }
         };
-        &self.entries[i].3
+        Some(&self.entries[i].3)
     }
 }
 
@@ -1299,6 +1303,8 @@ fn direct_value(c: f64, p: f64, q: Option<f64>) -> f64 {
 /// The forward of a bilinear/linear op by direct loops ([`each_term`]), with the bits of
 /// [`terms_forward`] (all lanes, `act` is `None`) or [`terms_forward_masked`] (the lanes in
 /// `act`; the others of `out` are left as they are). Allocates nothing.
+// Only ops past `DIRECT_TERMS` come here: kept out of line, off the small ops' hot paths.
+#[inline(never)]
 #[allow(clippy::too_many_arguments)] // the op and its sizes, the operands, the output, the lanes
 pub(crate) fn direct_forward(
     op: TensorOp,
@@ -1356,6 +1362,8 @@ pub(crate) fn direct_forward(
 /// [`terms_vjp`] (all lanes, `act` is `None`; `fresh[k]` marks an adjoint slice whose stale
 /// floats are overwritten as if zeroed first) or [`terms_vjp_masked`] (the lanes in `act`,
 /// accumulating into `da` / `db` as they are; `fresh` must then be false). Allocates nothing.
+// Only ops past `DIRECT_TERMS` come here: kept out of line, off the small ops' hot paths.
+#[inline(never)]
 #[allow(clippy::too_many_arguments)] // mirrors `terms_vjp` plus the op, its sizes and the lanes
 pub(crate) fn direct_vjp(
     op: TensorOp,

@@ -414,14 +414,13 @@ impl Tape {
                 }
                 // Too many terms to list: direct loops (the same bits). Else, full lanes: the
                 // terms grouped by input element; masked: in term order.
-                let direct = op.direct(na, nb, DIRECT_TERMS);
-                let (terms, by_j) = if direct {
-                    (&[][..], &[][..])
-                } else if full {
+                let listed = if full {
                     self.term_cache.grouped(op, na, nb)
                 } else {
-                    (self.term_cache.get(op, na, nb), &[][..])
+                    self.term_cache.get(op, na, nb).map(|t| (t, &[][..]))
                 };
+                let direct = listed.is_none();
+                let (terms, by_j) = listed.unwrap_or((&[][..], &[][..]));
                 let view = |m: Meta| Strided {
                     data: &data[m.off as usize..],
                     w: if m.varying { b } else { 1 },
@@ -587,7 +586,7 @@ fn each_term(
         }
         TensorOp::Dot => (0..na).for_each(|i| f(0, i, i, 1.0)),
         _ => {
-            for t in table.get(op, na, nb) {
+            for t in table.get(op, na, nb).unwrap_or_default() {
                 f(t.o as usize, t.i as usize, t.j as usize, t.coeff);
             }
         }
@@ -882,25 +881,30 @@ struct TermTable {
 }
 
 impl TermTable {
-    /// The terms of `op` with inputs of `na` and `nb` elements.
-    fn get(&mut self, op: TensorOp, na: usize, nb: usize) -> &[Term] {
-        let (start, len) = self.span(op, na, nb);
-        &self.terms[start..start + len]
+    /// The terms of `op` with inputs of `na` and `nb` elements; `None` above [`DIRECT_TERMS`].
+    fn get(&mut self, op: TensorOp, na: usize, nb: usize) -> Option<&[Term]> {
+        let (start, len) = self.span(op, na, nb)?;
+        Some(&self.terms[start..start + len])
     }
 
-    /// The terms of `op` grouped by `i` and by `j` (for the adjoints of `a` and `b`).
-    fn grouped(&mut self, op: TensorOp, na: usize, nb: usize) -> (&[Term], &[Term]) {
-        let (start, len) = self.span(op, na, nb);
+    /// The terms of `op` grouped by `i` and by `j` (for the adjoints of `a` and `b`); `None`
+    /// above [`DIRECT_TERMS`].
+    fn grouped(&mut self, op: TensorOp, na: usize, nb: usize) -> Option<(&[Term], &[Term])> {
+        let (start, len) = self.span(op, na, nb)?;
         let t = &self.terms[start + len..start + 3 * len];
-        t.split_at(len)
+        Some(t.split_at(len))
     }
 
-    /// `(start, len)` of the terms of `op` in `terms`, computed on first use.
-    fn span(&mut self, op: TensorOp, na: usize, nb: usize) -> (usize, usize) {
+    /// `(start, len)` of the terms of `op` in `terms`, computed on first use; `None` when there
+    /// are more than [`DIRECT_TERMS`] (looked at on a miss only: the sweep then loops directly).
+    fn span(&mut self, op: TensorOp, na: usize, nb: usize) -> Option<(usize, usize)> {
         let key = term_key(op, na, nb);
         let i = match self.keys.iter().position(|&k| k == key) {
             Some(i) => i,
             None => {
+                if op.direct(na, nb, DIRECT_TERMS) {
+                    return None;
+                }
                 if self.keys.len() >= 64 {
                     self.keys.clear();
                     self.spans.clear();
@@ -918,7 +922,7 @@ impl TermTable {
             }
         };
         let (start, len) = self.spans[i];
-        (start as usize, len as usize)
+        Some((start as usize, len as usize))
     }
 }
 

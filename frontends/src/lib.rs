@@ -135,6 +135,13 @@ pub fn render_core_error(path: &str, src: &str, heap: &Heap, err: &CoreError) ->
     render(path, src, span, err.kind.code(), &message)
 }
 
+/// Longest source line shown whole under an error; a longer one (a generated program on one
+/// line) is shown as a window of this many characters around the error's column.
+const SHOW_CHARS: usize = 120;
+
+/// Characters of a window shown before the error's column.
+const SHOW_BEFORE: usize = 40;
+
 fn render(path: &str, src: &str, span: Option<Span>, code: &str, message: &str) -> String {
     let Some(span) = span else {
         return format!("{path}: error[{code}]: {message}");
@@ -144,25 +151,51 @@ fn render(path: &str, src: &str, span: Option<Span>, code: &str, message: &str) 
     let (end_line, end_col) = index.line_col(span.end);
     let text = index.line_text(line);
     // Carets run to the span's end on the same line, else to the end of the line; at least one.
-    let n_chars = text.chars().count() as u32;
+    let n_chars = text.chars().count();
     let last_col = if end_line == line {
-        end_col
+        end_col as usize
     } else {
         n_chars + 1
     };
-    let n_carets = last_col.saturating_sub(col).max(1) as usize;
-    let indent: String = text
+    let first = col.saturating_sub(1) as usize;
+    let (shown, skipped) = line_window(text, n_chars, first);
+    let n_carets = last_col
+        .saturating_sub(first + 1)
+        .min(shown.chars().count().saturating_sub(first - skipped))
+        .max(1);
+    let indent: String = shown
         .chars()
-        .take(col.saturating_sub(1) as usize)
+        .take(first - skipped)
         .map(|c| if c == '\t' { '\t' } else { ' ' })
         .collect();
     let pad = " ".repeat(line.to_string().len());
-    let source_line = format!("  {line} | {text}");
+    let source_line = format!("  {line} | {shown}");
     format!(
         "{path}:{line}:{col}: error[{code}]: {message}\n{}\n  {pad} | {indent}{}",
         source_line.trim_end(),
         "^".repeat(n_carets),
     )
+}
+
+/// The part of a source line shown under an error at char `first`: the whole line when it is
+/// short, else [`SHOW_CHARS`] chars around `first` with `…` marking the cut ends. Also returns
+/// how many chars before `first` the shown text leaves out (the leading `…` stands in for one).
+fn line_window(text: &str, n_chars: usize, first: usize) -> (std::borrow::Cow<'_, str>, usize) {
+    if n_chars <= SHOW_CHARS {
+        return (text.into(), 0);
+    }
+    let start = first.min(n_chars).saturating_sub(SHOW_BEFORE);
+    let end = (start + SHOW_CHARS).min(n_chars);
+    let byte = |c: usize| text.char_indices().nth(c).map_or(text.len(), |(b, _)| b);
+    let (b0, b1) = (byte(start), byte(end));
+    let body = &text[b0..b1];
+    let tail = if end < n_chars { "…" } else { "" };
+    if start == 0 {
+        (format!("{body}{tail}").into(), 0)
+    } else {
+        // The leading `…` takes the place of one of the chars left out.
+        (format!("…{body}{tail}").into(), start - 1)
+    }
 }
 
 #[cfg(test)]
@@ -203,6 +236,38 @@ mod tests {
              \x20 10 | (a\n\
              \x20    | ^"
         );
+    }
+
+    #[test]
+    fn long_lines_show_a_window_around_the_error() {
+        // A generated program on one 2-million-char line: the error shows 120 chars of it.
+        let body = "x ".repeat(1_000_000);
+        let src = format!("(+ {body}\"s\" {body})");
+        let rendered = render_parse_error("big.scm", &src, &parse_err(&src));
+        let lines: Vec<&str> = rendered.lines().collect();
+        assert_eq!(lines.len(), 3, "{rendered:.400}");
+        assert_eq!(
+            lines[0],
+            "big.scm:1:2000004: error[P004]: string literals are not supported"
+        );
+        let shown = format!("…{}\"s\"{} …", "x ".repeat(20), " x".repeat(38));
+        assert_eq!(lines[1], format!("  1 | {shown}"));
+        // The carets sit under the string literal: `…` plus the 40 chars before it.
+        assert_eq!(lines[2], format!("    | {}^^^", " ".repeat(41)));
+        // At the start of a long line there is no leading `…`; near the end, no trailing one.
+        let src = format!("(\"s\" {body})");
+        let rendered = render_parse_error("big.scm", &src, &parse_err(&src));
+        assert!(rendered.contains("  1 | (\"s\" x x"), "{rendered:.400}");
+        assert!(rendered.ends_with("\n    |  ^^^"), "{rendered:.400}");
+        let src = format!("({body}\"s\")");
+        let rendered = render_parse_error("big.scm", &src, &parse_err(&src));
+        assert!(
+            rendered
+                .lines()
+                .nth(1)
+                .is_some_and(|l| l.ends_with("x x \"s\")"))
+        );
+        assert!(rendered.len() < 400, "{rendered:.400}");
     }
 
     #[test]

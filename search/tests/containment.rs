@@ -438,3 +438,93 @@ fn process_isolation_loses_only_the_candidate_that_aborts() {
         }
     }
 }
+
+/// A 10 MB `+` form, 5 million operands: `eval` across 1,408 lanes ends at the memory limit
+/// (its decoded program alone holds about 500 MB) with a short message, `eval --jsonl` gives an
+/// error line between two good ones, and the co-search rejects it as too large before parsing.
+#[test]
+fn a_ten_megabyte_form_is_contained_three_ways() {
+    let dir = scratch("ten-mb");
+    let src = format!("(+ a {})", "a ".repeat(5_000_000));
+    assert!(src.len() > 10_000_000);
+    let file = dir.join("big.scm");
+    std::fs::write(&file, &src).unwrap();
+    let lanes: Vec<String> = (0..1408)
+        .map(|l| format!("{}", 1.0 + l as f64 * 1e-3))
+        .collect();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ndvm-search"));
+    cmd.arg("eval")
+        .arg(&file)
+        .args(["--grad", "--timeout", "3", "--bind"])
+        .arg(format!("a={}", lanes.join(",")));
+    let started = Instant::now();
+    let (status, peak_kb, stderr) = run_measuring_rss(cmd);
+    let took = started.elapsed();
+    eprintln!("10 MB form, 1,408 lanes: peak RSS {peak_kb} KiB, {took:?}");
+    assert_eq!(status.code(), Some(1), "{stderr:.2000}");
+    // Memory, or on a loaded machine the deadline first: a classified limit either way.
+    assert!(
+        stderr.contains("error[E013]") || stderr.contains("error[E014]"),
+        "{stderr:.2000}"
+    );
+    // The source line is shown as a window, not 10 MB of text.
+    assert!(stderr.len() < 1000, "{} bytes of error text", stderr.len());
+    assert!(
+        peak_kb < 1024 * 1024,
+        "peak RSS {peak_kb} KiB (1 GiB per evaluation)"
+    );
+    // Before the fold charged its operations this ran 81 s and held 22 GB.
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+
+    let good = serde_json::json!({"src": "(* a x)", "params": {"a": 0.5}, "inputs": {"x": 2}});
+    let bad = serde_json::json!({"src": src, "params": {"a": 0.5}});
+    let batch = dir.join("batch.jsonl");
+    std::fs::write(&batch, format!("{good}\n{bad}\n{good}\n")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
+        .args(["eval", "--jsonl"])
+        .arg(&batch)
+        .args(["--timeout", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let lines: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[0]["value"], 1.0);
+    assert_eq!(lines[2]["value"], 1.0);
+    let error = lines[1]["error"].as_str().unwrap();
+    assert!(
+        ["E013", "E007", "E014"].iter().any(|c| error.contains(c)),
+        "{error:.500}"
+    );
+    assert!(error.len() < 1000, "{} bytes of error text", error.len());
+
+    let cache = dir.join("cache.jsonl");
+    write_cache(&cache, &[GOOD[0].to_string(), src, GOOD[1].to_string()]);
+    let task = task(&dir, &cache, "");
+    let run = dir.join("run");
+    let out = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
+        .arg(&task)
+        .args(["-q", "--threads", "2", "--out"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let evs = events(&run);
+    assert_eq!(evs.len(), 2, "both good candidates are calibrated");
+    assert!(evs.iter().all(|e| e["status"] == "ok"));
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        summary["stream"]["rejected"]["too-large"], 1,
+        "{}",
+        summary["stream"]
+    );
+}

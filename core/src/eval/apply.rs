@@ -1,6 +1,7 @@
 //! Primitive application: arithmetic kernels over lanes (with scalar broadcast), comparisons, lists,
 //! higher-order list functions and tensor ops, each recording its tape node when differentiable.
 
+use super::governor::RESERVE_ABOVE;
 use super::replay::{BoolTest, Guard};
 use super::{At, Evaluator, Result, Shape, err, kernels};
 use crate::api::{Dialect, Output};
@@ -109,7 +110,9 @@ impl Evaluator {
             (k, Shape::Vector(k as u32))
         };
         self.charge(nel as u64)?;
-        self.reserve(self.payload_bytes(nel, false))?;
+        if nel > RESERVE_ABOVE {
+            self.reserve(self.payload_bytes(nel, false))?;
+        }
         let out = self.lanes.alloc(nel, false, false);
         let off = self.lanes.meta(out).off as usize;
         let dst = &mut self.lanes.data[off..off + nel];
@@ -521,6 +524,9 @@ impl Evaluator {
             return Ok(acc);
         }
         for i in 1..n {
+            // One unit per operation, so a call with millions of operands meets the periodic
+            // look (memory, deadline) like a loop does.
+            self.charge(1)?;
             acc = self.binary(op, acc, self.arg(base, i), what)?;
         }
         Ok(acc)
@@ -532,7 +538,9 @@ impl Evaluator {
         let grad = self.recording && ma.grad && op.differentiable();
         if ma.n > 1 {
             self.charge(ma.n as u64)?;
-            self.reserve(self.payload_bytes(ma.n as usize, ma.varying))?;
+            if ma.n as usize > RESERVE_ABOVE {
+                self.reserve(self.payload_bytes(ma.n as usize, ma.varying))?;
+            }
         }
         let out = self.lanes.alloc(ma.n as usize, ma.varying, grad);
         kernels::unary(&mut self.lanes, &self.masks, self.mask, op, out, a);
@@ -560,7 +568,9 @@ impl Evaluator {
         let n = shape.n();
         if n > 1 {
             self.charge(n as u64)?;
-            self.reserve(self.payload_bytes(n, varying))?;
+            if n > RESERVE_ABOVE {
+                self.reserve(self.payload_bytes(n, varying))?;
+            }
         }
         let out = self.lanes.alloc(n, varying, grad);
         kernels::binary(&mut self.lanes, &self.masks, self.mask, op, out, a, bq);
@@ -594,6 +604,8 @@ impl Evaluator {
     }
 
     fn compare_chain(&mut self, c: Compare, base: usize, n: usize) -> Result<Value> {
+        // Each lane compares up to n pairs.
+        self.charge(n as u64)?;
         let mut varying = false;
         for i in 0..n {
             let v = self.arg(base, i);
@@ -1157,27 +1169,21 @@ impl Evaluator {
         let varying = ma.varying || mb.is_some_and(|m| m.varying);
         let grad = self.recording && (ma.grad || mb.is_some_and(|m| m.grad));
         let n_out = shape.n();
-        let (na, nb) = (ma.n as u64, mb.map_or(0, |m| m.n as u64));
-        let cost = match op {
-            TensorOp::MatMul { m, k, n } => m as u64 * k as u64 * n as u64,
-            TensorOp::MatVec { m, n } => m as u64 * n as u64,
-            TensorOp::Outer => na * nb,
-            TensorOp::Transpose { r, c } => r as u64 * c as u64,
-            TensorOp::Det { m } | TensorOp::LogDet { m, .. } | TensorOp::Inv { m } => {
-                (m as u64).pow(3)
-            }
-            _ => na.max(nb).max(n_out as u64),
-        };
-        self.charge(cost)?;
-        // Below the direct threshold the kernels keep one 24-byte term per multiply-add (the
-        // tape keeps another when recording); above it they loop directly and keep none.
-        let n_terms = op.term_count(na as usize, nb as usize);
-        let terms = if n_terms > crate::linalg::DIRECT_TERMS {
-            0
-        } else {
-            (n_terms as u64).saturating_mul(if grad { 48 } else { 24 })
-        };
-        self.reserve(self.payload_bytes(n_out, varying).saturating_add(terms))?;
+        let (na, nb) = (ma.n as usize, mb.map_or(0, |m| m.n as usize));
+        // Work: the multiply-adds (one per term), or the elements read or written.
+        let n_terms = op.term_count(na, nb);
+        let units = n_terms.max(na).max(n_out);
+        self.charge(units as u64)?;
+        if units > RESERVE_ABOVE {
+            // Below the direct threshold the kernels keep one 24-byte term per multiply-add
+            // (the tape keeps another when recording); above it they loop directly.
+            let terms = if n_terms > crate::linalg::DIRECT_TERMS {
+                0
+            } else {
+                (n_terms as u64).saturating_mul(if grad { 48 } else { 24 })
+            };
+            self.reserve(self.payload_bytes(n_out, varying).saturating_add(terms))?;
+        }
         let out = self.lanes.alloc(n_out, varying, grad);
         kernels::tensor(
             &mut self.lanes,
@@ -1212,7 +1218,9 @@ impl Evaluator {
         let ma = self.lanes.meta(a);
         let grad = self.recording && ma.grad;
         self.charge((m as u64).pow(3))?;
-        self.reserve(self.payload_bytes(m * m + 2, ma.varying))?;
+        if m * m + 2 > RESERVE_ABOVE {
+            self.reserve(self.payload_bytes(m * m + 2, ma.varying))?;
+        }
         let inv = self.lanes.alloc(m * m, ma.varying, grad && p != Prim::Inv);
         let det = self.lanes.alloc(1, ma.varying, false);
         // `det` sits right after `inv`: the replay finds it there (see `replay.rs`).

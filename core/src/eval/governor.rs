@@ -2,16 +2,32 @@
 //! (checked before program-sized allocations and periodically), and the wall-clock deadline.
 //!
 //! The walk's hot path pays one compare per step: `steps > next_check`. `next_check` is the next
-//! periodic look (every `CHECK_EVERY` work units) or the budget, whichever is first; the cold
-//! `govern` then reports the budget, sums the arenas' bytes against `max_memory` and reads the
-//! clock against the deadline.
+//! periodic look (every [`Evaluator::check_every`] work units) or the budget, whichever is first;
+//! the cold `govern` then reports the budget, sums the arenas' bytes against `max_memory` and
+//! reads the clock against the deadline.
+//!
+//! Every allocation is charged at least one work unit per element (per lane), so between two
+//! looks the arenas grow by at most `check_every × (8·B + 64)` bytes; the interval shrinks with
+//! the lane count B to keep that under [`CHECK_BYTES`]. Allocations of more than
+//! [`RESERVE_ABOVE`] elements are also reserved before they are made, so no single one can jump
+//! far past the limit.
 
 use super::{Evaluator, Result, err};
 use crate::error::ErrorKind;
 use crate::heap::{Node, SrcSpan};
 
-/// Work units between two looks at memory and the clock.
+/// Most work units between two looks at memory and the clock.
 pub(super) const CHECK_EVERY: u64 = 4096;
+
+/// Fewest work units between two looks (at very many lanes).
+const CHECK_MIN: u64 = 16;
+
+/// Bytes the arenas may grow between two looks (the interval shrinks with the lane count).
+pub(super) const CHECK_BYTES: u64 = 4 << 20;
+
+/// Largest allocation (elements per lane) made without a reservation: the periodic look bounds
+/// the small ones, which are most of a walk's allocations.
+pub(super) const RESERVE_ABOVE: usize = 64;
 
 /// Capacity (bytes) each arena may keep after a run that ended at a limit.
 const KEEP_AFTER_LIMIT: usize = 16 << 20;
@@ -142,9 +158,16 @@ impl Evaluator {
         }
         self.next_check = self
             .steps
-            .saturating_add(CHECK_EVERY)
+            .saturating_add(self.check_every())
             .min(self.opts.max_steps);
         Ok(())
+    }
+
+    /// Work units between two periodic looks: [`CHECK_EVERY`], fewer at many lanes so the
+    /// arenas grow by at most about [`CHECK_BYTES`] between looks.
+    pub(super) fn check_every(&self) -> u64 {
+        let per_unit = 8 * self.lanes.n_lanes() as u64 + 64;
+        (CHECK_BYTES / per_unit).clamp(CHECK_MIN, CHECK_EVERY)
     }
 
     #[cold]

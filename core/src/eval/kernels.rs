@@ -222,13 +222,12 @@ pub(crate) fn tensor(
         );
         let dst = &mut dst[..n_out * nl];
         let all = !varying || mask == MaskId::FULL;
-        if op.direct(na, nb, linalg::DIRECT_TERMS) {
+        let Some(terms) = term_cache.get(op, na, nb) else {
             // Too many terms to list: direct loops, O(output) memory, the same bits.
             let act = (!all).then(|| masks.lanes(mask));
             linalg::direct_forward(op, na, nb, sa, sb, dst, nl, act);
             return;
-        }
-        let terms = term_cache.get(op, na, nb);
+        };
         if all {
             linalg::terms_forward(terms, op.is_bilinear(), sa, sb, dst, nl);
         } else {
