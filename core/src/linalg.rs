@@ -1170,6 +1170,12 @@ pub(crate) struct TermCache {
 }
 
 impl TermCache {
+    /// Bytes the cached term lists hold.
+    pub(crate) fn bytes(&self) -> u64 {
+        let terms: usize = self.entries.iter().map(|e| e.3.capacity()).sum();
+        (terms * std::mem::size_of::<Term>()) as u64
+    }
+
     /// The terms of `op` with inputs of `na` and `nb` elements; `None` when there are more
     /// than [`DIRECT_TERMS`] (the kernels loop directly; looked at on a miss only).
     pub(crate) fn get(&mut self, op: TensorOp, na: usize, nb: usize) -> Option<&[Term]> {

@@ -70,6 +70,16 @@ impl Tape {
         self.extra.clear();
     }
 
+    /// Bytes held beside the nodes: the adjoint arena (sized by the last sweep) and the term
+    /// lists of the tensor ops met.
+    pub(crate) fn side_bytes(&self) -> u64 {
+        let t = &self.term_cache;
+        let terms =
+            t.terms.capacity() + t.scratch.capacity() + t.by_i.capacity() + t.by_j.capacity();
+        (self.adj.buf.capacity() * 8 + self.adj.off.capacity() * 4) as u64
+            + (terms * std::mem::size_of::<Term>()) as u64
+    }
+
     /// Drops the adjoint arena when it holds more than `bytes` of capacity (after a run stopped
     /// at a limit; the next sweep starts from an empty arena).
     pub(crate) fn shrink_adjoints(&mut self, bytes: usize) {

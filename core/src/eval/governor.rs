@@ -37,7 +37,7 @@ const KEEP_AFTER_LIMIT: usize = 16 << 20;
 pub(super) struct MemUse {
     /// Payload floats and their metadata.
     pub(super) arena: u64,
-    /// Tape nodes and their operand lists.
+    /// Tape nodes and their operand lists, the adjoint arena and the tensor ops' term lists.
     pub(super) tape: u64,
     /// Heap cells, runtime pairs, closures, frames, slots and globals.
     pub(super) heap: u64,
@@ -92,7 +92,9 @@ impl Evaluator {
         let arena = self.lanes.n_floats() as u64 * 8
             + self.lanes.len() as u64 * size_of::<crate::lanes::Meta>() as u64;
         let tape = self.tape.nodes.len() as u64 * size_of::<crate::tape::TapeNode>() as u64
-            + self.tape.extra.len() as u64 * 4;
+            + self.tape.extra.len() as u64 * 4
+            + self.tape.side_bytes()
+            + self.term_cache.bytes();
         let heap = self.heap.len() as u64
             * (size_of::<Node>() + size_of::<Option<SrcSpan>>()) as u64
             + self.pairs.len() as u64
