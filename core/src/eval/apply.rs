@@ -536,11 +536,11 @@ impl Evaluator {
         let (a, shape) = self.numeric(v, what)?;
         let ma = self.lanes.meta(a);
         let grad = self.recording && ma.grad && op.differentiable();
-        if ma.n > 1 {
+        if ma.n as usize > RESERVE_ABOVE {
             self.charge(ma.n as u64)?;
-            if ma.n as usize > RESERVE_ABOVE {
-                self.reserve(self.payload_bytes(ma.n as usize, ma.varying))?;
-            }
+            self.reserve(self.payload_bytes(ma.n as usize, ma.varying))?;
+        } else {
+            self.charge_small(u64::from(ma.n).saturating_sub(1));
         }
         let out = self.lanes.alloc(ma.n as usize, ma.varying, grad);
         kernels::unary(&mut self.lanes, &self.masks, self.mask, op, out, a);
@@ -566,11 +566,11 @@ impl Evaluator {
         let varying = ma.varying || mb.varying;
         let grad = self.recording && (ma.grad || mb.grad) && op.differentiable();
         let n = shape.n();
-        if n > 1 {
+        if n > RESERVE_ABOVE {
             self.charge(n as u64)?;
-            if n > RESERVE_ABOVE {
-                self.reserve(self.payload_bytes(n, varying))?;
-            }
+            self.reserve(self.payload_bytes(n, varying))?;
+        } else {
+            self.charge_small((n as u64).saturating_sub(1));
         }
         let out = self.lanes.alloc(n, varying, grad);
         kernels::binary(&mut self.lanes, &self.masks, self.mask, op, out, a, bq);
@@ -1173,8 +1173,10 @@ impl Evaluator {
         // Work: the multiply-adds (one per term), or the elements read or written.
         let n_terms = op.term_count(na, nb);
         let units = n_terms.max(na).max(n_out);
-        self.charge(units as u64)?;
-        if units > RESERVE_ABOVE {
+        if units <= RESERVE_ABOVE {
+            self.charge_small(units as u64);
+        } else {
+            self.charge(units as u64)?;
             // Below the direct threshold the kernels keep one 24-byte term per multiply-add
             // (the tape keeps another when recording); above it they loop directly.
             let terms = if n_terms > crate::linalg::DIRECT_TERMS {
@@ -1217,9 +1219,11 @@ impl Evaluator {
         let m = r as usize;
         let ma = self.lanes.meta(a);
         let grad = self.recording && ma.grad;
-        self.charge((m as u64).pow(3))?;
         if m * m + 2 > RESERVE_ABOVE {
+            self.charge((m as u64).pow(3))?;
             self.reserve(self.payload_bytes(m * m + 2, ma.varying))?;
+        } else {
+            self.charge_small((m as u64).pow(3));
         }
         let inv = self.lanes.alloc(m * m, ma.varying, grad && p != Prim::Inv);
         let det = self.lanes.alloc(1, ma.varying, false);

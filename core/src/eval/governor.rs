@@ -192,6 +192,13 @@ impl Evaluator {
         Ok(())
     }
 
+    /// Charges a small op (at most [`RESERVE_ABOVE`] elements, a few hundred units): counted
+    /// now and looked at by the next step of the walk, which every primitive call is.
+    #[inline(always)]
+    pub(super) fn charge_small(&mut self, units: u64) {
+        self.steps += units;
+    }
+
     /// Refuses an allocation of `bytes` that would take the run past `max_memory`.
     #[inline]
     pub(super) fn reserve(&self, bytes: u64) -> Result<()> {
