@@ -1,5 +1,5 @@
 //! Per-evaluation cost on the replayed symbolic-regression stream: every candidate of
-//! `../shared/seed-data/cosearch_candidates_valid.jsonl`, forward+gradient at B = 44 data lanes.
+//! `testdata/seed-data/cosearch_candidates_valid.jsonl`, forward+gradient at B = 44 data lanes.
 //!
 //! Run with `cargo bench -p ndvm-frontends --bench candidates`.
 

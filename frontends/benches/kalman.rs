@@ -1,7 +1,7 @@
 //! Kalman benchmark: `kalman2d_T80` forward+gradient time per lane at B = 1 … 1024 (median of runs).
 //!
 //! Run with `cargo bench -p ndvm-frontends --bench kalman`. Reads the program and its 80×2
-//! observations from `../shared/seed-data/oracle_refs.json`. `NDVM_BENCH_WALK=1` turns the trace
+//! observations from `testdata/seed-data/oracle_refs.json`. `NDVM_BENCH_WALK=1` turns the trace
 //! replay off (every run walks), `NDVM_BENCH_FWD=1` times forward-only runs, `NDVM_BENCH_B=k`
 //! runs one lane count and `NDVM_BENCH_RUNS=n` a fixed number of runs.
 

@@ -3,7 +3,7 @@
 //!
 //! Run with `cargo bench -p ndvm-frontends --bench micro` (criterion's statistics, one case at a
 //! time). The side-by-side comparison with the compiled ceiling is `ndvm-search bench kalman`.
-//! Reads `../shared/seed-data/oracle_refs.json`.
+//! Reads `testdata/seed-data/oracle_refs.json`.
 
 #![allow(missing_docs)] // `criterion_group!` generates undocumented items
 

@@ -118,7 +118,7 @@ fn warmed_up_scalar_loop_and_closure_walks_allocate_nothing() {
 
 #[test]
 fn warmed_up_candidate_stream_walks_allocate_nothing() {
-    let text = common::read_shared("seed-data/cosearch_candidates_valid.jsonl");
+    let text = common::read_testdata("seed-data/cosearch_candidates_valid.jsonl");
     let x: Vec<f64> = (0..44).map(|i| 0.1 + 5.9 * i as f64 / 63.0).collect();
     let mut checked = 0;
     for line in text.lines() {

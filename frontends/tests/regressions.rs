@@ -1,6 +1,6 @@
-//! One regression test per defect of the seed runtime (`../shared/reference/seed-runtime.md` §11
-//! item 9), each named after the defect with a one-line cause; expected values are known answers
-//! worked out by hand in the comments.
+//! One regression test per defect of the seed runtime (§11 item 9 of the predecessor's reference
+//! notes, `reference/seed-runtime.md`, not part of this repository), each named after the defect with
+//! a one-line cause; expected values are known answers worked out by hand in the comments.
 
 mod common;
 

@@ -4,7 +4,7 @@
 //! norm < 1e-4·(1 + |NLL|) at its lowest loss), the evaluations used and the wall time.
 //!
 //! Run: `cargo run --release -p ndvm-optimizers --example choose_defaults -- [KALMAN_OBS.json]`
-//! (the Kalman observations are read from `../shared/seed-data/oracle_refs.json` when present).
+//! (default: the workspace's `testdata/seed-data/oracle_refs.json`; a missing file is an error).
 // ω = 3.14 is the issue's oscillator frequency, not an approximation of π.
 #![allow(clippy::approx_constant)]
 #![allow(clippy::print_stdout)]
@@ -120,41 +120,44 @@ fn cases() -> Vec<Case> {
             &[("a1", 0.5), ("a2", -0.3), ("b0", 1.0)],
         ),
     ];
-    let path = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "../shared/seed-data/oracle_refs.json".into());
-    if let Ok(text) = std::fs::read_to_string(&path) {
-        let refs: serde_json::Value =
-            serde_json::from_str(&text.replace("Infinity", "null")).unwrap();
-        let k = refs["programs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["name"] == "kalman2d_T80")
-            .unwrap();
-        let m = &k["matrix"];
-        let data: Vec<f64> = m["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_f64().unwrap())
-            .collect();
-        out.push(Case {
-            name: "kalman",
-            src: k["src"].as_str().unwrap().to_string(),
-            data: Dataset::new().matrix("obs", 80, 2, data),
-            truth: Vec::new(),
-            base: CalibrateConfig {
-                loss: Loss::ProgramLoss,
-                dialect: Dialect::Reference,
-                params: vec![
-                    ParamSpec::new("q", ParamKind::Positive, 0.05),
-                    ParamSpec::new("r", ParamKind::Positive, 0.1),
-                ],
-                ..CalibrateConfig::recommended()
-            },
-        });
-    }
+    let path = std::env::args().nth(1).unwrap_or_else(|| {
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../testdata/seed-data/oracle_refs.json"
+        )
+        .into()
+    });
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {path}: {e} (see testdata/README.md)"));
+    let refs: serde_json::Value = serde_json::from_str(&text.replace("Infinity", "null")).unwrap();
+    let k = refs["programs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "kalman2d_T80")
+        .unwrap();
+    let m = &k["matrix"];
+    let data: Vec<f64> = m["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    out.push(Case {
+        name: "kalman",
+        src: k["src"].as_str().unwrap().to_string(),
+        data: Dataset::new().matrix("obs", 80, 2, data),
+        truth: Vec::new(),
+        base: CalibrateConfig {
+            loss: Loss::ProgramLoss,
+            dialect: Dialect::Reference,
+            params: vec![
+                ParamSpec::new("q", ParamKind::Positive, 0.05),
+                ParamSpec::new("r", ParamKind::Positive, 0.1),
+            ],
+            ..CalibrateConfig::recommended()
+        },
+    });
     out
 }
 

@@ -5,7 +5,7 @@
 //!
 //! Oracles: known answers (the constants the data was generated with) and, for the Kalman filter,
 //! the first-order optimality condition (a vanishing gradient) on the seed system's observations
-//! in `../shared/seed-data/oracle_refs.json`.
+//! in `testdata/seed-data/oracle_refs.json`.
 // ω = 3.14 is the oscillator frequency, not an approximation of π.
 #![allow(clippy::approx_constant)]
 
@@ -244,20 +244,22 @@ fn iir_filter() {
     );
 }
 
-/// The seed-data folder shared by all sessions; fails loudly when it is missing.
-fn seed_data() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/seed-data");
+/// Absolute path of `testdata/<rel>` under the workspace root; panics loudly when it is missing.
+fn testdata(rel: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../testdata")
+        .join(rel);
     assert!(
-        dir.is_dir(),
-        "the shared seed data is missing: expected {} (the workspace must sit next to ../shared)",
-        dir.display()
+        path.exists(),
+        "required test data is missing: {} (see testdata/README.md; tests never skip)",
+        path.display()
     );
-    dir
+    path
 }
 
 /// `kalman2d_T80` from the oracle file: its source and its 80×2 observations.
 fn kalman2d_t80() -> (String, Dataset) {
-    let text = std::fs::read_to_string(seed_data().join("oracle_refs.json")).unwrap();
+    let text = std::fs::read_to_string(testdata("seed-data/oracle_refs.json")).unwrap();
     // The file has one bare `Infinity` token (for `div_by_zero`), which strict JSON rejects.
     let refs: serde_json::Value = serde_json::from_str(&text.replace("Infinity", "null")).unwrap();
     let kalman = refs["programs"]

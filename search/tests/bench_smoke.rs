@@ -177,3 +177,34 @@ fn unknown_suite_is_a_usage_error() {
         "{stderr}"
     );
 }
+
+#[test]
+fn missing_seed_data_names_the_data_flag() {
+    let dir =
+        Scratch(std::env::temp_dir().join(format!("ndvm-bench-no-data-{}", std::process::id())));
+    let data = dir.0.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let out_dir = dir.0.join("out");
+    let run = |expected: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
+            .args(["bench", "kalman", "--quick", "--data"])
+            .arg(&data)
+            .arg("--out")
+            .arg(&out_dir)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("--data {}", data.display()))
+                && stderr.contains(&format!("no {expected} in this folder; pass --data DIR")),
+            "{stderr}"
+        );
+        // Nothing was measured or written.
+        assert!(!out_dir.exists());
+    };
+    run("oracle_refs.json");
+    // A folder with only the oracle file still lacks the candidate stream.
+    std::fs::write(data.join("oracle_refs.json"), "{}").unwrap();
+    run("cosearch_candidates_valid.jsonl");
+}

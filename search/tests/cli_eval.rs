@@ -1,9 +1,11 @@
 //! End-to-end tests of `ndvm-search eval`: the built binary run on files in a scratch folder.
 //!
 //! Oracles: known answers worked by hand (named `known answer` below) and the seed system's PyTorch
-//! oracle file `../shared/seed-data/oracle_refs.json` (Kalman filter).
+//! oracle file `testdata/seed-data/oracle_refs.json` (Kalman filter).
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -71,17 +73,6 @@ fn check_ok(files: &[(&str, &str)], args: &[&str], stdin: Option<&str>) -> Strin
 
 fn json(line: &str) -> Value {
     serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
-}
-
-/// The seed-data folder shared by all sessions; fails loudly when it is missing.
-fn seed_data() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/seed-data");
-    assert!(
-        dir.is_dir(),
-        "the shared seed data is missing: expected {} (the workspace must sit next to ../shared)",
-        dir.display()
-    );
-    dir
 }
 
 /// `|a - b| <= atol + rtol * |b|`, b the reference (as in seed-data/README.md).
@@ -346,9 +337,9 @@ fn jsonl_reads_stdin() {
 
 #[test]
 fn kalman2d_t80_matches_the_pytorch_oracle() {
-    // Oracle: ../shared/seed-data/oracle_refs.json, `kalman2d_T80`, with the artifact's tolerances
+    // Oracle: testdata/seed-data/oracle_refs.json, `kalman2d_T80`, with the artifact's tolerances
     // (forward atol 1e-2 / rtol 2e-3, gradients atol 5 / rtol 2e-2; see seed-data/README.md).
-    let text = std::fs::read_to_string(seed_data().join("oracle_refs.json")).unwrap();
+    let text = std::fs::read_to_string(common::testdata("seed-data/oracle_refs.json")).unwrap();
     // The file has one bare `Infinity` token (for `div_by_zero`), which strict JSON rejects.
     let refs = json(&text.replace("Infinity", "null"));
     let kalman = refs["programs"]

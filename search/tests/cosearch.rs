@@ -1,6 +1,8 @@
 //! End-to-end co-search tests through the `ndvm-search` binary: the shipped symreg task, replay of
-//! the shared candidate stream (determinism across threads and runs), resume after SIGKILL, shard
+//! the vendored candidate stream (determinism across threads and runs), resume after SIGKILL, shard
 //! merge, `check` diagnostics, and the LLM-SR oscillator task with two test files.
+
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -13,17 +15,6 @@ fn root() -> PathBuf {
         .parent()
         .expect("search/ has a parent")
         .to_path_buf()
-}
-
-/// The shared data folder; fails loudly when it is missing.
-fn shared(sub: &str) -> PathBuf {
-    let dir = root().join("../shared").join(sub);
-    assert!(
-        dir.exists(),
-        "the shared data is missing: expected {} (the workspace must sit next to ../shared)",
-        dir.display()
-    );
-    dir
 }
 
 fn test_task(name: &str) -> PathBuf {
@@ -108,7 +99,7 @@ fn symreg_finds_validation_r2_above_099_within_its_default_budget() {
 
 #[test]
 fn replay_is_reproducible_across_threads_and_runs() {
-    shared("seed-data/cosearch_candidates_valid.jsonl");
+    common::testdata("seed-data/cosearch_candidates_valid.jsonl");
     let dir = scratch("replay");
     let task = test_task("replay.yaml");
     let mut cores = Vec::new();
@@ -139,7 +130,7 @@ fn count_lines(path: &Path) -> usize {
 
 #[test]
 fn resume_after_sigkill_equals_an_uninterrupted_run() {
-    shared("seed-data/cosearch_candidates_valid.jsonl");
+    common::testdata("seed-data/cosearch_candidates_valid.jsonl");
     let dir = scratch("resume");
     let task = test_task("replay.yaml");
     let budget = ["--budget-calibrations", "64", "--threads", "1"];
@@ -203,7 +194,7 @@ fn resume_after_sigkill_equals_an_uninterrupted_run() {
 
 #[test]
 fn merged_shards_equal_the_unsharded_run() {
-    shared("seed-data/cosearch_candidates_valid.jsonl");
+    common::testdata("seed-data/cosearch_candidates_valid.jsonl");
     let dir = scratch("shards");
     let task = test_task("replay.yaml");
     let whole = dir.join("whole");
@@ -329,7 +320,7 @@ fn every_shipped_task_checks() {
 
 #[test]
 fn oscillator1_reports_nmse_on_both_test_files() {
-    shared("llmsr-data/oscillator1/train.csv");
+    common::testdata("llmsr-data/oscillator1/train.csv");
     let dir = scratch("oscillator1");
     let out = dir.join("run");
     run_ok(&[
@@ -345,5 +336,7 @@ fn oscillator1_reports_nmse_on_both_test_files() {
         let nmse = &s["best"]["test"][name]["nmse"];
         assert!(nmse.as_f64().is_some_and(f64::is_finite), "{name}: {nmse}");
     }
-    assert_eq!(s["data"]["tests"]["test_id"], 10_000);
+    // testdata keeps every 10th row of the LLM-SR files (testdata/README.md).
+    assert_eq!(s["data"]["tests"]["test_id"], 1_000);
+    assert_eq!(s["data"]["tests"]["test_ood"], 1_000);
 }

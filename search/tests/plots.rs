@@ -3,6 +3,8 @@
 //! multi-input task, plots that repeat byte for byte, `-q` silence, and plain progress lines when
 //! stderr is not a terminal. No pixel is asserted.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -245,12 +247,7 @@ fn resume_and_merge_write_plots() {
 
 #[test]
 fn multi_input_task_plots_predicted_against_observed() {
-    let shared = root().join("../shared/llmsr-data/oscillator1");
-    assert!(
-        shared.exists(),
-        "the shared data is missing: expected {} (the workspace must sit next to ../shared)",
-        shared.display()
-    );
+    common::testdata("llmsr-data/oscillator1/train.csv");
     let dir = scratch("multi").join("run");
     let task = root().join("search/tests/data/tasks/oscillator1.yaml");
     run_ok(&[

@@ -1,9 +1,9 @@
-//! Tidy: workspace-wide rules checked as tests (STYLE items 4 and 15, and the seed-data rule):
+//! Tidy: workspace-wide rules checked as tests (STYLE items 4 and 15, and the fresh-clone rule):
 //! every `.rs` file opens with a `//!` doc, only the binary names the CLI/error-context crates, and
-//! no file in the repository is a copy of a file in `../shared/seed-data`.
+//! no file in the repository points outside it at the predecessor's shared folder.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// The workspace root (the parent of `search/`).
 fn workspace_root() -> PathBuf {
@@ -11,17 +11,6 @@ fn workspace_root() -> PathBuf {
         .parent()
         .expect("search/ has a parent")
         .to_path_buf()
-}
-
-/// The seed-data folder shared by all sessions; fails loudly when it is missing.
-fn seed_data() -> PathBuf {
-    let dir = workspace_root().join("../shared/seed-data");
-    assert!(
-        dir.is_dir(),
-        "the shared seed data is missing: expected {} (the workspace must sit next to ../shared)",
-        dir.display()
-    );
-    dir
 }
 
 /// Every file under `dir`, skipping build output (`target/`) and version-control folders.
@@ -108,38 +97,73 @@ fn cli_crates_only_in_the_binary() {
     );
 }
 
+/// The repository's files: tracked ones and untracked ones git does not ignore (`git ls-files`).
+fn repository_files() -> Vec<PathBuf> {
+    let root = workspace_root();
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(&root)
+        .args([
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run git ls-files in {}: {e}", root.display()));
+    assert!(
+        out.status.success(),
+        "git ls-files failed in {}: {}",
+        root.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let files: Vec<PathBuf> = String::from_utf8(out.stdout)
+        .expect("git ls-files prints UTF-8 paths")
+        .split('\0')
+        .filter(|p| !p.is_empty())
+        .map(|p| root.join(p))
+        .collect();
+    assert!(
+        files.len() > 20,
+        "git ls-files found too few files: {files:?}"
+    );
+    files
+}
+
 #[test]
-fn no_copies_of_seed_data() {
-    let mut seeds: HashMap<u64, Vec<(PathBuf, Vec<u8>)>> = HashMap::new();
-    for path in files_under(&seed_data()) {
-        let bytes = std::fs::read(&path).unwrap();
-        seeds
-            .entry(bytes.len() as u64)
-            .or_default()
-            .push((path, bytes));
-    }
-    let mut copies = Vec::new();
-    for path in files_under(&workspace_root()) {
-        let Ok(meta) = std::fs::metadata(&path) else {
+fn nothing_points_outside_the_repository() {
+    // Spelled in pieces so this file does not trip its own check.
+    let needle = ["..", "/", "shared"].concat();
+    // The one file allowed to name the origin of the vendored data.
+    let provenance = workspace_root().join("testdata/README.md");
+    let mut offenders = Vec::new();
+    for path in repository_files() {
+        if path == provenance {
             continue;
+        }
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            // Deleted in the working tree but still in the index: nothing to check.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => panic!("cannot read {}: {e}", path.display()),
         };
-        let Some(candidates) = seeds.get(&meta.len()) else {
-            continue;
-        };
-        let bytes = std::fs::read(&path).unwrap();
-        for (seed, seed_bytes) in candidates {
-            if *seed_bytes == bytes {
-                copies.push(format!(
-                    "{} is a copy of {}",
+        let text = String::from_utf8_lossy(&bytes);
+        for (line_idx, line) in text.lines().enumerate() {
+            if line.contains(&needle) {
+                offenders.push(format!(
+                    "{}:{}: {}",
                     relative(&path),
-                    seed.display()
+                    line_idx + 1,
+                    line.trim()
                 ));
             }
         }
     }
     assert!(
-        copies.is_empty(),
-        "point tests at ../shared/seed-data instead of copying it:\n  {}",
-        copies.join("\n  ")
+        offenders.is_empty(),
+        "a fresh clone has nothing beside it: read reference data from testdata/ (see testdata/README.md), \
+         not from {needle}:\n  {}",
+        offenders.join("\n  ")
     );
 }

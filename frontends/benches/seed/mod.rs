@@ -1,15 +1,15 @@
-//! The benchmarks' reads of `../shared/seed-data` (each bench uses part of this module).
+//! The benchmarks' reads of the workspace's `testdata/seed-data/` (each bench uses part of this module).
 
 #![allow(dead_code)] // each bench target compiles this module and uses only some of it
 
-/// The text of `../shared/seed-data/<name>`; panics loudly when the shared folder is missing.
+/// The text of `testdata/seed-data/<name>`; panics loudly, with the path, when it cannot be read.
 pub(crate) fn read_seed(name: &str) -> String {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/seed-data")
+        .join("../testdata/seed-data")
         .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
-            "cannot read {}: {e} (the shared seed data must sit beside the checkout)",
+            "cannot read {}: {e} (see testdata/README.md)",
             path.display()
         )
     })

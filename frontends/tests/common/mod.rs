@@ -1,7 +1,7 @@
 //! Shared helpers of the ndvm-frontends integration tests: seed-data loading, running a program, closeness.
 //!
-//! Every test that reads `../shared/` goes through [`shared`], which panics with the path when the
-//! folder is missing: a missing oracle is a failure, never a silent skip (STYLE 19).
+//! Every test that reads the workspace's `testdata/` goes through [`testdata`], which panics with the
+//! path when the file is missing: a missing oracle is a failure, never a silent skip (STYLE 19).
 #![allow(dead_code)] // each test binary uses a different subset of these helpers
 
 use std::fmt;
@@ -10,21 +10,22 @@ use std::path::{Path, PathBuf};
 use ndvm_core::{Dialect, ErrorKind, EvalOptions, Evaluation, Evaluator, Heap, Inputs};
 use ndvm_frontends::span::LineIndex;
 
-/// Absolute path of `../shared/<rel>` seen from the workspace root; panics loudly when it is missing.
-pub(crate) fn shared(rel: &str) -> PathBuf {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let path = workspace.join("..").join("shared").join(rel);
+/// Absolute path of `testdata/<rel>` under the workspace root; panics loudly when it is missing.
+pub(crate) fn testdata(rel: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../testdata")
+        .join(rel);
     assert!(
         path.exists(),
-        "required shared test data is missing: {} (expected next to the workspace root; tests never skip)",
+        "required test data is missing: {} (see testdata/README.md; tests never skip)",
         path.display()
     );
     path
 }
 
-/// Reads a file under `../shared/`, panicking with the path on failure.
-pub(crate) fn read_shared(rel: &str) -> String {
-    let path = shared(rel);
+/// Reads a file under `testdata/`, panicking with the path on failure.
+pub(crate) fn read_testdata(rel: &str) -> String {
+    let path = testdata(rel);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 
@@ -97,7 +98,7 @@ fn json_pairs(v: &serde_json::Value, ctx: &str) -> Vec<(String, f64)> {
 /// All 34 programs of `oracle_refs.json`. The file's one bare `Infinity` token is rewritten to the
 /// string `"Infinity"` before strict parsing and read back as `f64::INFINITY`.
 pub(crate) fn oracle_programs() -> Vec<OracleProgram> {
-    let text = read_shared("seed-data/oracle_refs.json");
+    let text = read_testdata("seed-data/oracle_refs.json");
     assert_eq!(
         text.matches("Infinity").count(),
         1,
@@ -166,7 +167,7 @@ impl FuzzProgram {
 
 /// All 200 programs of `fuzz_corpus.jsonl`, in file order.
 pub(crate) fn fuzz_corpus() -> Vec<FuzzProgram> {
-    let text = read_shared("seed-data/fuzz_corpus.jsonl");
+    let text = read_testdata("seed-data/fuzz_corpus.jsonl");
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .enumerate()

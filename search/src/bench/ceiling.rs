@@ -194,12 +194,8 @@ mod tests {
 
     fn case() -> kalman::KalmanCase {
         let dir = default_seed_data();
-        assert!(
-            dir.is_dir(),
-            "the shared seed data is missing: expected {} (the workspace must sit next to ../shared)",
-            dir.display()
-        );
-        kalman::KalmanCase::load(&dir).unwrap()
+        kalman::KalmanCase::load(&dir)
+            .unwrap_or_else(|e| panic!("{e} (see testdata/README.md; tests never skip)"))
     }
 
     fn check_close(what: &str, a: f64, b: f64, rtol: f64) {
@@ -239,7 +235,7 @@ mod tests {
 
     #[test]
     fn ceiling_matches_the_pytorch_oracle() {
-        // Oracle: ../shared/seed-data/oracle_refs.json, `kalman2d_T80` (float32 values), at the
+        // Oracle: testdata/seed-data/oracle_refs.json, `kalman2d_T80` (float32 values), at the
         // tolerance float32 allows.
         let case = case();
         assert_eq!((case.q, case.r), (0.05, 0.1));

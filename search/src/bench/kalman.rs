@@ -45,12 +45,9 @@ impl KalmanCase {
     /// Reads `kalman2d_T80` from `seed_data/oracle_refs.json`; fails loudly when the folder is missing.
     pub fn load(seed_data: &Path) -> Result<KalmanCase> {
         let path: PathBuf = seed_data.join("oracle_refs.json");
-        let text = std::fs::read_to_string(&path).map_err(|e| SearchError::Read {
+        let text = std::fs::read_to_string(&path).map_err(|source| SearchError::Read {
             path: path.clone(),
-            source: io::Error::new(
-                e.kind(),
-                format!("{e} (the shared seed data must sit beside the checkout, in ../shared)"),
-            ),
+            source,
         })?;
         // The file holds one bare `Infinity` token, which strict JSON rejects.
         let json: serde_json::Value = serde_json::from_str(&text.replace("Infinity", "null"))

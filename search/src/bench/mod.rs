@@ -68,13 +68,28 @@ pub struct BenchConfig {
     pub quick: bool,
     /// Folder receiving `<suite>.json` (created if missing).
     pub out_dir: PathBuf,
-    /// The shared seed-data folder (`oracle_refs.json` lives there).
+    /// The seed-data folder (`oracle_refs.json` and `cosearch_candidates_valid.jsonl` live there).
     pub seed_data: PathBuf,
 }
 
-/// The seed-data folder beside this checkout: `<workspace>/../shared/seed-data`.
+/// The seed data vendored in the checkout this binary was built from: `<workspace>/testdata/seed-data`.
 pub fn default_seed_data() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/seed-data")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/seed-data")
+}
+
+/// Checks that `dir` holds the seed-data files the bench reads; the error names the `--data` flag.
+pub fn check_seed_data(dir: &Path) -> Result<()> {
+    for name in ["oracle_refs.json", "cosearch_candidates_valid.jsonl"] {
+        if !dir.join(name).is_file() {
+            return Err(SearchError::BadArgument {
+                arg: format!("--data {}", dir.display()),
+                message: format!(
+                    "no {name} in this folder; pass --data DIR, the seed-data folder (testdata/seed-data in a checkout)"
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// One finished suite.
@@ -248,6 +263,7 @@ fn write_json(dir: &Path, name: &str, value: &impl Serialize) -> Result<PathBuf>
 /// Runs the selected suites, writes their JSON files and returns their tables. `progress` receives
 /// one line as each case starts.
 pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Vec<SuiteReport>> {
+    check_seed_data(&cfg.seed_data)?;
     let case = kalman::KalmanCase::load(&cfg.seed_data)?;
     std::fs::create_dir_all(&cfg.out_dir).map_err(|source| SearchError::Write { source })?;
     let machine = Machine::probe();

@@ -92,6 +92,10 @@ enum Command {
         /// Folder receiving the JSON reports.
         #[arg(long, value_name = "DIR", default_value = "results/bench")]
         out: PathBuf,
+        /// The seed-data folder (oracle_refs.json, cosearch_candidates_valid.jsonl); default: the
+        /// testdata/seed-data folder of the checkout this binary was built from.
+        #[arg(long, value_name = "DIR")]
+        data: Option<PathBuf>,
     },
 }
 
@@ -435,12 +439,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{line}");
             Ok(())
         }
-        Command::Bench { suite, quick, out } => {
+        Command::Bench {
+            suite,
+            quick,
+            out,
+            data,
+        } => {
             let cfg = ndvm_search::bench::BenchConfig {
                 selection: suite,
                 quick,
                 out_dir: out,
-                seed_data: ndvm_search::bench::default_seed_data(),
+                seed_data: data.unwrap_or_else(ndvm_search::bench::default_seed_data),
             };
             let reports = ndvm_search::bench::run(&cfg, &mut |line| eprintln!("{line}"))?;
             let mut stdout = io::stdout().lock();
