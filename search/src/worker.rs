@@ -35,7 +35,7 @@ pub(crate) fn calibrate_in_process(task: &Task, p: &Pending, deadline: Option<In
         Ok(ev) => ev,
         Err(message) => {
             let mut ev = engine::blank_event(task, p);
-            ev.status = "crashed".to_string();
+            ev.status = engine::EventStatus::Crashed;
             ev.error_class = Some("crashed".to_string());
             ev.error = Some(message);
             ev
