@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use ndvm_search::engine::{Event, StopKind};
+use ndvm_search::engine::{Event, EventStatus, StopKind};
 use ndvm_search::summary::Summary;
 
 fn root() -> PathBuf {
@@ -56,6 +56,11 @@ const WINNER_AT: usize = 7;
 /// A cache of `n` distinct candidates (`a + b·x^k`, none fits to R² 0.999) with [`WINNER`] at
 /// [`WINNER_AT`], and a task that replays it one candidate per round on data `2·exp(−x/2)`.
 fn task(dir: &Path, n: usize) -> PathBuf {
+    task_with(dir, n, "")
+}
+
+/// [`task`] with `extra` lines of YAML.
+fn task_with(dir: &Path, n: usize, extra: &str) -> PathBuf {
     let mut lines = String::new();
     for i in 0..n {
         let src = if i == WINNER_AT {
@@ -74,7 +79,7 @@ fn task(dir: &Path, n: usize) -> PathBuf {
         format!(
             "name: issue11\nseed: 5\ndata:\n  generate: {{formula: \"(* 2 (exp (* -0.5 x)))\", input: x, from: 0.1, to: 4, n: 40}}\n\
              inputs: [x]\ntarget: y\nsplit: {{train: 30, validation: 10}}\nparams: [{{name: a}}, {{name: b}}]\n\
-             proposer: {{kind: replay, cache: {}, batch: 1}}\nsuccess: {{metric: r2, threshold: 0.999}}\n",
+             proposer: {{kind: replay, cache: {}, batch: 1}}\nsuccess: {{metric: r2, threshold: 0.999}}\n{extra}",
             cache.display()
         ),
     )
@@ -147,13 +152,23 @@ fn issue_11_multi_line_programs_keep_summary_tables_intact() {
 /// Runs the task, interrupts it with SIGINT once `after` calibrations are logged, and returns
 /// the run folder and the interrupted process's output.
 fn interrupted_run(dir: &Path, task: &Path, after: usize) -> (PathBuf, Output) {
+    interrupt_run(dir, task, after, false)
+}
+
+/// [`interrupted_run`]; with `group`, the run gets a process group of its own and SIGINT goes to
+/// the whole group, as Ctrl-C at a terminal does.
+fn interrupt_run(dir: &Path, task: &Path, after: usize, group: bool) -> (PathBuf, Output) {
+    use std::os::unix::process::CommandExt;
     let out = dir.join("run");
-    let child = ndvm()
+    let mut command = ndvm();
+    command
         .args(["run", p(task), "--out", p(&out), "--threads", "1", "-q"])
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::piped());
+    if group {
+        command.process_group(0);
+    }
+    let child = command.spawn().unwrap();
     let log = out.join("events.jsonl");
     let started = Instant::now();
     let logged = || {
@@ -162,8 +177,13 @@ fn interrupted_run(dir: &Path, task: &Path, after: usize) -> (PathBuf, Output) {
     while logged() < after && started.elapsed() < Duration::from_secs(120) {
         std::thread::sleep(Duration::from_millis(2));
     }
+    let target = if group {
+        format!("-{}", child.id())
+    } else {
+        child.id().to_string()
+    };
     let sent = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args(["-INT", "--", &target])
         .status()
         .unwrap();
     assert!(sent.success());
@@ -226,6 +246,29 @@ fn issue_11_ctrl_c_stops_at_a_calibration_boundary_and_prints_the_resume_hint() 
         summary(&out).run.fresh_calibrations as usize,
         all - done.len()
     );
+}
+
+#[test]
+fn issue_11_ctrl_c_at_a_terminal_lets_worker_processes_finish() {
+    // Cause: worker processes (`isolation: process`) shared the terminal's process group, so
+    // Ctrl-C killed them too and their candidates were logged `crashed`, never to be retried.
+    let dir = scratch("ctrl-c-workers");
+    let task = task_with(&dir, 40, "isolation: process\n");
+    let (out, output) = interrupt_run(&dir, &task, 3, true);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted; resume with:"), "{stderr}");
+    let done = events(&out);
+    assert!(done.len() >= 3, "{}", done.len());
+    assert!(
+        done.iter().all(|e| e.status == EventStatus::Ok),
+        "{:?}",
+        done.iter().map(|e| e.status).collect::<Vec<_>>()
+    );
+    run_ok(&["run", "--resume", p(&out), "-q"]);
+    let s = summary(&out);
+    assert_eq!(s.stop, StopKind::Exhausted);
+    assert_eq!(s.statuses.get(&EventStatus::Ok).copied(), Some(40));
 }
 
 #[test]
