@@ -88,7 +88,7 @@ fn task_with(dir: &Path, n: usize, extra: &str) -> PathBuf {
 }
 
 fn summary(dir: &Path) -> Summary {
-    serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap()
+    ndvm_search::results::read_summary(dir).unwrap()
 }
 
 fn events(dir: &Path) -> Vec<Event> {
