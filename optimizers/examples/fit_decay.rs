@@ -28,7 +28,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("{name} = {value}");
     }
     println!("loss (MSE) = {:e}", fit.loss);
-    println!("R² = {}", fit.r_squared.unwrap_or(f64::NAN));
+    println!("R² = {}", fit.r2.unwrap_or(f64::NAN));
     println!("stop = {}", fit.stop_reason);
     println!(
         "evaluations = {} over {} starts in {:?}",

@@ -69,7 +69,7 @@ pub struct Calibration {
     pub grad_norm: f64,
     /// Coefficient of determination of the best fit, `1 − SS_res / SS_tot` (unweighted), for
     /// losses with a target.
-    pub r_squared: Option<f64>,
+    pub r2: Option<f64>,
     /// Index of the best start in `starts`.
     pub best_start: Option<usize>,
     /// Every start, in start order.
@@ -319,7 +319,7 @@ impl Calibrator {
         };
         let mut n_evals: u64 = starts.iter().map(|s| s.n_evals).sum();
         let n_grad_evals = n_evals;
-        let mut r_squared = None;
+        let mut fit_r2 = None;
         if let Some(b) = best
             && let Some(target) = &data.target
         {
@@ -331,7 +331,7 @@ impl Calibrator {
                 .map(|preds| r2(preds, target));
             n_replayed += obj.n_replayed;
             self.give_back(obj);
-            r_squared = Some(res?);
+            fit_r2 = Some(res?);
             n_evals += 1;
         }
         let results: Vec<StartResult> = starts
@@ -376,7 +376,7 @@ impl Calibrator {
             loss,
             grad,
             grad_free,
-            r_squared,
+            r2: fit_r2,
             best_start: best,
             starts: results,
             n_evals,

@@ -64,7 +64,7 @@ fn check_recovers(
             "{name} = {got}, want {want} (rel {rel:e}); {fit:#?}"
         );
     }
-    assert!(fit.r_squared.unwrap() > 0.999_999, "{fit:#?}");
+    assert!(fit.r2.unwrap() > 0.999_999, "{fit:#?}");
 }
 
 const MICHAELIS_MENTEN: &str = "(params (Vmax positive 1.0) (Km positive 1.0))

@@ -2,18 +2,16 @@
 //! line per input line in the same order (`{"value", "grads"}` or `{"error"}`); a bad line never
 //! stops the batch.
 
-use std::fmt;
 use std::io::{BufRead, Read, Write};
-use std::marker::PhantomData;
 use std::panic::{self, AssertUnwindSafe};
 
+use indexmap::IndexMap;
 use ndvm_core::{Dialect, EvalOptions, Evaluation, Heap, InputValue, Inputs};
-use serde::Deserialize;
-use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, SearchError};
 use crate::evalcmd;
-use crate::report::{self, lane_value};
+use crate::report::{self, JsonNumber, LaneJson, lane_value};
 
 /// How a batch went: lines read and lines answered with an error.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -99,55 +97,36 @@ pub fn eval_line(line: &str, dialect: Dialect) -> String {
         .unwrap_or_else(|message| error_line(&message))
 }
 
-fn error_line(message: &str) -> String {
-    let mut out = String::from("{\"error\":");
-    report::push_json_string(&mut out, message);
-    out.push('}');
-    out
+/// `{"error": …}`.
+#[derive(Serialize)]
+struct ErrorLine<'a> {
+    error: &'a str,
 }
 
-/// One input line.
+/// `{"value": …, "grads": {…}}`, with `"fault": true` when the lane faulted.
+#[derive(Serialize)]
+struct ResultLine<'a> {
+    value: LaneJson<'a>,
+    grads: IndexMap<&'a str, JsonNumber>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    fault: bool,
+}
+
+fn error_line(message: &str) -> String {
+    report::json_line(&ErrorLine { error: message })
+}
+
+/// One input line. `params` and `inputs` keep their document order (the order of the gradients
+/// in the answer); a key repeated inside one of them keeps its last value, as in any JSON map.
 #[derive(Deserialize)]
 struct Request {
     src: String,
     #[serde(default)]
-    params: Ordered<f64>,
+    params: IndexMap<String, f64>,
     #[serde(default)]
-    inputs: Ordered<serde_json::Value>,
+    inputs: IndexMap<String, serde_json::Value>,
     #[serde(default)]
     dialect: Option<String>,
-}
-
-/// A JSON object read as a list of entries in document order (serde_json's map would sort them).
-struct Ordered<T>(Vec<(String, T)>);
-
-impl<T> Default for Ordered<T> {
-    fn default() -> Self {
-        Ordered(Vec::new())
-    }
-}
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Ordered<T> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
-        struct EntriesVisitor<T>(PhantomData<T>);
-        impl<'de, T: Deserialize<'de>> Visitor<'de> for EntriesVisitor<T> {
-            type Value = Ordered<T>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<A: MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> std::result::Result<Ordered<T>, A::Error> {
-                let mut entries = Vec::new();
-                while let Some(entry) = map.next_entry::<String, T>()? {
-                    entries.push(entry);
-                }
-                Ok(Ordered(entries))
-            }
-        }
-        deserializer.deserialize_map(EntriesVisitor(PhantomData))
-    }
 }
 
 /// The result line, or the message of an error line.
@@ -197,22 +176,17 @@ fn first_line(err: &SearchError) -> String {
 
 fn build_inputs(req: &Request) -> std::result::Result<Inputs, String> {
     let mut seen = std::collections::HashSet::new();
-    let names = req
-        .params
-        .0
-        .iter()
-        .map(|(n, _)| n)
-        .chain(req.inputs.0.iter().map(|(n, _)| n));
+    let names = req.params.keys().chain(req.inputs.keys());
     for name in names {
         if !seen.insert(name.as_str()) {
             return Err(format!("`{name}` is bound more than once"));
         }
     }
     let mut inputs = Inputs::new();
-    for (name, x) in &req.params.0 {
+    for (name, x) in &req.params {
         inputs.push(name, InputValue::Uniform(*x), true);
     }
-    for (name, value) in &req.inputs.0 {
+    for (name, value) in &req.inputs {
         inputs.push(name, input_value(name, value)?, false);
     }
     Ok(inputs)
@@ -258,27 +232,15 @@ fn input_value(name: &str, value: &serde_json::Value) -> std::result::Result<Inp
 }
 
 fn result_line(req: &Request, evaluation: &Evaluation) -> String {
-    let mut out = String::from("{\"value\":");
-    report::push_json_value(&mut out, lane_value(&evaluation.value, 0));
-    out.push_str(",\"grads\":{");
-    for (idx, (name, _)) in req.params.0.iter().enumerate() {
-        if idx > 0 {
-            out.push(',');
-        }
-        report::push_json_string(&mut out, name);
-        out.push(':');
-        let g = evaluation
-            .grad(name)
-            .and_then(|g| g.first().copied())
-            .unwrap_or(f64::NAN);
-        report::push_json_number(&mut out, g);
-    }
-    out.push('}');
-    if evaluation.faults.first().copied().unwrap_or(false) {
-        out.push_str(",\"fault\":true");
-    }
-    out.push('}');
-    out
+    let grad = |name: &str| {
+        let g = evaluation.grad(name).and_then(|g| g.first().copied());
+        JsonNumber(g.unwrap_or(f64::NAN))
+    };
+    report::json_line(&ResultLine {
+        value: lane_value(&evaluation.value, 0).into(),
+        grads: req.params.keys().map(|n| (n.as_str(), grad(n))).collect(),
+        fault: evaluation.faults.first().copied().unwrap_or(false),
+    })
 }
 
 #[cfg(test)]

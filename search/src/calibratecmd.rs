@@ -4,15 +4,18 @@
 
 use std::path::{Path, PathBuf};
 
+use indexmap::IndexMap;
+
 use ndvm_core::{Dialect, Heap, ParamKind};
 use ndvm_optimizers::{
     CalibrateConfig, CalibrateError, Calibration, Calibrator, Dataset, Optimizer, ParamSpec,
 };
+use serde::Serialize;
 
-use crate::error::{Result, SearchError};
+use crate::error::{CsvProblem, Result, SearchError};
 use crate::evalcmd::parse_program;
 use crate::matrix_csv;
-use crate::report::{human_number, push_json_number, push_json_string};
+use crate::report::{JsonNumber, human_number, json_line};
 
 /// One `--params` entry: `NAME`, `NAME=INIT`, `NAME:KIND` or `NAME:KIND=INIT` with KIND one of
 /// free, positive, unit.
@@ -120,22 +123,7 @@ pub struct CalibrateReport {
 /// Reads `path` as a table with a header line; returns the column names and the row-major data.
 fn read_table(path: &Path) -> Result<(Vec<String>, matrix_csv::Matrix)> {
     let m = matrix_csv::read(path)?;
-    let Some(header) = m.header.clone() else {
-        return Err(SearchError::Csv {
-            path: path.to_path_buf(),
-            line: Some(1),
-            message: "the first line must name the columns".to_string(),
-        });
-    };
-    for (i, name) in header.iter().enumerate() {
-        if header[..i].contains(name) {
-            return Err(SearchError::Csv {
-                path: path.to_path_buf(),
-                line: Some(1),
-                message: format!("column `{name}` appears twice"),
-            });
-        }
-    }
+    let header = m.require_header(path)?.to_vec();
     Ok((header, m))
 }
 
@@ -146,17 +134,18 @@ pub fn run(args: &CalibrateArgs) -> Result<CalibrateReport> {
         source,
     })?;
     let (header, table) = read_table(&args.data)?;
-    let column = |name: &str, what: &str| -> Result<usize> {
+    let column = |name: &str, role: &'static str| -> Result<usize> {
         header
             .iter()
             .position(|h| h == name)
             .ok_or_else(|| SearchError::Csv {
                 path: args.data.clone(),
                 line: Some(1),
-                message: format!(
-                    "no {what} column `{name}` (the columns are {})",
-                    header.join(", ")
-                ),
+                problem: CsvProblem::MissingColumn {
+                    role,
+                    name: name.to_string(),
+                    columns: header.clone(),
+                },
             })
     };
     let target_col = column(&args.target, "target")?;
@@ -165,8 +154,7 @@ pub fn run(args: &CalibrateArgs) -> Result<CalibrateReport> {
         .as_deref()
         .map(|w| column(w, "weight"))
         .transpose()?;
-    let col_values =
-        |c: usize| -> Vec<f64> { table.data.chunks(table.cols).map(|row| row[c]).collect() };
+    let col_values = |c: usize| table.column(c);
     let mut data = Dataset::new().target(col_values(target_col));
     if let Some(w) = weight_col {
         data = data.weights(col_values(w));
@@ -238,7 +226,7 @@ impl CalibrateReport {
             out += &format!("{name} = {}\n", human_number(*value));
         }
         out += &format!("loss = {}\n", human_number(c.loss));
-        if let Some(r2) = c.r_squared {
+        if let Some(r2) = c.r2 {
             out += &format!("r2 = {}\n", human_number(r2));
         }
         out += &format!("grad_norm = {}\n", human_number(c.grad_norm));
@@ -264,40 +252,40 @@ impl CalibrateReport {
     /// "n_grad_evals":…,"n_replayed":…,"starts":K,"best_start":…,"n_points":N,"wall_s":…}`.
     pub fn to_json(&self) -> String {
         let c = &self.calibration;
-        let mut out = String::from("{\"params\":{");
-        for (i, (name, value)) in c.names.iter().zip(&c.params).enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            push_json_string(&mut out, name);
-            out.push(':');
-            push_json_number(&mut out, *value);
-        }
-        out.push_str("},\"loss\":");
-        push_json_number(&mut out, c.loss);
-        out.push_str(",\"r2\":");
-        match c.r_squared {
-            Some(r2) => push_json_number(&mut out, r2),
-            None => out.push_str("null"),
-        }
-        out.push_str(",\"grad_norm\":");
-        push_json_number(&mut out, c.grad_norm);
-        out += &format!(
-            ",\"stop\":\"{}\",\"n_evals\":{},\"n_grad_evals\":{},\"n_replayed\":{},\"starts\":{},\"best_start\":{},\"n_points\":{},\"wall_s\":",
-            c.stop_reason,
-            c.n_evals,
-            c.n_grad_evals,
-            c.n_replayed,
-            c.starts.len(),
-            c.best_start
-                .map(|b| b.to_string())
-                .unwrap_or_else(|| "null".into()),
-            self.n_points
-        );
-        push_json_number(&mut out, c.wall_time.as_secs_f64());
-        out.push('}');
-        out
+        json_line(&CalibrateJson {
+            params: (c.names.iter().map(String::as_str))
+                .zip(c.params.iter().map(|x| JsonNumber(*x)))
+                .collect(),
+            loss: JsonNumber(c.loss),
+            r2: c.r2.map(JsonNumber),
+            grad_norm: JsonNumber(c.grad_norm),
+            stop: c.stop_reason.to_string(),
+            n_evals: c.n_evals,
+            n_grad_evals: c.n_grad_evals,
+            n_replayed: c.n_replayed,
+            starts: c.starts.len(),
+            best_start: c.best_start,
+            n_points: self.n_points,
+            wall_s: JsonNumber(c.wall_time.as_secs_f64()),
+        })
     }
+}
+
+/// `calibrate --json`, in this key order.
+#[derive(Serialize)]
+struct CalibrateJson<'a> {
+    params: IndexMap<&'a str, JsonNumber>,
+    loss: JsonNumber,
+    r2: Option<JsonNumber>,
+    grad_norm: JsonNumber,
+    stop: String,
+    n_evals: u64,
+    n_grad_evals: u64,
+    n_replayed: u64,
+    starts: usize,
+    best_start: Option<usize>,
+    n_points: usize,
+    wall_s: JsonNumber,
 }
 
 #[cfg(test)]

@@ -40,8 +40,8 @@ pub struct Event {
     pub validation_r2: Option<f64>,
     /// Validation normalised MSE (MSE / variance of the validation target).
     pub validation_nmse: Option<f64>,
-    /// `ok`, `non-finite` (no finite fit or prediction) or `error` (the calibrator rejected it).
-    pub status: String,
+    /// How the calibration ended.
+    pub status: EventStatus,
     /// The calibrator's stop reason.
     pub stop_reason: Option<String>,
     /// Error message for status `error` or `crashed`.
@@ -56,14 +56,34 @@ pub struct Event {
     pub limit: Option<String>,
     /// Loss evaluations the calibration made.
     pub n_evals: u64,
-    /// Wall-clock milliseconds of this calibration (the one field that varies between runs).
+    /// Wall-clock milliseconds of this calibration (varies between runs, like `finished_s`).
     pub wall_ms: f64,
+    /// Seconds into the run when this calibration finished, counting every session of its run
+    /// folder (a resumed session starts where the events on disk end); absent in folders written
+    /// before this field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_s: Option<f64>,
+}
+
+/// How a calibration ended (`status` in `events.jsonl`, keys of `statuses` in the summary).
+/// Declared in alphabetical order, the order of the summary's keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventStatus {
+    /// The process died while it ran (twice, or its worker process died).
+    Crashed,
+    /// The calibrator or the prediction failed (see `error_class`).
+    Error,
+    /// No finite fit or prediction.
+    NonFinite,
+    /// Fitted and scored.
+    Ok,
 }
 
 impl Event {
     /// The ranking score, higher is better: validation R², or minus the training loss.
     pub fn score(&self, metric: MetricName) -> Option<f64> {
-        if self.status != "ok" {
+        if self.status != EventStatus::Ok {
             return None;
         }
         match metric {
@@ -143,6 +163,8 @@ pub struct RunOptions {
     /// calibrated again alone (one at a time, before the rest of its round), so that a culprit
     /// dies alone and is marked `crashed` by the next resume.
     pub suspects: HashSet<u64>,
+    /// When raised (Ctrl-C), no new calibration starts; the run stops after those in flight.
+    pub interrupt: Option<crate::interrupt::Interrupt>,
 }
 
 impl RunOptions {
@@ -156,6 +178,7 @@ impl RunOptions {
             begin_log: None,
             crashed: HashSet::new(),
             suspects: HashSet::new(),
+            interrupt: None,
         }
     }
 }
@@ -172,21 +195,37 @@ pub enum StopKind {
     BudgetSeconds,
     /// A candidate met the success threshold and the task stops on success.
     Success,
+    /// Ctrl-C (or SIGTERM): the calibrations in flight finished, no new one started.
+    Interrupted,
 }
 
-/// Counts of the candidate stream up to where the run stopped.
+impl StopKind {
+    /// The name written in the summary (`exhausted`, `budget-calibrations`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopKind::Exhausted => "exhausted",
+            StopKind::BudgetCalibrations => "budget-calibrations",
+            StopKind::BudgetSeconds => "budget-seconds",
+            StopKind::Success => "success",
+            StopKind::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// Counts of the candidate stream up to where the run stopped (fields in alphabetical order, the
+/// order of `summary.json`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StreamStats {
+    /// Distinct valid candidates (calibrated by this run or its shards).
+    pub distinct: u64,
+    /// Valid candidates whose skeleton was already seen.
+    pub duplicates: u64,
     /// Candidates taken from the proposer.
     pub proposed: u64,
     /// Rejected by validation, by class.
     pub rejected: BTreeMap<String, u64>,
     /// The first few rejections: `id: class: message`.
     pub rejection_examples: Vec<String>,
-    /// Valid candidates whose skeleton was already seen.
-    pub duplicates: u64,
-    /// Distinct valid candidates (calibrated by this run or its shards).
-    pub distinct: u64,
 }
 
 /// What a run produced.
@@ -200,10 +239,15 @@ pub struct Outcome {
     pub stop: StopKind,
     /// Index of the first successful candidate (over the whole stream).
     pub first_success: Option<u64>,
-    /// Seconds from the start to the end of the round with the first success (this process).
+    /// Seconds of run time (every session of the run folder; for a merge, each shard's own
+    /// clock) to the end of the round with the first success: the latest `finished_s` of the
+    /// events up to that round. `None` when one of them predates `finished_s`.
     pub time_to_first_success: Option<f64>,
     /// Wall-clock seconds of this process's run.
     pub elapsed: f64,
+    /// Seconds of run time behind the events: the latest `finished_s` (every session of the run
+    /// folder; for a merge, the longest shard).
+    pub run_s: f64,
     /// Calibrations this process performed (not reused).
     pub n_fresh: u64,
     /// Proposer warnings.
@@ -249,8 +293,18 @@ pub fn run(task: &Task, opts: &RunOptions, observer: &mut dyn Observer) -> Resul
     let deadline = task
         .budget_seconds
         .map(|s| started + Duration::from_secs_f64(s));
+    // A resumed session's clock starts where the events on disk end.
+    let offset = opts
+        .known
+        .values()
+        .filter_map(|e| e.finished_s)
+        .fold(0.0, f64::max);
+    let interrupted = || opts.interrupt.as_ref().is_some_and(|i| i.is_raised());
     observer.on_start(task, opts.known.len());
     let stop = loop {
+        if interrupted() {
+            break StopKind::Interrupted;
+        }
         if task
             .budget_calibrations
             .is_some_and(|b| stream.distinct >= b as u64)
@@ -320,54 +374,20 @@ pub fn run(task: &Task, opts: &RunOptions, observer: &mut dyn Observer) -> Resul
                 ),
             });
         }
-        // Each calibration is handed to the observers (the event log appends it) the moment it
-        // finishes, so a kill loses only calibrations still running; the round's results are
-        // then put back in index order, which is what every later step sees.
-        let mut fresh: Vec<Event> = Vec::with_capacity(todo.len());
-        let mut observer_error = None;
-        std::thread::scope(|scope| {
-            let (tx, rx) = std::sync::mpsc::channel::<Event>();
-            let (alone, together): (Vec<&Pending>, Vec<&Pending>) = todo
-                .iter()
-                .copied()
-                .partition(|p| opts.suspects.contains(&p.index));
-            let pool = &pool;
-            let work = scope.spawn(move || {
-                // The receiver outlives every sender (it is drained below).
-                for p in alone {
-                    let _ = tx.send(attempt(task, opts, p, deadline));
-                }
-                pool.install(|| {
-                    together.par_iter().for_each_with(tx, |tx, p| {
-                        let _ = tx.send(attempt(task, opts, p, deadline));
-                    })
-                })
-            });
-            for e in rx {
-                if observer_error.is_none()
-                    && let Err(err) = observer.on_event(&e)
-                {
-                    observer_error = Some(err);
-                }
-                fresh.push(e);
-            }
-            if let Err(panic) = work.join() {
-                std::panic::resume_unwind(panic);
-            }
-        });
-        if let Some(err) = observer_error {
-            return Err(err);
-        }
-        fresh.sort_by_key(|e| e.index);
+        let clock = RunClock { started, offset };
+        let fresh = calibrate_round(task, opts, &pool, &todo, deadline, clock, observer)?;
+        let cut_short = fresh.len() < todo.len();
         n_fresh += fresh.len() as u64;
-        let mut fresh = fresh.into_iter();
+        let mut fresh = fresh.into_iter().peekable();
         let mut round_success = false;
         for p in &mine {
             let ev = match opts.known.get(&p.index) {
                 Some(e) => e.clone(),
-                None => fresh
-                    .next()
-                    .unwrap_or_else(|| unreachable!("one result per todo")),
+                None => match fresh.next_if(|e| e.index == p.index) {
+                    Some(e) => e,
+                    // Not started: the run was interrupted.
+                    None => continue,
+                },
             };
             if let Some(score) = ev.score(task.metric) {
                 proposer.feedback(ev.id, score);
@@ -381,13 +401,20 @@ pub fn run(task: &Task, opts: &RunOptions, observer: &mut dyn Observer) -> Resul
             events.push(ev);
         }
         if round_success && time_to_first_success.is_none() {
-            time_to_first_success = Some(started.elapsed().as_secs_f64());
+            time_to_first_success = latest_finish(&events);
         }
         observer.on_round(task, &events, &stream, started.elapsed().as_secs_f64());
+        if cut_short || interrupted() {
+            break StopKind::Interrupted;
+        }
         if round_success && task.stop_on_success {
             break StopKind::Success;
         }
     };
+    let run_s = events
+        .iter()
+        .filter_map(|e| e.finished_s)
+        .fold(0.0, f64::max);
     let outcome = Outcome {
         events,
         stream,
@@ -395,12 +422,91 @@ pub fn run(task: &Task, opts: &RunOptions, observer: &mut dyn Observer) -> Resul
         first_success,
         time_to_first_success,
         elapsed: started.elapsed().as_secs_f64(),
+        run_s,
         n_fresh,
         warnings: proposer.warnings(),
         proposer: proposer.name(),
     };
     observer.on_finish(task, &outcome);
     Ok(outcome)
+}
+
+/// The run's clock: seconds since this session started plus where the events on disk end.
+#[derive(Clone, Copy, Debug)]
+struct RunClock {
+    started: Instant,
+    offset: f64,
+}
+
+impl RunClock {
+    fn now(self) -> f64 {
+        self.offset + self.started.elapsed().as_secs_f64()
+    }
+}
+
+/// The latest `finished_s` of `events`, or `None` when one of them has none (written before the
+/// field existed).
+fn latest_finish(events: &[Event]) -> Option<f64> {
+    events
+        .iter()
+        .try_fold(0.0, |latest: f64, e| e.finished_s.map(|f| latest.max(f)))
+}
+
+/// Calibrates a round's `todo` on `pool` (suspects first, one at a time). Each event is stamped
+/// with `finished_s` and handed to the observers (the event log appends it) the moment it
+/// finishes, so a kill loses only calibrations still running; the events come back in index
+/// order, which is what every later step sees. After an interrupt, calibrations that had not
+/// started are left out.
+fn calibrate_round(
+    task: &Task,
+    opts: &RunOptions,
+    pool: &rayon::ThreadPool,
+    todo: &[&Pending],
+    deadline: Option<Instant>,
+    clock: RunClock,
+    observer: &mut dyn Observer,
+) -> Result<Vec<Event>> {
+    let mut fresh: Vec<Event> = Vec::with_capacity(todo.len());
+    let mut observer_error = None;
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::channel::<Event>();
+        let (alone, together): (Vec<&Pending>, Vec<&Pending>) = todo
+            .iter()
+            .copied()
+            .partition(|p| opts.suspects.contains(&p.index));
+        let work = scope.spawn(move || {
+            // The receiver outlives every sender (it is drained below).
+            for p in alone {
+                if let Some(e) = attempt(task, opts, p, deadline) {
+                    let _ = tx.send(e);
+                }
+            }
+            pool.install(|| {
+                together.par_iter().for_each_with(tx, |tx, p| {
+                    if let Some(e) = attempt(task, opts, p, deadline) {
+                        let _ = tx.send(e);
+                    }
+                })
+            })
+        });
+        for mut e in rx {
+            e.finished_s = Some(clock.now());
+            if observer_error.is_none()
+                && let Err(err) = observer.on_event(&e)
+            {
+                observer_error = Some(err);
+            }
+            fresh.push(e);
+        }
+        if let Err(panic) = work.join() {
+            std::panic::resume_unwind(panic);
+        }
+    });
+    if let Some(err) = observer_error {
+        return Err(err);
+    }
+    fresh.sort_by_key(|e| e.index);
+    Ok(fresh)
 }
 
 /// The calibrator's dataset of `table` (columns named by the task's inputs, shared inputs added).
@@ -427,15 +533,24 @@ fn finite(x: f64) -> Option<f64> {
 /// candidate `crashed`; nothing else sets it.
 pub const TEST_ABORT_HOOK: &str = "NDVM_TEST_ABORT_AT_INDEX";
 
-/// One calibration as the run sees it: a known crash becomes a `crashed` event; otherwise the
-/// `begin` record is written first (so a process death names the candidate), then it runs.
-fn attempt(task: &Task, opts: &RunOptions, p: &Pending, deadline: Option<Instant>) -> Event {
+/// One calibration as the run sees it: nothing once the run is interrupted; a known crash becomes
+/// a `crashed` event; otherwise the `begin` record is written first (so a process death names
+/// the candidate), then it runs.
+fn attempt(
+    task: &Task,
+    opts: &RunOptions,
+    p: &Pending,
+    deadline: Option<Instant>,
+) -> Option<Event> {
+    if opts.interrupt.as_ref().is_some_and(|i| i.is_raised()) {
+        return None;
+    }
     if opts.crashed.contains(&p.index) {
         let mut ev = blank_event(task, p);
-        ev.status = "crashed".to_string();
+        ev.status = EventStatus::Crashed;
         ev.error_class = Some("crashed".to_string());
         ev.error = Some("the process died while calibrating this candidate".to_string());
-        return ev;
+        return Some(ev);
     }
     if let Some(log) = &opts.begin_log {
         log.begin(p.index, p.cand.id);
@@ -450,7 +565,7 @@ fn attempt(task: &Task, opts: &RunOptions, p: &Pending, deadline: Option<Instant
     if let Some(log) = &opts.begin_log {
         log.end(p.index);
     }
-    ev
+    Some(ev)
 }
 
 /// The test-only hook (see [`TEST_ABORT_HOOK`]).
@@ -472,13 +587,14 @@ pub(crate) fn blank_event(task: &Task, p: &Pending) -> Event {
         train_loss: None,
         validation_r2: None,
         validation_nmse: None,
-        status: "ok".to_string(),
+        status: EventStatus::Ok,
         stop_reason: None,
         error: None,
         error_class: None,
         limit: None,
         n_evals: 0,
         wall_ms: 0.0,
+        finished_s: None,
     }
 }
 
@@ -555,7 +671,7 @@ pub(crate) fn calibrate_one(task: &Task, p: &Pending, deadline: Option<Instant>)
             .collect();
         ev.train_loss = finite(fit.loss);
         if ev.train_loss.is_none() {
-            ev.status = "non-finite".to_string();
+            ev.status = EventStatus::NonFinite;
             return Ok(());
         }
         if !task.validation.target.is_empty() {
@@ -565,13 +681,13 @@ pub(crate) fn calibrate_one(task: &Task, p: &Pending, deadline: Option<Instant>)
                     ev.validation_r2 = Some(r2);
                     ev.validation_nmse = Some(nmse);
                 }
-                None => ev.status = "non-finite".to_string(),
+                None => ev.status = EventStatus::NonFinite,
             }
         }
         Ok(())
     })();
     if let Err(e) = res {
-        ev.status = "error".to_string();
+        ev.status = EventStatus::Error;
         ev.limit = limit_hit(e.class, &cfg, time_limit.as_secs_f64());
         ev.error_class = Some(e.class.to_string());
         ev.error = Some(e.message);

@@ -45,13 +45,32 @@ pub enum SearchError {
         #[source]
         source: io::Error,
     },
+    /// A result file (summary, report, run folder file) could not be written.
+    #[error("cannot write {}", path.display())]
+    WriteFile {
+        /// The file.
+        path: PathBuf,
+        /// The underlying I/O error.
+        #[source]
+        source: io::Error,
+    },
     /// A CSV data file is malformed.
-    #[error("{}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+    #[error("{}{}: {problem}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
     Csv {
         /// The file.
         path: PathBuf,
         /// One-based number of the offending line; `None` when the whole file is at fault.
         line: Option<usize>,
+        /// What is wrong, with the row and column where one is at fault.
+        problem: CsvProblem,
+    },
+    /// A line of a candidate cache (JSONL) is malformed.
+    #[error("{}:{line}: {message}", path.display())]
+    CacheLine {
+        /// The cache file.
+        path: PathBuf,
+        /// One-based line number.
+        line: usize,
         /// What is wrong, lowercase.
         message: String,
     },
@@ -131,6 +150,78 @@ pub enum SearchError {
     },
 }
 
+/// What is wrong with a CSV table (the detail of [`SearchError::Csv`]). Columns are one-based
+/// numbers where the header may be missing, names where the table has one.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CsvProblem {
+    /// A row has a different number of fields than the first row (or the header).
+    #[error("expected {expected} fields, found {found}")]
+    FieldCount {
+        /// Fields of the first row.
+        expected: usize,
+        /// Fields of this row.
+        found: usize,
+    },
+    /// A field is empty.
+    #[error("column {column}: empty field")]
+    EmptyField {
+        /// One-based column number.
+        column: usize,
+    },
+    /// A field is not a number.
+    #[error("column {column}: `{field}` is not a number")]
+    NotANumber {
+        /// One-based column number.
+        column: usize,
+        /// The field as written.
+        field: String,
+    },
+    /// A value the table needs is NaN or infinite.
+    #[error(
+        "column `{column}` of data row {row} is {value}, not a finite number (set `data.drop_nonfinite: true` to drop such rows)"
+    )]
+    NonFinite {
+        /// The column's name.
+        column: String,
+        /// One-based data row (header not counted).
+        row: usize,
+        /// The value.
+        value: f64,
+    },
+    /// Every row has a non-finite value in a column the table needs.
+    #[error("every row has a non-finite input or target")]
+    AllNonFinite,
+    /// The file holds no data rows.
+    #[error("no data rows")]
+    NoRows,
+    /// The table needs a header line naming its columns and has none.
+    #[error("the first line must name the columns")]
+    NoHeader,
+    /// A column name appears twice in the header.
+    #[error("column `{name}` appears twice")]
+    DuplicateColumn {
+        /// The name.
+        name: String,
+    },
+    /// A column the command or task names is not in the header.
+    #[error("no {role} column `{name}` (the columns are {})", columns.join(", "))]
+    MissingColumn {
+        /// What the column is for: `input`, `target` or `weight`.
+        role: &'static str,
+        /// The name looked for.
+        name: String,
+        /// The header.
+        columns: Vec<String>,
+    },
+    /// The CSV reader rejected the text.
+    #[error("{message}")]
+    Malformed {
+        /// The reader's message.
+        message: String,
+    },
+}
+
 /// Result alias for this crate.
 pub type Result<T, E = SearchError> = std::result::Result<T, E>;
 
@@ -140,5 +231,6 @@ mod tests {
     fn search_error_is_send_sync() {
         fn assert_send_sync<T: Send + Sync>() {}
         assert_send_sync::<super::SearchError>();
+        assert_send_sync::<super::CsvProblem>();
     }
 }

@@ -14,10 +14,10 @@ use std::sync::OnceLock;
 use ndvm_core::Heap;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::Value;
 
 use crate::engine::{self, Event};
 use crate::error::{Result, SearchError};
+use crate::summary::Summary;
 use crate::task::{MetricName, Table, Task};
 
 /// Image size in pixels (and SVG user units).
@@ -73,7 +73,7 @@ pub fn write_all(
     dir: &Path,
     task: &Task,
     events: &[Event],
-    summary: &Value,
+    summary: &Summary,
 ) -> Result<Vec<PathBuf>> {
     let fail = |message: String| SearchError::RunFolder {
         path: dir.to_path_buf(),
@@ -208,30 +208,20 @@ fn predict(
     engine::predict(task, &mut heap, &program, params, table).ok()
 }
 
-fn fit_plot(task: &Task, summary: &Value) -> Fit {
-    let best = &summary["best"];
-    let winner = best["src"].as_str().map(|src| {
-        let params: BTreeMap<String, f64> = best["params"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| v.as_f64().map(|x| (k.clone(), x)))
-                    .collect()
-            })
-            .unwrap_or_default();
-        (src.to_string(), params)
-    });
-    let title = match (&winner, task.metric) {
+fn fit_plot(task: &Task, summary: &Summary) -> Fit {
+    let best = summary.best.as_ref();
+    let winner = best.map(|b| (b.src.clone(), b.params.clone()));
+    let title = match (best, task.metric) {
         (None, _) => "data (no fitted candidate)".to_string(),
-        (Some(_), MetricName::R2) => format!(
+        (Some(b), MetricName::R2) => format!(
             "best fit: candidate {} · validation R² {}",
-            best["id"],
-            fmt(best["validation_r2"].as_f64())
+            b.id,
+            fmt(b.validation_r2)
         ),
-        (Some(_), MetricName::Loss) => format!(
+        (Some(b), MetricName::Loss) => format!(
             "best fit: candidate {} · training loss {}",
-            best["id"],
-            fmt(best["train_loss"].as_f64())
+            b.id,
+            fmt(b.train_loss)
         ),
     };
     let tabs = tables(task);
@@ -638,15 +628,12 @@ struct Pareto {
 }
 
 impl Pareto {
-    fn new(task: &Task, events: &[Event], summary: &Value) -> Pareto {
-        let front: Vec<(f64, f64)> = summary["pareto"]
-            .as_array()
-            .map(|rows| {
-                rows.iter()
-                    .filter_map(|r| Some((r["complexity"].as_f64()?, r["error"].as_f64()?)))
-                    .collect()
-            })
-            .unwrap_or_default();
+    fn new(task: &Task, events: &[Event], summary: &Summary) -> Pareto {
+        let front: Vec<(f64, f64)> = summary
+            .pareto
+            .iter()
+            .map(|p| (p.complexity as f64, p.error))
+            .collect();
         let axis = ErrorAxis::new(task.metric, front.iter().map(|p| p.1));
         let others = events
             .iter()

@@ -1,7 +1,10 @@
 //! What an evaluation prints: human text (`value = …`, `d/dq = …`, one line per lane) and JSON
-//! with round-tripping numbers (shortest representation; `"inf"`, `"-inf"`, `"nan"` as strings).
+//! (serde structs) with round-tripping numbers (shortest representation; `"inf"`, `"-inf"`,
+//! `"nan"` as strings, [`JsonNumber`]).
 
+use indexmap::IndexMap;
 use ndvm_core::{Evaluation, Output};
+use serde::{Serialize, Serializer};
 
 /// The result of one `eval` run, ready to be printed.
 #[derive(Clone, Debug, PartialEq)]
@@ -131,65 +134,110 @@ impl EvalReport {
     /// `{"lanes":3,"value":[…],"grads":{"q":[…]},"faults":[…]}`. `grads` is present only when
     /// gradients were requested, keyed in binding order.
     pub fn to_json(&self) -> String {
-        let mut out = String::from("{");
+        let names = || self.evaluation.grads.iter().map(|g| g.name.as_str());
+        let lanes = 0..self.n_lanes;
         if self.n_lanes == 1 {
-            out.push_str("\"value\":");
-            push_json_value(&mut out, lane_value(&self.evaluation.value, 0));
-            if self.grad {
-                out.push_str(",\"grads\":{");
-                for (grad_idx, g) in self.evaluation.grads.iter().enumerate() {
-                    if grad_idx > 0 {
-                        out.push(',');
-                    }
-                    push_json_string(&mut out, &g.name);
-                    out.push(':');
-                    push_json_number(&mut out, self.grad_at(grad_idx, 0));
-                }
-                out.push('}');
-            }
-            out.push_str(&format!(",\"fault\":{}}}", self.fault(0)));
-            return out;
-        }
-        out.push_str(&format!("\"lanes\":{},\"value\":[", self.n_lanes));
-        for lane_idx in 0..self.n_lanes {
-            if lane_idx > 0 {
-                out.push(',');
-            }
-            push_json_value(&mut out, lane_value(&self.evaluation.value, lane_idx));
-        }
-        out.push(']');
-        if self.grad {
-            out.push_str(",\"grads\":{");
-            for (grad_idx, g) in self.evaluation.grads.iter().enumerate() {
-                if grad_idx > 0 {
-                    out.push(',');
-                }
-                push_json_string(&mut out, &g.name);
-                out.push_str(":[");
-                for lane_idx in 0..self.n_lanes {
-                    if lane_idx > 0 {
-                        out.push(',');
-                    }
-                    push_json_number(&mut out, self.grad_at(grad_idx, lane_idx));
-                }
-                out.push(']');
-            }
-            out.push('}');
-        }
-        out.push_str(",\"faults\":[");
-        for lane_idx in 0..self.n_lanes {
-            if lane_idx > 0 {
-                out.push(',');
-            }
-            out.push_str(if self.fault(lane_idx) {
-                "true"
-            } else {
-                "false"
+            return json_line(&OneLane {
+                value: lane_value(&self.evaluation.value, 0).into(),
+                grads: self.grad.then(|| {
+                    (names().enumerate())
+                        .map(|(g, name)| (name, JsonNumber(self.grad_at(g, 0))))
+                        .collect()
+                }),
+                fault: self.fault(0),
             });
         }
-        out.push_str("]}");
-        out
+        json_line(&ManyLanes {
+            lanes: self.n_lanes,
+            value: lanes
+                .clone()
+                .map(|l| lane_value(&self.evaluation.value, l).into())
+                .collect(),
+            grads: self.grad.then(|| {
+                (names().enumerate())
+                    .map(|(g, name)| {
+                        let per_lane = lanes.clone().map(|l| JsonNumber(self.grad_at(g, l)));
+                        (name, per_lane.collect())
+                    })
+                    .collect()
+            }),
+            faults: lanes.map(|l| self.fault(l)).collect(),
+        })
     }
+}
+
+/// `eval --json` of one lane.
+#[derive(Serialize)]
+struct OneLane<'a> {
+    value: LaneJson<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    grads: Option<IndexMap<&'a str, JsonNumber>>,
+    fault: bool,
+}
+
+/// `eval --json` of several lanes.
+#[derive(Serialize)]
+struct ManyLanes<'a> {
+    lanes: usize,
+    value: Vec<LaneJson<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    grads: Option<IndexMap<&'a str, Vec<JsonNumber>>>,
+    faults: Vec<bool>,
+}
+
+/// An `f64` in JSON: the shortest round-tripping number when finite, and the strings `"inf"`,
+/// `"-inf"`, `"nan"` otherwise (JSON has no non-finite numbers).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct JsonNumber(pub f64);
+
+impl Serialize for JsonNumber {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.0.is_finite() {
+            s.serialize_f64(self.0)
+        } else {
+            s.serialize_str(&human_number(self.0))
+        }
+    }
+}
+
+/// One lane's value in JSON: number, boolean, array, array of row arrays, or string.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum LaneJson<'a> {
+    /// A number.
+    Number(JsonNumber),
+    /// A boolean.
+    Bool(bool),
+    /// A vector.
+    Vector(Vec<JsonNumber>),
+    /// A matrix as rows.
+    Matrix(Vec<Vec<JsonNumber>>),
+    /// Any other value, printed.
+    Other(&'a str),
+}
+
+impl<'a> From<LaneValue<'a>> for LaneJson<'a> {
+    fn from(value: LaneValue<'a>) -> Self {
+        let row = |xs: &[f64]| xs.iter().map(|x| JsonNumber(*x)).collect();
+        match value {
+            LaneValue::Number(x) => LaneJson::Number(JsonNumber(x)),
+            LaneValue::Bool(b) => LaneJson::Bool(b),
+            LaneValue::Vector(data) => LaneJson::Vector(row(data)),
+            LaneValue::Matrix { cols, data, .. } => {
+                LaneJson::Matrix(data.chunks(cols.max(1)).map(row).collect())
+            }
+            LaneValue::Other(text) => LaneJson::Other(text),
+        }
+    }
+}
+
+/// `value` as one line of JSON. Our output types always serialise; should one ever fail, the
+/// line is an `{"error": …}` object rather than a panic.
+pub fn json_line<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|e| {
+        let message = serde_json::Value::String(format!("cannot write JSON: {e}"));
+        format!("{{\"error\":{message}}}")
+    })
 }
 
 /// A number for people: the shortest text that reads back to the same `f64` (`5.5`, `1e-7`), and
@@ -230,54 +278,6 @@ fn push_human_value(out: &mut String, value: LaneValue<'_>) {
             out.push(']');
         }
         LaneValue::Other(text) => out.push_str(text),
-    }
-}
-
-/// Appends a JSON number: the shortest round-tripping representation for finite values, and the
-/// strings `"inf"`, `"-inf"`, `"nan"` otherwise (JSON has no non-finite numbers).
-pub fn push_json_number(out: &mut String, x: f64) {
-    if x.is_finite() {
-        // serde_json writes finite f64 in shortest round-trip form (ryu); it cannot fail here.
-        out.push_str(&serde_json::to_string(&x).unwrap_or_else(|_| "null".to_string()));
-    } else {
-        out.push('"');
-        out.push_str(&human_number(x));
-        out.push('"');
-    }
-}
-
-/// Appends a JSON string literal with escaping.
-pub fn push_json_string(out: &mut String, s: &str) {
-    out.push_str(&serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_string()));
-}
-
-/// Appends one lane's value as JSON: number, boolean, array, array of row arrays, or string.
-pub fn push_json_value(out: &mut String, value: LaneValue<'_>) {
-    let push_row = |out: &mut String, row: &[f64]| {
-        out.push('[');
-        for (idx, x) in row.iter().enumerate() {
-            if idx > 0 {
-                out.push(',');
-            }
-            push_json_number(out, *x);
-        }
-        out.push(']');
-    };
-    match value {
-        LaneValue::Number(x) => push_json_number(out, x),
-        LaneValue::Bool(b) => out.push_str(if b { "true" } else { "false" }),
-        LaneValue::Vector(data) => push_row(out, data),
-        LaneValue::Matrix { cols, data, .. } => {
-            out.push('[');
-            for (idx, row) in data.chunks(cols.max(1)).enumerate() {
-                if idx > 0 {
-                    out.push(',');
-                }
-                push_row(out, row);
-            }
-            out.push(']');
-        }
-        LaneValue::Other(text) => push_json_string(out, text),
     }
 }
 
@@ -371,6 +371,12 @@ mod tests {
     }
 
     #[test]
+    fn non_finite_numbers_are_strings() {
+        let xs = [f64::INFINITY, f64::NEG_INFINITY, f64::NAN, -0.0].map(JsonNumber);
+        assert_eq!(json_line(&xs), r#"["inf","-inf","nan",-0.0]"#);
+    }
+
+    #[test]
     fn json_numbers_round_trip() {
         for x in [
             0.1,
@@ -380,8 +386,7 @@ mod tests {
             -123456789.125,
             831.2208862304688,
         ] {
-            let mut s = String::new();
-            push_json_number(&mut s, x);
+            let s = json_line(&JsonNumber(x));
             assert_eq!(s.parse::<f64>().unwrap().to_bits(), x.to_bits(), "{s}");
             assert_eq!(
                 human_number(x).parse::<f64>().unwrap().to_bits(),

@@ -6,10 +6,12 @@ use std::path::{Path, PathBuf};
 
 use crate::engine::{self, Outcome, RunOptions, Shard};
 use crate::error::{Result, SearchError};
+use crate::interrupt::Interrupt;
 use crate::observe::{self, EventLog, Fanout, Nothing, Observer, ProgressMode};
 use crate::plots;
 use crate::propose::replay;
 use crate::results::{self, RunMeta};
+use crate::summary::{RunSection, Summary};
 use crate::task::{self, Task};
 
 /// Arguments of `ndvm-search TASK.yaml` / `--resume DIR`.
@@ -31,6 +33,8 @@ pub struct RunArgs {
     pub budget_calibrations: Option<usize>,
     /// How progress shows on stderr (a bar on a terminal, plain lines otherwise, or nothing).
     pub progress: ProgressMode,
+    /// Raised by Ctrl-C: the run stops after the calibrations in flight, summary written.
+    pub interrupt: Option<Interrupt>,
 }
 
 /// What a finished run reports.
@@ -132,6 +136,10 @@ pub fn run(args: &RunArgs, log: &mut dyn FnMut(&str)) -> Result<RunReport> {
     };
     let mut opts = RunOptions::new(args.threads);
     opts.shard = meta.shard;
+    if let Some(interrupt) = &args.interrupt {
+        interrupt.set_run_dir(&dir);
+    }
+    opts.interrupt = args.interrupt.clone();
     let crashes = results::read_crashes(&dir, &known)?;
     if !crashes.crashed.is_empty() || !crashes.suspects.is_empty() {
         let list = |s: &std::collections::HashSet<u64>| {
@@ -158,9 +166,9 @@ pub fn run(args: &RunArgs, log: &mut dyn FnMut(&str)) -> Result<RunReport> {
     // Events were appended as calibrations finished; the finished run's log is in index order.
     drop(event_log);
     results::write_events(&dir, &outcome.events)?;
-    let run = results::run_section(&outcome, args.threads, meta.shard);
-    let (summary, markdown) = results::summary(&task, &outcome, run);
-    results::write_summary(&dir, &summary, &markdown)?;
+    let run = RunSection::new(&outcome, args.threads, meta.shard);
+    let summary = Summary::new(&task, &outcome, run);
+    let markdown = results::write_summary(&dir, &summary)?;
     plots::write_all(&dir, &task, &outcome.events, &summary)?;
     Ok(RunReport {
         dir,
@@ -208,9 +216,10 @@ pub fn merge(dirs: &[PathBuf], out: Option<&Path>) -> Result<RunReport> {
     };
     results::prepare(&dir, &task, &meta)?;
     results::write_events(&dir, &outcome.events)?;
-    let run = results::run_section(&outcome, 1, Shard::ALL);
-    let (summary, markdown) = results::summary(&task, &outcome, run);
-    results::write_summary(&dir, &summary, &markdown)?;
+    let mut run = RunSection::new(&outcome, 1, Shard::ALL);
+    run.merged_shards = Some(dirs.len());
+    let summary = Summary::new(&task, &outcome, run);
+    let markdown = results::write_summary(&dir, &summary)?;
     plots::write_all(&dir, &task, &outcome.events, &summary)?;
     Ok(RunReport {
         dir,

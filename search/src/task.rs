@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
 use serde_saphyr::{Location, Spanned};
 
-use crate::error::{Result, SearchError};
+use crate::error::{CsvProblem, Result, SearchError};
 use crate::{matrix_csv, textfile, validate};
 
 /// Longest wall-clock budget, in seconds (one year): longer is surely a typo, and `Duration`
@@ -133,6 +133,10 @@ pub struct DataSpec {
     /// Drop rows whose inputs or target are not finite (NaN, ±inf) instead of refusing the table.
     #[serde(default)]
     pub drop_nonfinite: bool,
+    /// The field separator of every CSV file of the task, one ASCII character (default `,`;
+    /// `";"`, `"\t"` for tab-separated files).
+    #[serde(default)]
+    pub delimiter: Option<Spanned<String>>,
     /// Extra test tables (CSV with the same columns), each scored separately.
     #[serde(default)]
     pub tests: Vec<TestFileSpec>,
@@ -888,22 +892,25 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
 
     // Data.
     let data = &spec.data;
-    let max_bytes = match &data.max_bytes {
-        Some(b) if b.value == 0 => {
-            return Err(err(b.referenced, "`max_bytes` must be at least 1".into()));
-        }
-        Some(b) => b.value,
-        None => textfile::MAX_CSV_BYTES,
-    };
-    let csv_opts = CsvOptions {
-        max_bytes,
-        drop_nonfinite: data.drop_nonfinite,
+    let csv_opts = csv_options(path, data)?;
+    // A CSV table of the task (main or test), errors located at the key naming the file.
+    let table_at = |file: &Spanned<String>| -> Result<Table> {
+        let Some(target) = &spec.target else {
+            return Err(err(file.referenced, "a table needs `target`".into()));
+        };
+        read_table(&rel(&file.value), &inputs, &target.value, csv_opts)
+            .map_err(|e| err(file.referenced, e.to_string()))
     };
     let mut generated = None;
     let mut shared = Vec::new();
     for s in &data.shared {
-        let m = matrix_csv::read_limited(&rel(&s.csv.value), max_bytes, RAISE_CSV_LIMIT)
-            .map_err(|e| err(s.csv.referenced, e.to_string()))?;
+        let m = matrix_csv::read_limited(
+            &rel(&s.csv.value),
+            csv_opts.max_bytes,
+            RAISE_CSV_LIMIT,
+            csv_opts.delimiter,
+        )
+        .map_err(|e| err(s.csv.referenced, e.to_string()))?;
         shared.push((
             s.name.clone(),
             ndvm_optimizers::Shared::Matrix {
@@ -947,15 +954,7 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
             }
             Some(generate(gs, spec.seed).map_err(|m| err(g.referenced, m))?)
         }
-        (None, Some(c)) => Some(
-            read_table(
-                &rel(&c.value),
-                &inputs,
-                spec.target.as_ref().map(|t| t.value.as_str()),
-                csv_opts,
-            )
-            .map_err(|m| err(c.referenced, m))?,
-        ),
+        (None, Some(c)) => Some(table_at(c)?),
         (None, None) => None,
     };
     let (train, validation, mut tests) = match main {
@@ -1086,14 +1085,7 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
         }
     };
     for t in &data.tests {
-        let table = read_table(
-            &rel(&t.csv.value),
-            &inputs,
-            spec.target.as_ref().map(|t| t.value.as_str()),
-            csv_opts,
-        )
-        .map_err(|m| err(t.csv.referenced, m))?;
-        tests.push((t.name.clone(), table));
+        tests.push((t.name.clone(), table_at(&t.csv)?));
     }
 
     // Calibrator.
@@ -1428,6 +1420,35 @@ struct CsvOptions {
     max_bytes: u64,
     /// Drop rows with a non-finite input or target instead of refusing the table.
     drop_nonfinite: bool,
+    /// The field separator.
+    delimiter: u8,
+}
+
+/// `data.max_bytes`, `data.drop_nonfinite` and `data.delimiter`, checked.
+fn csv_options(path: &Path, data: &DataSpec) -> Result<CsvOptions> {
+    let err = |loc: Location, msg: &str| task_err(path, Some(loc), msg);
+    let max_bytes = match &data.max_bytes {
+        Some(b) if b.value == 0 => return Err(err(b.referenced, "`max_bytes` must be at least 1")),
+        Some(b) => b.value,
+        None => textfile::MAX_CSV_BYTES,
+    };
+    let delimiter = match &data.delimiter {
+        None => matrix_csv::COMMA,
+        Some(d) => match d.value.as_bytes() {
+            [b] if b.is_ascii() && !matches!(b, b'"' | b'\n' | b'\r') => *b,
+            _ => {
+                return Err(err(
+                    d.referenced,
+                    "`delimiter` must be one ASCII character other than a quote or a line break (`\";\"`, `\"\\t\"` for tab)",
+                ));
+            }
+        },
+    };
+    Ok(CsvOptions {
+        max_bytes,
+        drop_nonfinite: data.drop_nonfinite,
+        delimiter,
+    })
 }
 
 /// How to raise the CSV size limit (the end of its error message).
@@ -1435,39 +1456,33 @@ const RAISE_CSV_LIMIT: &str = "raise it with `data.max_bytes` in the task, or sa
 
 /// Reads a CSV table with a header naming `inputs` and `target`; a non-finite value in one of
 /// those columns is an error naming the line and column, unless `drop_nonfinite` drops its row.
-fn read_table(
-    path: &Path,
-    inputs: &[String],
-    target: Option<&str>,
-    opts: CsvOptions,
-) -> std::result::Result<Table, String> {
-    let m = matrix_csv::read_limited(path, opts.max_bytes, RAISE_CSV_LIMIT)
-        .map_err(|e| e.to_string())?;
-    let Some(header) = &m.header else {
-        return Err(format!(
-            "{}: a table needs a header row naming its columns",
-            path.display()
-        ));
+fn read_table(path: &Path, inputs: &[String], target: &str, opts: CsvOptions) -> Result<Table> {
+    let m = matrix_csv::read_limited(path, opts.max_bytes, RAISE_CSV_LIMIT, opts.delimiter)?;
+    let header = m.require_header(path)?;
+    let csv_err = |line: Option<usize>, problem: CsvProblem| SearchError::Csv {
+        path: path.to_path_buf(),
+        line,
+        problem,
     };
-    let col = |name: &str| -> std::result::Result<Vec<f64>, String> {
+    let col = |name: &str, role: &'static str| -> Result<Vec<f64>> {
         let j = header.iter().position(|h| h == name).ok_or_else(|| {
-            format!(
-                "{}: no column `{name}` (columns: {})",
-                path.display(),
-                header.join(", ")
+            csv_err(
+                Some(1),
+                CsvProblem::MissingColumn {
+                    role,
+                    name: name.to_string(),
+                    columns: header.to_vec(),
+                },
             )
         })?;
-        Ok((0..m.rows).map(|r| m.data[r * m.cols + j]).collect())
-    };
-    let Some(target) = target else {
-        return Err("a table needs `target`".to_string());
+        Ok(m.column(j))
     };
     let table = Table {
         columns: inputs
             .iter()
-            .map(|n| col(n))
-            .collect::<std::result::Result<_, _>>()?,
-        target: col(target)?,
+            .map(|n| col(n, "input"))
+            .collect::<Result<_>>()?,
+        target: col(target, "target")?,
     };
     let names: Vec<&str> = inputs.iter().map(String::as_str).chain([target]).collect();
     let mut keep = Vec::with_capacity(table.n_rows());
@@ -1482,12 +1497,13 @@ fn read_table(
             Some(_) if opts.drop_nonfinite => {}
             Some(j) => {
                 let value = table.columns.get(j).unwrap_or(&table.target)[r];
-                return Err(format!(
-                    "{}:{}: column `{}` of data row {} is {value}, not a finite number (set `data.drop_nonfinite: true` to drop such rows)",
-                    path.display(),
-                    m.lines[r],
-                    names[j],
-                    r + 1
+                return Err(csv_err(
+                    Some(m.lines[r]),
+                    CsvProblem::NonFinite {
+                        column: names[j].to_string(),
+                        row: r + 1,
+                        value,
+                    },
                 ));
             }
         }
@@ -1496,10 +1512,7 @@ fn read_table(
         return Ok(table);
     }
     if keep.is_empty() {
-        return Err(format!(
-            "{}: every row has a non-finite input or target",
-            path.display()
-        ));
+        return Err(csv_err(None, CsvProblem::AllNonFinite));
     }
     Ok(table.take(&keep))
 }

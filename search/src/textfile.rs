@@ -1,8 +1,9 @@
 //! Bounded reads of untrusted text files (task YAML, CSV tables, prompt templates): at most a
 //! limit of bytes is read (so `/dev/zero` or a huge file costs limit + 1 bytes, never more), a
 //! UTF-8 byte-order mark is stripped, and bytes that are not UTF-8 are an error naming the offset.
+//! Also the one atomic write of result files ([`write_atomic`]).
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::Path;
 
 use crate::error::{Result, SearchError};
@@ -59,6 +60,46 @@ pub fn read(path: &Path, limit: u64, raise: &str) -> Result<String> {
     }
 }
 
+/// Writes `bytes` to `path` so that a crash or power loss leaves either the old file or the new
+/// one, never a mix or an empty file: a temporary sibling is written and synced to disk, renamed
+/// over `path`, and the folder is synced so the rename itself is durable.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let write_err = |source| SearchError::WriteFile {
+        path: path.to_path_buf(),
+        source,
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let written = std::fs::File::create(&tmp).and_then(|mut f| {
+        f.write_all(bytes)?;
+        f.sync_all()
+    });
+    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(write_err(e));
+    }
+    sync_parent(path).map_err(write_err)
+}
+
+/// Syncs the folder holding `path` (a rename is durable only once its folder is).
+#[cfg(unix)]
+fn sync_parent(path: &Path) -> std::io::Result<()> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(parent)?.sync_all()
+}
+
+/// Folders cannot be opened and synced on this platform; the rename is still atomic.
+#[cfg(not(unix))]
+fn sync_parent(_path: &Path) -> std::io::Result<()> {
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,5 +133,26 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("larger than the limit of 1000 bytes"), "{e}");
+    }
+
+    #[test]
+    fn atomic_writes_replace_the_whole_file_and_leave_no_temporary() {
+        let p = scratch("summary.json", b"old contents, longer than the new ones\n");
+        write_atomic(&p, b"new\n").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"new\n");
+        let dir = p.parent().unwrap();
+        let leftovers: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+        let e = write_atomic(&dir.join("missing/summary.json"), b"x")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("cannot write ") && e.ends_with("missing/summary.json"),
+            "{e}"
+        );
     }
 }

@@ -35,7 +35,7 @@ pub(crate) fn calibrate_in_process(task: &Task, p: &Pending, deadline: Option<In
         Ok(ev) => ev,
         Err(message) => {
             let mut ev = engine::blank_event(task, p);
-            ev.status = "crashed".to_string();
+            ev.status = engine::EventStatus::Crashed;
             ev.error_class = Some("crashed".to_string());
             ev.error = Some(message);
             ev
@@ -61,7 +61,12 @@ fn spawn_and_wait(
     };
     let line = serde_json::to_string(&request).map_err(|e| e.to_string())?;
     // `sh` sets the OS limits for the worker alone, with no unsafe code in this process.
-    let mut child = Command::new("sh")
+    let mut command = Command::new("sh");
+    // A process group of its own: Ctrl-C at the terminal interrupts the run, which lets the
+    // calibrations in flight finish, rather than killing them as crashes.
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let mut child = command
         .arg("-c")
         .arg(format!(
             "ulimit -v {memory_kb} && ulimit -t {cpu_s} && exec \"$0\" worker"

@@ -160,7 +160,7 @@ fn quick_bench_writes_both_reports() {
         } else {
             0.3
         };
-        assert!(row["best_r_squared"].as_f64().unwrap() > floor, "{row}");
+        assert!(row["best_r2"].as_f64().unwrap() > floor, "{row}");
     }
 }
 

@@ -65,14 +65,16 @@ fn summary(dir: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap()
 }
 
-/// `events.jsonl` without the per-calibration wall time, line by line.
+/// `events.jsonl` without the wall-clock fields (`wall_ms`, `finished_s`), line by line.
 fn events_core(dir: &Path) -> Vec<String> {
     std::fs::read_to_string(dir.join("events.jsonl"))
         .unwrap()
         .lines()
         .map(|l| {
             let mut v: Value = serde_json::from_str(l).unwrap();
-            v.as_object_mut().unwrap().remove("wall_ms");
+            let o = v.as_object_mut().unwrap();
+            o.remove("wall_ms");
+            o.remove("finished_s");
             v.to_string()
         })
         .collect()

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use ndvm_search::propose::llm::LlmProposer;
-use ndvm_search::propose::replay::{CacheLine, CacheReplay};
+use ndvm_search::propose::replay::{CacheLine, CacheReplay, Verdict};
 use ndvm_search::propose::{Candidate, Proposer};
 use ndvm_search::task::LlmConfig;
 use serde_json::{Value, json};
@@ -206,7 +206,7 @@ fn good_answers_land_in_the_cache_with_provenance() {
     assert_eq!(lines.len(), 2);
     for l in &lines {
         assert_provenance(l);
-        assert_eq!(l.verdict.as_deref(), Some("valid"));
+        assert_eq!(l.verdict, Some(Verdict::Valid));
         assert_eq!(l.reason, None);
         assert_eq!(
             l.model.as_deref(),
@@ -258,7 +258,7 @@ fn prose_and_code_fenced_answers_are_extracted() {
     assert_eq!(lines[1].raw.as_deref(), Some(fenced));
     for l in &lines {
         assert_provenance(l);
-        assert_eq!(l.verdict.as_deref(), Some("valid"));
+        assert_eq!(l.verdict, Some(Verdict::Valid));
     }
 }
 
@@ -285,9 +285,9 @@ fn garbage_is_recorded_with_a_reason_and_never_proposed_unless_it_holds_a_progra
     assert_eq!(p.requests(), 3);
     let rest = drain(&mut p);
     let lines = cache_lines(&cache);
-    let verdicts: Vec<&str> = lines
+    let verdicts: Vec<String> = lines
         .iter()
-        .map(|l| l.verdict.as_deref().unwrap())
+        .map(|l| l.verdict.clone().unwrap().to_string())
         .collect();
     assert_eq!(
         verdicts,
@@ -304,7 +304,7 @@ fn garbage_is_recorded_with_a_reason_and_never_proposed_unless_it_holds_a_progra
         assert_provenance(l);
         assert_eq!(
             l.reason.is_some(),
-            l.verdict.as_deref() != Some("valid"),
+            l.verdict != Some(Verdict::Valid),
             "{l:?}"
         );
     }
@@ -348,7 +348,7 @@ fn rate_limit_then_success_backs_off_and_records_the_attempts() {
     let lines = cache_lines(&cache);
     assert_eq!(lines.len(), 1, "retried attempts are not separate lines");
     assert_provenance(&lines[0]);
-    assert_eq!(lines[0].verdict.as_deref(), Some("valid"));
+    assert_eq!(lines[0].verdict, Some(Verdict::Valid));
     assert_eq!(lines[0].attempts, Some(3));
     assert_eq!(m.requests().len(), 3);
 }
@@ -363,7 +363,7 @@ fn server_error_then_success_and_persistent_errors_are_bounded() {
     c.max_requests = 1;
     assert_eq!(drain(&mut proposer(c)).len(), 1);
     let lines = cache_lines(&cache);
-    assert_eq!(lines[0].verdict.as_deref(), Some("valid"));
+    assert_eq!(lines[0].verdict, Some(Verdict::Valid));
     assert_eq!(lines[0].attempts, Some(2));
 
     // Always 503: retries run out and the request is recorded as failed.
@@ -376,7 +376,7 @@ fn server_error_then_success_and_persistent_errors_are_bounded() {
     assert!(drain(&mut proposer(c)).is_empty());
     let lines = cache_lines(&cache);
     assert_provenance(&lines[0]);
-    assert_eq!(lines[0].verdict.as_deref(), Some("request-failed"));
+    assert_eq!(lines[0].verdict, Some(Verdict::RequestFailed));
     assert_eq!(lines[0].attempts, Some(3));
     let reason = lines[0].reason.as_deref().unwrap();
     assert!(reason.contains("http 503"), "{reason}");
@@ -393,7 +393,7 @@ fn server_error_then_success_and_persistent_errors_are_bounded() {
     c.max_requests = 1;
     assert!(drain(&mut proposer(c)).is_empty());
     let lines = cache_lines(&cache);
-    assert_eq!(lines[0].verdict.as_deref(), Some("request-failed"));
+    assert_eq!(lines[0].verdict, Some(Verdict::RequestFailed));
     assert_eq!(lines[0].attempts, Some(1));
     assert!(
         lines[0].reason.as_deref().unwrap().contains("deserialize"),
@@ -408,7 +408,7 @@ fn server_error_then_success_and_persistent_errors_are_bounded() {
     c.max_requests = 1;
     assert!(drain(&mut proposer(c)).is_empty());
     let lines = cache_lines(&cache);
-    assert_eq!(lines[0].verdict.as_deref(), Some("request-failed"));
+    assert_eq!(lines[0].verdict, Some(Verdict::RequestFailed));
     assert_eq!(lines[0].attempts, Some(1));
     assert!(lines[0].reason.as_deref().unwrap().contains("http 400"));
 }
@@ -430,7 +430,7 @@ fn a_slow_answer_times_out_is_retried_and_then_recorded() {
     assert_eq!(cands[0].src, "(* a (sin x))");
     let lines = cache_lines(&cache);
     assert_eq!(lines[0].attempts, Some(2));
-    assert_eq!(lines[0].verdict.as_deref(), Some("valid"));
+    assert_eq!(lines[0].verdict, Some(Verdict::Valid));
 
     // Always slow: bounded by retries, then a `request-failed` line naming the timeout.
     let m = Mocked::start();
@@ -445,7 +445,7 @@ fn a_slow_answer_times_out_is_retried_and_then_recorded() {
     assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
     let lines = cache_lines(&cache);
     assert_provenance(&lines[0]);
-    assert_eq!(lines[0].verdict.as_deref(), Some("request-failed"));
+    assert_eq!(lines[0].verdict, Some(Verdict::RequestFailed));
     assert_eq!(lines[0].attempts, Some(2));
     assert!(lines[0].reason.as_deref().unwrap().contains("timeout"));
 }
@@ -530,9 +530,9 @@ fn deep_and_huge_answers_are_cached_as_rejected_and_never_replayed() {
     let srcs: Vec<&str> = live.iter().map(|c| c.src.as_str()).collect();
     assert_eq!(srcs, ["(* a x)"]);
     let lines = cache_lines(&cache);
-    let verdicts: Vec<&str> = lines
+    let verdicts: Vec<String> = lines
         .iter()
-        .map(|l| l.verdict.as_deref().unwrap())
+        .map(|l| l.verdict.clone().unwrap().to_string())
         .collect();
     assert_eq!(verdicts, ["rejected", "rejected", "rejected", "valid"]);
     let reason = |i: usize| lines[i].reason.clone().unwrap();
@@ -629,7 +629,9 @@ fn events_core(dir: &Path) -> Vec<Value> {
         .lines()
         .map(|l| {
             let mut v: Value = serde_json::from_str(l).unwrap();
-            v.as_object_mut().unwrap().remove("wall_ms");
+            let o = v.as_object_mut().unwrap();
+            o.remove("wall_ms");
+            o.remove("finished_s");
             v
         })
         .collect()
@@ -707,7 +709,7 @@ fn ndvm_search_with_kind_llm_finds_a_fit_and_its_cache_replays_identically_offli
     assert_eq!(best["src"], "(* (exp (* a x)) (cos (* b x)))");
     let lines = cache_lines(&cache);
     assert_eq!(lines.len(), asked);
-    assert_eq!(lines[1].verdict.as_deref(), Some("no-program"));
+    assert_eq!(lines[1].verdict, Some(Verdict::NoProgram));
     lines.iter().for_each(|l| {
         assert!(l.prompt_hash.is_some() && l.time.is_some() && l.model.is_some());
     });

@@ -48,8 +48,9 @@ pub struct ThroughputRow {
     pub pass_s: Vec<f64>,
     /// Calibrations that ended in an error (a candidate the runtime rejects).
     pub n_failed: usize,
-    /// Best training R² over the stream (a sanity check that the fits are real).
-    pub best_r_squared: f64,
+    /// Best training R² over the stream (a sanity check that the fits are real; `best_r_squared`
+    /// in files written before 0.1 named R² `r2` everywhere).
+    pub best_r2: f64,
 }
 
 /// The training data: 44 of the 64 grid points (every point whose index mod 16 is below 11).
@@ -210,7 +211,7 @@ fn one_setting(stream: &mut Stream, k: usize, passes: usize) -> ThroughputRow {
             let fit = Calibrator::new(config)
                 .and_then(|mut cal| cal.calibrate(&mut c.heap, &c.program, &stream.data));
             match fit {
-                Ok(fit) => best_r2 = best_r2.max(fit.r_squared.unwrap_or(f64::NEG_INFINITY)),
+                Ok(fit) => best_r2 = best_r2.max(fit.r2.unwrap_or(f64::NEG_INFINITY)),
                 Err(_) => n_failed += 1,
             }
         }
@@ -225,7 +226,7 @@ fn one_setting(stream: &mut Stream, k: usize, passes: usize) -> ThroughputRow {
         calibrations_per_s: stream.cands.len() as f64 / best,
         pass_s,
         n_failed,
-        best_r_squared: best_r2,
+        best_r2,
     }
 }
 
@@ -247,7 +248,7 @@ pub fn table(rows: &[ThroughputRow]) -> String {
             r.calibrations_per_s,
             best,
             r.n_failed,
-            r.best_r_squared
+            r.best_r2
         );
     }
     s

@@ -58,6 +58,7 @@ pub fn replay(
             budget_seconds: None,
             budget_calibrations: budget,
             progress: ProgressMode::Quiet,
+            interrupt: None,
         };
         let report = runcmd::run(&args, &mut |_| {});
         let _ = std::fs::remove_dir_all(&out);

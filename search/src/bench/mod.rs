@@ -19,7 +19,6 @@ pub mod timing;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
@@ -151,9 +150,7 @@ impl Machine {
                 .and_then(|l| l.split_once(':'))
                 .map(|(_, v)| v.trim().to_string())
         });
-        let unix_time = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let now = jiff::Timestamp::now();
         Machine {
             nproc: std::thread::available_parallelism().map_or(1, |n| n.get()),
             cpu_model,
@@ -168,32 +165,15 @@ impl Machine {
             git_commit: command_output("git", &["rev-parse", "HEAD"]),
             git_dirty: command_output("git", &["status", "--porcelain", "--untracked-files=no"])
                 .map(|s| !s.is_empty()),
-            unix_time,
-            date_utc: utc_date(unix_time),
+            unix_time: u64::try_from(now.as_second()).unwrap_or(0),
+            date_utc: utc_date(now),
         }
     }
 }
 
-/// `YYYY-MM-DDTHH:MM:SSZ` for seconds since the Unix epoch (proleptic Gregorian calendar).
-fn utc_date(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Howard Hinnant's days-to-civil algorithm.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+/// `YYYY-MM-DDTHH:MM:SSZ`.
+fn utc_date(t: jiff::Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// The JSON file of the `kalman` suite.
@@ -255,8 +235,11 @@ struct MulticoreFile<'a> {
 
 fn write_json(dir: &Path, name: &str, value: &impl Serialize) -> Result<PathBuf> {
     let path = dir.join(format!("{name}.json"));
-    let text = serde_json::to_string_pretty(value).expect("bench reports serialise") + "\n";
-    std::fs::write(&path, text).map_err(|source| SearchError::Write { source })?;
+    let text = serde_json::to_string_pretty(value).map_err(|e| SearchError::RunFolder {
+        path: path.clone(),
+        message: e.to_string(),
+    })? + "\n";
+    crate::textfile::write_atomic(&path, text.as_bytes())?;
     Ok(path)
 }
 
@@ -363,9 +346,18 @@ mod tests {
 
     #[test]
     fn utc_dates() {
-        assert_eq!(utc_date(0), "1970-01-01T00:00:00Z");
-        assert_eq!(utc_date(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(utc_date(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(
+            utc_date(jiff::Timestamp::from_second(0).unwrap()),
+            "1970-01-01T00:00:00Z"
+        );
+        assert_eq!(
+            utc_date(jiff::Timestamp::from_second(951_782_400).unwrap()),
+            "2000-02-29T00:00:00Z"
+        );
+        assert_eq!(
+            utc_date(jiff::Timestamp::from_second(1_700_000_000).unwrap()),
+            "2023-11-14T22:13:20Z"
+        );
     }
 
     #[test]

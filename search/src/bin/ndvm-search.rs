@@ -317,6 +317,7 @@ fn run_task(args: RunCli) -> anyhow::Result<()> {
             eprintln!("{line}");
         }
     };
+    let interrupt = ndvm_search::interrupt::Interrupt::on_ctrl_c()?;
     let report = ndvm_search::runcmd::run(
         &ndvm_search::runcmd::RunArgs {
             task: args.task,
@@ -331,10 +332,20 @@ fn run_task(args: RunCli) -> anyhow::Result<()> {
             } else {
                 ndvm_search::observe::ProgressMode::Auto
             },
+            interrupt: Some(interrupt),
         },
         &mut log,
     )?;
-    print_report(&report)
+    print_report(&report)?;
+    if report.outcome.stop == ndvm_search::engine::StopKind::Interrupted {
+        // Shown even with -q: the run is unfinished and this is how to finish it.
+        eprintln!("{}", ndvm_search::interrupt::resume_hint(&report.dir));
+        io::stdout()
+            .flush()
+            .map_err(|source| SearchError::Write { source })?;
+        std::process::exit(130);
+    }
+    Ok(())
 }
 
 fn print_report(report: &ndvm_search::runcmd::RunReport) -> anyhow::Result<()> {

@@ -21,7 +21,7 @@ use async_openai::types::chat::{
     ChatCompletionRequestUserMessageContent, CreateChatCompletionRequest,
 };
 
-use super::replay::{CacheLine, read_cache};
+use super::replay::{CacheLine, Verdict, read_cache};
 use super::{Candidate, Proposer};
 use crate::error::{Result, SearchError};
 use crate::task::LlmConfig;
@@ -121,15 +121,14 @@ pub fn render_prompt(template: &str, vars: &PromptVars<'_>) -> std::result::Resu
     Ok(out)
 }
 
-/// FNV-1a (64-bit) of the prompt, as `fnv1a64:` and 16 hex digits: identifies a prompt in the
-/// cache's provenance (not a security hash).
+/// FNV-1a (64-bit, the `fnv` crate) of the prompt's bytes, as `fnv1a64:` and 16 hex digits:
+/// identifies a prompt in the cache's provenance (stable across versions and platforms; not a
+/// security hash).
 pub fn prompt_hash(prompt: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in prompt.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("fnv1a64:{h:016x}")
+    use std::hash::Hasher as _;
+    let mut h = fnv::FnvHasher::default();
+    h.write(prompt.as_bytes());
+    format!("fnv1a64:{:016x}", h.finish())
 }
 
 /// Top-level parenthesised spans of `text` (byte ranges), skipping string literals.
@@ -423,7 +422,7 @@ impl LlmProposer {
             )?
             .lines()
             .filter_map(|l| serde_json::from_str::<CacheLine>(l).ok())
-            .filter(|l| l.verdict.as_deref() == Some("valid"))
+            .filter(|l| l.verdict == Some(Verdict::Valid))
             .filter_map(|l| l.src)
             .filter(|src| validate::precheck_source(src).is_ok())
             .collect();
@@ -505,13 +504,13 @@ impl LlmProposer {
         };
         match answer.text {
             Err(reason) => {
-                line.verdict = Some("request-failed".into());
+                line.verdict = Some(Verdict::RequestFailed);
                 line.reason = Some(reason);
             }
             Ok(raw) => {
                 if let Some(reason) = answer_limits(&raw) {
                     // Never parsed, never replayed: no `src`, and the text only when it is small.
-                    line.verdict = Some("rejected".into());
+                    line.verdict = Some(Verdict::Rejected);
                     line.reason = Some(reason);
                     if raw.len() <= MAX_ANSWER_BYTES {
                         line.raw = Some(raw);
@@ -520,7 +519,7 @@ impl LlmProposer {
                 }
                 match extract_program(&raw) {
                     Err(reason) => {
-                        line.verdict = Some("no-program".into());
+                        line.verdict = Some(Verdict::NoProgram);
                         line.reason = Some(reason);
                     }
                     Ok(src) => {
@@ -531,16 +530,16 @@ impl LlmProposer {
                             &self.forbidden,
                         ) {
                             Ok(_) => {
-                                line.verdict = Some("valid".into());
+                                line.verdict = Some(Verdict::Valid);
                                 line.src = Some(src);
                             }
                             // Over the size or nesting bounds: recorded, never replayed.
                             Err(r) if matches!(r.class, "too-large" | "too-deep") => {
-                                line.verdict = Some("rejected".into());
+                                line.verdict = Some(Verdict::Rejected);
                                 line.reason = Some(r.message);
                             }
                             Err(r) => {
-                                line.verdict = Some(format!("invalid-{}", r.class));
+                                line.verdict = Some(Verdict::Invalid(r.class.to_string()));
                                 line.reason = Some(r.message);
                                 line.src = Some(src);
                             }
@@ -614,7 +613,7 @@ impl LlmProposer {
             let line = self.judge(answer, &hash);
             self.append(&line)?;
             if let Some(src) = line.src {
-                if line.verdict.as_deref() == Some("valid") {
+                if line.verdict == Some(Verdict::Valid) {
                     self.valid.push(src.clone());
                 }
                 self.push(out, src);
@@ -708,6 +707,10 @@ mod tests {
         assert_eq!(prompt_hash("abc"), prompt_hash("abc"));
         assert_ne!(prompt_hash("abc"), prompt_hash("abd"));
         assert!(prompt_hash("").starts_with("fnv1a64:"));
+        // The published FNV-1a 64 test vectors: the hashes in existing caches stay valid.
+        assert_eq!(prompt_hash(""), "fnv1a64:cbf29ce484222325");
+        assert_eq!(prompt_hash("a"), "fnv1a64:af63dc4c8601ec8c");
+        assert_eq!(prompt_hash("foobar"), "fnv1a64:85944171f73967e8");
     }
 
     #[test]

@@ -20,10 +20,9 @@ pub struct CacheLine {
     /// The program (absent when the answer held none or the request failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub src: Option<String>,
-    /// `valid`, `invalid-<class>` (parse, free-variable, …), `no-program`, `request-failed` or
-    /// `rejected` (over the answer's size or nesting bounds; never replayed).
+    /// What the proposer made of the answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verdict: Option<String>,
+    pub verdict: Option<Verdict>,
     /// Why, for anything but `valid`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -45,6 +44,60 @@ pub struct CacheLine {
     /// The answer's text as received.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,
+}
+
+/// The `verdict` of a cache line, written as `valid`, `invalid-<class>`, `no-program`,
+/// `request-failed` or `rejected`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum Verdict {
+    /// The answer held a program that passed validation.
+    Valid,
+    /// The program failed validation with this class (`parse`, `free-variable`, …).
+    Invalid(String),
+    /// The answer held no program.
+    NoProgram,
+    /// The request failed (after its retries).
+    RequestFailed,
+    /// Over the answer's size or nesting bounds: never replayed, even with a `src`.
+    Rejected,
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Verdict::Valid => f.write_str("valid"),
+            Verdict::Invalid(class) => write!(f, "invalid-{class}"),
+            Verdict::NoProgram => f.write_str("no-program"),
+            Verdict::RequestFailed => f.write_str("request-failed"),
+            Verdict::Rejected => f.write_str("rejected"),
+        }
+    }
+}
+
+impl From<Verdict> for String {
+    fn from(v: Verdict) -> String {
+        v.to_string()
+    }
+}
+
+impl TryFrom<String> for Verdict {
+    type Error = String;
+
+    fn try_from(s: String) -> std::result::Result<Verdict, String> {
+        match s.as_str() {
+            "valid" => Ok(Verdict::Valid),
+            "no-program" => Ok(Verdict::NoProgram),
+            "request-failed" => Ok(Verdict::RequestFailed),
+            "rejected" => Ok(Verdict::Rejected),
+            _ => match s.strip_prefix("invalid-") {
+                Some(class) if !class.is_empty() => Ok(Verdict::Invalid(class.to_string())),
+                _ => Err(format!(
+                    "unknown verdict `{s}` (expected valid, invalid-<class>, no-program, request-failed or rejected)"
+                )),
+            },
+        }
+    }
 }
 
 /// Replays a cache file.
@@ -76,8 +129,9 @@ pub fn parse_cache(path: &Path, text: &str) -> Result<(Vec<String>, Vec<String>)
         match serde_json::from_str::<CacheLine>(line) {
             // A rejected answer is never a candidate, whatever the line holds.
             Ok(CacheLine {
-                verdict: Some(v), ..
-            }) if v == "rejected" => {}
+                verdict: Some(Verdict::Rejected),
+                ..
+            }) => {}
             Ok(CacheLine { src: Some(src), .. }) => sources.push(src),
             Ok(CacheLine {
                 verdict: Some(_), ..
@@ -88,9 +142,9 @@ pub fn parse_cache(path: &Path, text: &str) -> Result<(Vec<String>, Vec<String>)
                 i + 1
             )),
             Ok(_) => {
-                return Err(SearchError::Csv {
+                return Err(SearchError::CacheLine {
                     path: PathBuf::from(path),
-                    line: Some(i + 1),
+                    line: i + 1,
                     message: "not a cache line: no `src` and no `verdict`".into(),
                 });
             }
@@ -100,9 +154,9 @@ pub fn parse_cache(path: &Path, text: &str) -> Result<(Vec<String>, Vec<String>)
                 i + 1
             )),
             Err(e) => {
-                return Err(SearchError::Csv {
+                return Err(SearchError::CacheLine {
                     path: PathBuf::from(path),
-                    line: Some(i + 1),
+                    line: i + 1,
                     message: format!("not a cache line: {e}"),
                 });
             }
@@ -172,5 +226,34 @@ mod tests {
         let (s, w) = parse_cache(Path::new("c.jsonl"), text).unwrap();
         assert_eq!(s, ["(* a x)", "(+ a"]);
         assert!(w.is_empty());
+    }
+
+    #[test]
+    fn verdicts_read_and_write_as_their_names() {
+        for (text, verdict) in [
+            ("valid", Verdict::Valid),
+            (
+                "invalid-free-variable",
+                Verdict::Invalid("free-variable".into()),
+            ),
+            ("no-program", Verdict::NoProgram),
+            ("request-failed", Verdict::RequestFailed),
+            ("rejected", Verdict::Rejected),
+        ] {
+            let json = format!("\"{text}\"");
+            assert_eq!(serde_json::from_str::<Verdict>(&json).unwrap(), verdict);
+            assert_eq!(serde_json::to_string(&verdict).unwrap(), json);
+        }
+        let e = parse_cache(
+            Path::new("c.jsonl"),
+            "{\"src\":\"x\",\"verdict\":\"great\"}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("c.jsonl:1: not a cache line: unknown verdict `great`"),
+            "{e}"
+        );
+        assert!(serde_json::from_str::<Verdict>("\"invalid-\"").is_err());
     }
 }
