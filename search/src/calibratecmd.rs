@@ -221,12 +221,39 @@ pub fn run(args: &CalibrateArgs) -> Result<CalibrateReport> {
     let calibration = match calibrated {
         Ok(c) => c,
         Err(CalibrateError::Eval { error }) => return Err(rendered(&heap, error)),
-        Err(error) => return Err(SearchError::Calibrate { error }),
+        Err(error) => return Err(cli_error(args, error)),
     };
     Ok(CalibrateReport {
         n_points: data.n_points(),
         calibration,
     })
+}
+
+/// The calibrator's error in the command line's terms: a setting names the flag that sets it
+/// (`--starts`, not the field `n_starts`), and no parameters points at `--params`.
+fn cli_error(args: &CalibrateArgs, error: CalibrateError) -> SearchError {
+    match error {
+        CalibrateError::NoParameters => SearchError::NoParameters {
+            program: args.program.clone(),
+        },
+        CalibrateError::InvalidConfig { field, message } => {
+            let arg = match field {
+                "n_starts" => args.n_starts.map(|k| format!("--starts {k}")),
+                "params" => Some("--params".to_string()),
+                "max_work" => Some("--max-work".to_string()),
+                "max_memory" => Some("--max-memory-mb".to_string()),
+                "max_depth" => Some("--max-depth".to_string()),
+                _ => None,
+            };
+            match arg {
+                Some(arg) => SearchError::BadArgument { arg, message },
+                None => SearchError::Calibrate {
+                    error: CalibrateError::InvalidConfig { field, message },
+                },
+            }
+        }
+        error => SearchError::Calibrate { error },
+    }
 }
 
 impl CalibrateReport {
