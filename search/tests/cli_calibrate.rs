@@ -252,3 +252,31 @@ fn issue_11_errors_name_the_flags() {
         "error: bad argument `--params`: `Km` is listed twice\n"
     );
 }
+
+/// Issue 11: an unbound variable said nothing about the data; it now lists the table's columns
+/// (which of them is the target) and the parameters.
+#[test]
+fn issue_11_unbound_variables_list_the_columns() {
+    let model = "(params (Vmax positive 1.0))\n(/ (* Vmax x) (+ Km x))\n";
+    let run = check_calibrate(
+        &[("mm.scm", model), ("rates.csv", &mm_table())],
+        &[
+            "mm.scm",
+            "--data",
+            "rates.csv",
+            "--target",
+            "v",
+            "--params",
+            "Km",
+        ],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        run.stderr.lines().next(),
+        Some(
+            "mm.scm:2:12: error[E001]: unbound variable: `x` is not bound; the data has columns: \
+             S, v (target v); the parameters are Vmax, Km"
+        ),
+        "{run:?}"
+    );
+}
