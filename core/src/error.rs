@@ -34,6 +34,8 @@ pub enum ErrorKind {
     MemoryLimit,
     /// The run passed its `EvalOptions::deadline` (E014).
     Deadline,
+    /// A program was used with a heap other than the one it was read into (E015).
+    ForeignProgram,
 }
 
 impl ErrorKind {
@@ -54,6 +56,7 @@ impl ErrorKind {
             ErrorKind::NotDifferentiable => "E012",
             ErrorKind::MemoryLimit => "E013",
             ErrorKind::Deadline => "E014",
+            ErrorKind::ForeignProgram => "E015",
         }
     }
 
@@ -74,6 +77,7 @@ impl ErrorKind {
             ErrorKind::NotDifferentiable => "not differentiable",
             ErrorKind::MemoryLimit => "memory limit exceeded",
             ErrorKind::Deadline => "time limit exceeded",
+            ErrorKind::ForeignProgram => "program from another heap",
         }
     }
 
@@ -91,7 +95,7 @@ impl ErrorKind {
 
     /// A stable kebab-case class for grouping failures: `work`, `depth`, `memory`, `deadline`
     /// for the limits, and `unbound`, `arity`, `type`, `shape`, `syntax`, `not-procedure`,
-    /// `divergence`, `index`, `input`, `not-differentiable` for the rest.
+    /// `divergence`, `index`, `input`, `not-differentiable`, `foreign-program` for the rest.
     pub fn class(self) -> &'static str {
         match self {
             ErrorKind::Unbound => "unbound",
@@ -108,6 +112,7 @@ impl ErrorKind {
             ErrorKind::NotDifferentiable => "not-differentiable",
             ErrorKind::MemoryLimit => "memory",
             ErrorKind::Deadline => "deadline",
+            ErrorKind::ForeignProgram => "foreign-program",
         }
     }
 }
@@ -150,7 +155,7 @@ pub type Result<T, E = CoreError> = std::result::Result<T, E>;
 mod tests {
     use super::ErrorKind;
 
-    const ALL: [ErrorKind; 14] = [
+    const ALL: [ErrorKind; 15] = [
         ErrorKind::Unbound,
         ErrorKind::Arity,
         ErrorKind::Type,
@@ -165,6 +170,7 @@ mod tests {
         ErrorKind::NotDifferentiable,
         ErrorKind::MemoryLimit,
         ErrorKind::Deadline,
+        ErrorKind::ForeignProgram,
     ];
 
     #[test]
@@ -193,7 +199,8 @@ mod tests {
                 "input",
                 "not-differentiable",
                 "memory",
-                "deadline"
+                "deadline",
+                "foreign-program"
             ]
         );
         let limits: Vec<_> = ALL

@@ -294,6 +294,7 @@ impl Evaluator {
         grad: bool,
         out: &mut Evaluation,
     ) -> crate::error::Result<()> {
+        program.check_heap(heap)?;
         std::mem::swap(heap, &mut self.heap);
         let res = self.run_inner(program, inputs, grad, out);
         self.heap_after = self.heap.len();
@@ -338,7 +339,7 @@ impl Evaluator {
         // the heap, the forms and the input names stay the same.
         let hit = self.cache.as_ref().is_some_and(|k| {
             k.heap == self.heap.id()
-                && k.forms == program.forms
+                && k.forms == program.forms()
                 && k.inputs.len() == inputs.entries.len()
                 && k.inputs
                     .iter()
@@ -366,10 +367,10 @@ impl Evaluator {
                 self.opts.dialect,
                 self.opts.max_depth,
             )
-            .top_level(&program.forms)?;
+            .top_level(program.forms())?;
             self.cache = Some(DecodeKey {
                 heap: self.heap.id(),
-                forms: program.forms.clone(),
+                forms: program.forms().to_vec(),
                 inputs: inputs.entries.iter().map(|e| e.name.clone()).collect(),
             });
             self.base_codes = self.codes.lens();

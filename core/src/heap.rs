@@ -1,5 +1,6 @@
 //! The program heap: an arena of cons cells and atoms addressed by `NodeId`; programs are data here.
 
+use crate::error::{CoreError, ErrorKind};
 use crate::symbol::{Interner, Symbol};
 
 /// Address of one cell in a [`Heap`].
@@ -73,7 +74,8 @@ impl Heap {
         }
     }
 
-    /// This heap's identity (fresh for every new or cloned heap).
+    /// This heap's identity, from a process-wide counter: fresh for every new or cloned heap. A
+    /// [`Program`] records it, and is run only with this heap.
     pub fn id(&self) -> u64 {
         self.id
     }
@@ -196,9 +198,55 @@ impl Clone for Heap {
     }
 }
 
-/// A program: top-level forms on a heap, evaluated in order; the value is the last form's.
+/// A program: top-level forms on one heap, evaluated in order; the value is the last form's.
+///
+/// A program remembers which heap its forms live on (the heap's [`Heap::id`]), so running,
+/// printing or reading the declarations of a program with another heap (a clone included) is the
+/// error `ErrorKind::ForeignProgram`, found once at entry, never an out-of-bounds panic.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Program {
+    heap: u64,
+    forms: Vec<NodeId>,
+}
+
+impl Program {
+    /// A program of the `forms` of `heap`.
+    pub fn new(heap: &Heap, forms: Vec<NodeId>) -> Self {
+        Program {
+            heap: heap.id(),
+            forms,
+        }
+    }
+
     /// The top-level forms in source order.
-    pub forms: Vec<NodeId>,
+    pub fn forms(&self) -> &[NodeId] {
+        &self.forms
+    }
+
+    /// The [`Heap::id`] of the heap the forms live on.
+    pub fn heap_id(&self) -> u64 {
+        self.heap
+    }
+
+    /// Checks that the program's forms live on `heap`: the same heap identity, and every form a
+    /// cell of it. One comparison per top-level form; callers check once per call, not per step.
+    pub fn check_heap(&self, heap: &Heap) -> crate::error::Result<()> {
+        if self.heap != heap.id() {
+            return Err(CoreError::new(
+                ErrorKind::ForeignProgram,
+                "run it with the heap it was read into, or read it again into this one",
+            ));
+        }
+        if let Some(form) = self.forms.iter().find(|f| f.0 as usize >= heap.len()) {
+            return Err(CoreError::new(
+                ErrorKind::ForeignProgram,
+                format!(
+                    "form #{} is not a cell of this heap ({} cells)",
+                    form.0,
+                    heap.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
 }

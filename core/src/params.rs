@@ -95,8 +95,9 @@ pub(crate) fn parse_entry(heap: &Heap, entry: NodeId) -> Result<ParamDecl> {
 
 /// Every parameter declared by top-level `params` forms of `program`, in order.
 pub fn declarations(heap: &Heap, program: &Program) -> Result<Vec<ParamDecl>> {
+    program.check_heap(heap)?;
     let mut out = Vec::new();
-    for &form in &program.forms {
+    for &form in program.forms() {
         let Node::Pair(h, _) = heap.node(form) else {
             continue;
         };

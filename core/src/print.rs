@@ -14,16 +14,18 @@ pub fn display(heap: &Heap, id: NodeId) -> String {
     out
 }
 
-/// The program's top-level forms, one per line (no trailing newline).
-pub fn program_to_string(heap: &Heap, program: &Program) -> String {
+/// The program's top-level forms, one per line (no trailing newline); `ErrorKind::ForeignProgram`
+/// when the program was read into another heap.
+pub fn program_to_string(heap: &Heap, program: &Program) -> crate::error::Result<String> {
+    program.check_heap(heap)?;
     let mut out = String::new();
-    for (form_idx, &form) in program.forms.iter().enumerate() {
+    for (form_idx, &form) in program.forms().iter().enumerate() {
         if form_idx > 0 {
             out.push('\n');
         }
         write_datum(heap, form, &mut out);
     }
-    out
+    Ok(out)
 }
 
 /// The text of a number that reads back as the same `f64`.
@@ -157,11 +159,13 @@ mod tests {
         let x = heap.sym("x");
         let two = heap.num(2.0);
         let form = heap.list(&[x, two]);
-        let program = Program {
-            forms: vec![form, x],
-        };
-        assert_eq!(program_to_string(&heap, &program), "(x 2.0)\nx");
-        assert_eq!(program_to_string(&heap, &Program { forms: vec![] }), "");
+        let program = Program::new(&heap, vec![form, x]);
+        assert_eq!(program_to_string(&heap, &program).unwrap(), "(x 2.0)\nx");
+        let empty = Program::new(&heap, vec![]);
+        assert_eq!(program_to_string(&heap, &empty).unwrap(), "");
+        let other = Heap::new();
+        let err = program_to_string(&other, &program).unwrap_err();
+        assert_eq!(err.kind, crate::ErrorKind::ForeignProgram);
     }
 
     #[test]

@@ -11,8 +11,8 @@
 //! let scheme = registry.by_extension("scm").expect("scheme is registered");
 //! let mut heap = Heap::new();
 //! let program = scheme.parse(&mut heap, "(define (f x) (* 2 x))\n(f [1 2])").unwrap();
-//! assert_eq!(program.forms.len(), 2);
-//! assert_eq!(scheme.print(&heap, &program), "(define (f x) (* 2.0 x))\n(f (vec 1.0 2.0))");
+//! assert_eq!(program.forms().len(), 2);
+//! assert_eq!(scheme.print(&heap, &program)?, "(define (f x) (* 2.0 x))\n(f (vec 1.0 2.0))");
 //!
 //! let src = "(f 1.2.3)";
 //! let err = scheme.parse(&mut heap, src).unwrap_err();
@@ -22,6 +22,7 @@
 //!      \x20 1 | (f 1.2.3)\n\
 //!      \x20   |    ^^^^^",
 //! );
+//! # Ok::<(), ndvm_core::CoreError>(())
 //! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -50,8 +51,9 @@ pub trait Frontend: Send + Sync {
     /// Reads `src` onto `heap` as a program, recording source spans.
     fn parse(&self, heap: &mut Heap, src: &str) -> Result<Program, ParseError>;
 
-    /// Source text that parses back to the same program (by default, s-expressions).
-    fn print(&self, heap: &Heap, program: &Program) -> String {
+    /// Source text that parses back to the same program (by default, s-expressions);
+    /// `ErrorKind::ForeignProgram` when the program was read into another heap.
+    fn print(&self, heap: &Heap, program: &Program) -> ndvm_core::Result<String> {
         print::program_to_string(heap, program)
     }
 }
@@ -275,7 +277,7 @@ mod tests {
         let src = "(define y 2)\n(+ 1 (g x))";
         let mut heap = Heap::new();
         let program = scheme::parse(&mut heap, src).unwrap_or_else(|e| panic!("{e:?}"));
-        let items = heap.list_items(program.forms[1]).unwrap_or_default();
+        let items = heap.list_items(program.forms()[1]).unwrap_or_default();
         let err = CoreError::new(ErrorKind::Unbound, "`g` is not bound").at(items[2]);
         assert_eq!(
             render_core_error("m.scm", src, &heap, &err),
@@ -286,7 +288,7 @@ mod tests {
         // A multi-line form gets carets to the end of its first line.
         let src = "(f\n  x)";
         let program = scheme::parse(&mut heap, src).unwrap_or_else(|e| panic!("{e:?}"));
-        let err = CoreError::new(ErrorKind::Arity, "expected 2 arguments").at(program.forms[0]);
+        let err = CoreError::new(ErrorKind::Arity, "expected 2 arguments").at(program.forms()[0]);
         assert_eq!(
             render_core_error("m.scm", src, &heap, &err),
             "m.scm:1:1: error[E002]: wrong number of arguments: expected 2 arguments\n\
@@ -341,7 +343,7 @@ mod tests {
         let program = frontend
             .parse(&mut heap, "(f x)")
             .unwrap_or_else(|e| panic!("{e:?}"));
-        assert_eq!(frontend.print(&heap, &program), "(F X)");
+        assert_eq!(frontend.print(&heap, &program), Ok("(F X)".to_string()));
         assert_eq!(format!("{registry:?}"), "Registry { names: [\"scheme\"] }");
         assert!(Registry::empty().names().is_empty());
     }

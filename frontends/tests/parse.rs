@@ -67,7 +67,10 @@ fn check_parse(path: &Path) -> Option<String> {
     let src = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut heap = Heap::new();
     match scheme::parse(&mut heap, &src) {
-        Ok(program) => check_expect(path, &print::program_to_string(&heap, &program)),
+        Ok(program) => match print::program_to_string(&heap, &program) {
+            Ok(printed) => check_expect(path, &printed),
+            Err(err) => Some(format!("{}: {err}", path.display())),
+        },
         Err(err) => Some(format!(
             "{}: expected success\n{}",
             path.display(),
@@ -94,7 +97,7 @@ fn check_parse_error(path: &Path) -> Option<String> {
     let err = match scheme::parse(&mut heap, &src) {
         Ok(program) => {
             return Some(format!(
-                "{}: expected {code}, parsed as\n{}",
+                "{}: expected {code}, parsed as\n{:?}",
                 path.display(),
                 print::program_to_string(&heap, &program)
             ));

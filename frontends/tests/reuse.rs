@@ -71,3 +71,57 @@ fn a_reused_evaluator_equals_a_fresh_one_bit_for_bit() {
         assert_eq!(again.grads, fresh.grads, "{}", p.name);
     }
 }
+
+/// Issue 11: a program run with a heap other than the one it was read into indexed that heap out
+/// of bounds (a panic) or, on a heap as large, decoded other cells. The program carries its heap's
+/// identity; every entry point refuses a foreign heap with `ForeignProgram`, and the evaluator,
+/// the heap and the program stay usable.
+#[test]
+fn issue_11_a_program_with_another_heap_is_an_error() {
+    use ndvm_core::{ErrorKind, params, print};
+    let src = "(params (a free 2.0)) (define (f y) (* a y)) (f (+ x 1))";
+    let mut heap = Heap::new();
+    let program = ndvm_frontends::scheme::parse(&mut heap, src).expect("parses");
+    let mut small = Heap::new();
+    // The same text on another heap: same cell ids, another heap.
+    let mut twin = Heap::new();
+    let twin_program = ndvm_frontends::scheme::parse(&mut twin, src).expect("parses");
+    assert_eq!(twin_program.forms(), program.forms());
+    let mut clone = heap.clone();
+    let inputs = Inputs::new().param("a", 2.0).input("x", 1.5);
+    let mut ev = Evaluator::new(EvalOptions::new(1));
+    for other in [&mut small, &mut twin, &mut clone] {
+        let err = ev.eval_grad(other, &program, &inputs).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::ForeignProgram, "{err}");
+        assert_eq!(err.kind.code(), "E015");
+        assert_eq!(
+            err.to_string(),
+            "program from another heap: run it with the heap it was read into, or read it again \
+             into this one"
+        );
+        assert_eq!(
+            params::declarations(other, &program).unwrap_err().kind,
+            ErrorKind::ForeignProgram
+        );
+        assert_eq!(
+            print::program_to_string(other, &program).unwrap_err().kind,
+            ErrorKind::ForeignProgram
+        );
+    }
+    // Known answer: a (x + 1) = 2 · 2.5 = 5, d/da = 2.5.
+    let e = ev.eval_grad(&mut heap, &program, &inputs).expect("runs");
+    assert_eq!(e.value, ndvm_core::Output::Number(vec![5.0]));
+    assert_eq!(e.grad("a"), Some(&[2.5][..]));
+    let e = ev
+        .eval_grad(&mut twin, &twin_program, &inputs)
+        .expect("runs");
+    assert_eq!(e.value, ndvm_core::Output::Number(vec![5.0]));
+    // A program built by hand from cells the heap does not hold is refused too.
+    let forged = ndvm_core::Program::new(&small, vec![ndvm_core::NodeId(1_000)]);
+    let err = ev.eval(&mut small, &forged, &inputs).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::ForeignProgram, "{err}");
+    assert_eq!(
+        err.message,
+        "form #1000 is not a cell of this heap (3 cells)"
+    );
+}

@@ -128,12 +128,13 @@ fn check_reads_consistently(src: &str) -> Result<(), TestCaseError> {
     let mut heap = Heap::new();
     match scheme::parse(&mut heap, src) {
         Ok(program) => {
-            let printed = print::program_to_string(&heap, &program);
+            let printed = print::program_to_string(&heap, &program)
+                .map_err(|e| TestCaseError::fail(format!("{src:?}: {e}")))?;
             let mut heap2 = Heap::new();
             let reread = scheme::parse(&mut heap2, &printed)
                 .map_err(|e| TestCaseError::fail(format!("{printed:?} does not reparse: {e:?}")))?;
-            prop_assert_eq!(program.forms.len(), reread.forms.len());
-            for (&a, &b) in program.forms.iter().zip(&reread.forms) {
+            prop_assert_eq!(program.forms().len(), reread.forms().len());
+            for (&a, &b) in program.forms().iter().zip(reread.forms()) {
                 prop_assert!(
                     same_datum(&heap, a, &heap2, b),
                     "{:?} -> {:?}",
@@ -157,16 +158,17 @@ proptest! {
     fn printed_data_reads_back_equal(data in prop::collection::vec(datum(), 1..4)) {
         let mut heap = Heap::new();
         let forms: Vec<NodeId> = data.iter().map(|d| build(&mut heap, d)).collect();
-        let program = ndvm_core::Program { forms };
-        let printed = print::program_to_string(&heap, &program);
+        let program = ndvm_core::Program::new(&heap, forms);
+        let printed = print::program_to_string(&heap, &program)
+            .map_err(|e| TestCaseError::fail(format!("{e}")))?;
         let mut heap2 = Heap::new();
         let reread = scheme::parse(&mut heap2, &printed)
             .map_err(|e| TestCaseError::fail(format!("{printed:?}: {e:?}")))?;
-        prop_assert_eq!(program.forms.len(), reread.forms.len());
-        for (&a, &b) in program.forms.iter().zip(&reread.forms) {
+        prop_assert_eq!(program.forms().len(), reread.forms().len());
+        for (&a, &b) in program.forms().iter().zip(reread.forms()) {
             prop_assert!(same_datum(&heap, a, &heap2, b), "{}", printed);
         }
-        prop_assert_eq!(print::program_to_string(&heap2, &reread), printed);
+        prop_assert_eq!(print::program_to_string(&heap2, &reread), Ok(printed));
     }
 
     #[test]
@@ -199,17 +201,19 @@ fn print_parse_print_is_a_fixpoint_on_success_files() {
         let mut heap = Heap::new();
         let program =
             scheme::parse(&mut heap, &src).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let once = print::program_to_string(&heap, &program);
+        let once = print::program_to_string(&heap, &program)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let mut heap2 = Heap::new();
         let reread =
             scheme::parse(&mut heap2, &once).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let twice = print::program_to_string(&heap2, &reread);
+        let twice = print::program_to_string(&heap2, &reread)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert_eq!(once, twice, "{}", path.display());
         assert!(
             program
-                .forms
+                .forms()
                 .iter()
-                .zip(&reread.forms)
+                .zip(reread.forms())
                 .all(|(&a, &b)| same_datum(&heap, a, &heap2, b)),
             "{}",
             path.display()

@@ -25,7 +25,7 @@ pub enum CalibrateError {
     },
     /// Neither the program (`(params …)`) nor the configuration names a parameter to fit.
     #[error(
-        "no parameters to fit: declare them with (params (name kind init) …) in the program or list them in the configuration"
+        "no parameters to fit: declare them with (params (name kind init) …) in the program or list them in `CalibrateConfig::params`"
     )]
     NoParameters,
     /// A parameter's initial value lies outside the domain of its kind.

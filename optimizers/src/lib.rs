@@ -72,4 +72,8 @@ pub use calibrator::{Calibration, Calibrator, StartResult};
 pub use config::{CalibrateConfig, Loss, Optimizer, ParamSpec};
 pub use data::{Column, Dataset, Shared};
 pub use error::{CalibrateError, Result};
+/// The `ndvm-core` types this crate's API names (the heap and program a calibration reads, the
+/// parameter kinds of [`ParamSpec`], the dialect of [`CalibrateConfig`], the evaluator's error
+/// inside [`CalibrateError::Eval`]), so that callers can name them from here.
+pub use ndvm_core::{CoreError, Dialect, ErrorKind, Heap, ParamKind, Program};
 pub use stop::{StartStatus, StopReason};

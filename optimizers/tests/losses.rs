@@ -3,11 +3,11 @@
 //!
 //! Oracles: central finite differences (gradients) and known answers (stop reasons, errors).
 
-use ndvm_core::{Heap, ParamKind};
 use ndvm_frontends::{Frontend, scheme::Scheme};
+// Issue 11: the core types the calibrator's API names are reachable from ndvm-optimizers.
 use ndvm_optimizers::{
-    CalibrateConfig, CalibrateError, Calibration, Calibrator, Dataset, Loss, Optimizer, ParamSpec,
-    StartStatus, StopReason,
+    CalibrateConfig, CalibrateError, Calibration, Calibrator, Dataset, Heap, Loss, Optimizer,
+    ParamKind, ParamSpec, StartStatus, StopReason,
 };
 
 /// Every test funnels through here: calibrates `src` against `data` with `config`.
@@ -198,6 +198,48 @@ fn bad_input_is_an_error() {
         ),
         Err(CalibrateError::Eval { .. })
     ));
+}
+
+/// Issue 11: calibrating a program with a heap other than its own panicked (index out of bounds)
+/// inside the evaluator; it is now the evaluator's classified `foreign-program` error.
+#[test]
+fn issue_11_a_program_with_another_heap_is_an_error() {
+    let mut heap = Heap::new();
+    let program = Scheme
+        .parse(
+            &mut heap,
+            "(params (a free 1.0) (b free 0.1)) (* a (exp (- (* b x))))",
+        )
+        .unwrap();
+    let mut other = Heap::new();
+    let err = Calibrator::new(CalibrateConfig::recommended())
+        .unwrap()
+        .calibrate(&mut other, &program, &decay_data(false))
+        .unwrap_err();
+    assert_eq!(err.class(), "foreign-program", "{err}");
+    assert!(matches!(
+        err,
+        CalibrateError::Eval { error } if error.kind == ndvm_optimizers::ErrorKind::ForeignProgram
+    ));
+}
+
+/// Issue 11: `ParamKind` (and the other core types of the API) were not re-exported, so a caller
+/// of ndvm-optimizers alone could not name a parameter's kind.
+#[test]
+fn issue_11_core_types_of_the_api_are_reexported() {
+    let spec = ParamSpec::new("a", ndvm_optimizers::ParamKind::Positive, 1.0);
+    assert_eq!(spec.kind, ndvm_core::ParamKind::Positive);
+    let config = CalibrateConfig {
+        dialect: ndvm_optimizers::Dialect::Reference,
+        ..CalibrateConfig::recommended()
+    };
+    assert_eq!(config.dialect, ndvm_core::Dialect::Reference);
+    let error: ndvm_optimizers::CoreError =
+        ndvm_core::CoreError::new(ndvm_optimizers::ErrorKind::Type, "x");
+    assert_eq!(CalibrateError::from(error).class(), "type");
+    let heap = ndvm_optimizers::Heap::new();
+    let program: ndvm_optimizers::Program = ndvm_core::Program::new(&heap, Vec::new());
+    assert!(program.forms().is_empty());
 }
 
 #[test]

@@ -151,7 +151,15 @@ fn eval_line_result(
         let mut heap = Heap::new();
         let program = evalcmd::parse_program(&mut heap, "src", &req.src)?;
         let opts = limits.eval_options(EvalOptions::new(1).with_dialect(dialect));
-        evalcmd::evaluate(&mut heap, &program, &inputs, opts, true, "src", &req.src)
+        evalcmd::evaluate(
+            &mut heap,
+            &program,
+            &inputs,
+            opts,
+            true,
+            ("src", &req.src),
+            &request_binds(&inputs),
+        )
     }));
     let evaluation = match caught {
         Ok(Ok(evaluation)) => evaluation,
@@ -166,6 +174,15 @@ fn eval_line_result(
         }
     };
     Ok(result_line(&req, &evaluation))
+}
+
+/// What a request binds, for an unbound-variable error: `the request binds a, t`.
+fn request_binds(inputs: &Inputs) -> String {
+    if inputs.entries.is_empty() {
+        return "the request binds nothing (give names in `params` or `inputs`)".to_string();
+    }
+    let names: Vec<&str> = inputs.entries.iter().map(|i| i.name.as_str()).collect();
+    format!("the request binds {}", names.join(", "))
 }
 
 /// The first line of a rendered diagnostic (`src:2:4: error[E001]: …`), without the source excerpt.

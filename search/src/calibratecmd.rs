@@ -208,13 +208,64 @@ pub fn run(args: &CalibrateArgs) -> Result<CalibrateReport> {
         Calibrator::new(config).and_then(|mut c| c.calibrate(&mut heap, &program, &data));
     let calibration = match calibrated {
         Ok(c) => c,
-        Err(CalibrateError::Eval { error }) => return Err(rendered(&heap, error)),
-        Err(error) => return Err(SearchError::Calibrate { error }),
+        Err(CalibrateError::Eval { error }) => {
+            let hint = data_hint(&header, args, &declared);
+            return Err(rendered(&heap, crate::evalcmd::hint_unbound(error, &hint)));
+        }
+        Err(error) => return Err(cli_error(args, error)),
     };
     Ok(CalibrateReport {
         n_points: data.n_points(),
         calibration,
     })
+}
+
+/// What a `calibrate` run binds, for an unbound-variable error: `the data has columns: S, v
+/// (target v); the parameters are Vmax, Km`.
+fn data_hint(header: &[String], args: &CalibrateArgs, declared: &[ndvm_core::ParamDecl]) -> String {
+    let mut roles = vec![format!("target {}", args.target)];
+    if let Some(w) = &args.weights {
+        roles.push(format!("weights {w}"));
+    }
+    let mut params: Vec<&str> = declared.iter().map(|d| d.name.as_str()).collect();
+    for p in &args.params {
+        if !params.contains(&p.name.as_str()) {
+            params.push(&p.name);
+        }
+    }
+    format!(
+        "the data has columns: {} ({}); the parameters are {}",
+        header.join(", "),
+        roles.join(", "),
+        params.join(", ")
+    )
+}
+
+/// The calibrator's error in the command line's terms: a setting names the flag that sets it
+/// (`--starts`, not the field `n_starts`), and no parameters points at `--params`.
+fn cli_error(args: &CalibrateArgs, error: CalibrateError) -> SearchError {
+    match error {
+        CalibrateError::NoParameters => SearchError::NoParameters {
+            program: args.program.clone(),
+        },
+        CalibrateError::InvalidConfig { field, message } => {
+            let arg = match field {
+                "n_starts" => args.n_starts.map(|k| format!("--starts {k}")),
+                "params" => Some("--params".to_string()),
+                "max_work" => Some("--max-work".to_string()),
+                "max_memory" => Some("--max-memory-mb".to_string()),
+                "max_depth" => Some("--max-depth".to_string()),
+                _ => None,
+            };
+            match arg {
+                Some(arg) => SearchError::BadArgument { arg, message },
+                None => SearchError::Calibrate {
+                    error: CalibrateError::InvalidConfig { field, message },
+                },
+            }
+        }
+        error => SearchError::Calibrate { error },
+    }
 }
 
 impl CalibrateReport {

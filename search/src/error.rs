@@ -82,6 +82,16 @@ pub enum SearchError {
         /// What is wrong, lowercase.
         message: String,
     },
+    /// `calibrate` found nothing to fit: the program declares no `(params …)` and `--params` is
+    /// absent.
+    #[error(
+        "{}: no parameters to fit: declare them in the program with `(params (name kind init) …)` or name them with `--params NAME[,NAME…]`",
+        program.display()
+    )]
+    NoParameters {
+        /// The program file.
+        program: PathBuf,
+    },
     /// The same name was bound twice (by `--bind`, `--input` or `--data`).
     #[error("`{name}` is bound more than once")]
     DuplicateBinding {

@@ -4,7 +4,10 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use ndvm_core::{Dialect, EvalOptions, Evaluation, Evaluator, Heap, InputValue, Inputs, Program};
+use ndvm_core::{
+    CoreError, Dialect, ErrorKind, EvalOptions, Evaluation, Evaluator, Heap, InputValue, Inputs,
+    Program,
+};
 
 use ndvm_frontends::{Frontend, scheme};
 
@@ -289,7 +292,21 @@ pub fn run(args: &EvalArgs) -> Result<EvalReport> {
     let opts = args
         .limits
         .eval_options(EvalOptions::new(n_lanes).with_dialect(args.dialect));
-    let evaluation = evaluate(&mut heap, &program, &inputs, opts, args.grad, &label, &src)?;
+    let names: Vec<&str> = inputs.entries.iter().map(|i| i.name.as_str()).collect();
+    let hint = if names.is_empty() {
+        "the command line binds nothing (bind names with --bind, --input or --data)".to_string()
+    } else {
+        format!("the command line binds {}", names.join(", "))
+    };
+    let evaluation = evaluate(
+        &mut heap,
+        &program,
+        &inputs,
+        opts,
+        args.grad,
+        (&label, &src),
+        &hint,
+    )?;
     Ok(EvalReport {
         n_lanes,
         grad: args.grad,
@@ -315,15 +332,15 @@ pub(crate) fn parse_program(heap: &mut Heap, label: &str, src: &str) -> Result<P
 }
 
 /// Evaluates (with gradients when `grad`); a failure becomes [`SearchError::Eval`] rendered as
-/// `label:line:col: error[…]`.
+/// `label:line:col: error[…]`, an unbound variable followed by `; {unbound_hint}` (what is bound).
 pub(crate) fn evaluate(
     heap: &mut Heap,
     program: &Program,
     inputs: &Inputs,
     opts: EvalOptions,
     grad: bool,
-    label: &str,
-    src: &str,
+    (label, src): (&str, &str),
+    unbound_hint: &str,
 ) -> Result<Evaluation> {
     let mut evaluator = Evaluator::new(opts);
     let res = if grad {
@@ -331,10 +348,22 @@ pub(crate) fn evaluate(
     } else {
         evaluator.eval(heap, program, inputs)
     };
-    res.map_err(|error| SearchError::Eval {
-        rendered: ndvm_frontends::render_core_error(label, src, heap, &error),
-        error,
+    res.map_err(|error| {
+        let error = hint_unbound(error, unbound_hint);
+        SearchError::Eval {
+            rendered: ndvm_frontends::render_core_error(label, src, heap, &error),
+            error,
+        }
     })
+}
+
+/// An unbound-variable error with `; {hint}` appended to its message (what the surface binds:
+/// the data's columns, the command line's or the request's names); other errors unchanged.
+pub(crate) fn hint_unbound(mut error: CoreError, hint: &str) -> CoreError {
+    if error.kind == ErrorKind::Unbound && !hint.is_empty() {
+        error.message = format!("{}; {hint}", error.message);
+    }
+    error
 }
 
 #[cfg(test)]

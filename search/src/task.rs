@@ -1390,9 +1390,10 @@ fn generate(g: &GenerateSpec, seed: u64) -> std::result::Result<Table, String> {
         .map_err(|e| format!("formula: {}", e.message))?;
     let mut ev = Evaluator::new(EvalOptions::new(g.n));
     let inputs = Inputs::new().input_lanes(&g.input, xs.clone());
-    let out = ev
-        .eval(&mut heap, &program, &inputs)
-        .map_err(|e| format!("formula: {e}"))?;
+    let out = ev.eval(&mut heap, &program, &inputs).map_err(|e| {
+        let hint = format!("the formula's only input is `{}` (generate.input)", g.input);
+        format!("formula: {}", crate::evalcmd::hint_unbound(e, &hint))
+    })?;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut ys = Vec::with_capacity(g.n);
     #[allow(clippy::needless_range_loop)]

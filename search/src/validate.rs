@@ -41,7 +41,8 @@ pub struct Checked {
 pub struct Rejection {
     /// A short class: `parse`, `too-large` (over [`MAX_SOURCE_BYTES`] or [`MAX_CELLS`]),
     /// `too-deep` (over [`MAX_DEPTH`]), `free-variable`, `unknown-operator`, `forbidden-form`,
-    /// `no-parameters`.
+    /// `no-parameters`, `foreign-program` (checked with another heap than the one it was read
+    /// into).
     pub class: &'static str,
     /// A human-readable reason.
     pub message: String,
@@ -109,11 +110,33 @@ impl Walk<'_> {
                 } else {
                     return Err(reject(
                         "free-variable",
-                        format!("free variable `{name}` is neither an input nor a parameter"),
+                        format!(
+                            "free variable `{name}` is neither an input nor a parameter ({})",
+                            self.bound_names()
+                        ),
                     ));
                 }
             }
         })
+    }
+
+    /// What the task binds, for a free-variable rejection: `inputs: x; parameters: a, b`.
+    fn bound_names(&self) -> String {
+        let list = |names: Vec<&str>| {
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        };
+        let inputs = self.inputs.iter().map(String::as_str).collect();
+        let params = self
+            .params
+            .iter()
+            .chain(self.declared.iter().filter(|d| !self.params.contains(d)))
+            .map(String::as_str)
+            .collect();
+        format!("inputs: {}; parameters: {}", list(inputs), list(params))
     }
 
     fn bind(&mut self, name: Option<&str>) -> String {
@@ -302,7 +325,7 @@ impl Walk<'_> {
 /// [`MAX_DEPTH`] levels (a `car` step is one level, a `cdr` step none) and as `too-large` when it
 /// has more than [`MAX_CELLS`] cells, so that the recursive walk after it stays bounded.
 fn measure(heap: &Heap, program: &Program) -> Result<(), Rejection> {
-    let mut stack: Vec<(NodeId, usize)> = program.forms.iter().map(|&f| (f, 0)).collect();
+    let mut stack: Vec<(NodeId, usize)> = program.forms().iter().map(|&f| (f, 0)).collect();
     let mut cells = 0usize;
     while let Some((id, depth)) = stack.pop() {
         cells += 1;
@@ -391,6 +414,9 @@ pub fn check(
     params: &[String],
     forbidden: &[String],
 ) -> Result<Checked, Rejection> {
+    program
+        .check_heap(heap)
+        .map_err(|e| reject(e.kind.class(), e.to_string()))?;
     let mut walk = Walk {
         heap,
         inputs,
@@ -404,7 +430,7 @@ pub fn check(
     };
     measure(heap, program)?;
     let mut forms = Vec::new();
-    for &f in &program.forms {
+    for &f in program.forms() {
         forms.push(walk.expr(f)?);
     }
     let used: Vec<String> = params
@@ -484,6 +510,20 @@ mod tests {
         assert_eq!(skel("(+ x 1)").unwrap_err().class, "no-parameters");
         assert_eq!(skel("(+ a").unwrap_err().class, "parse");
         assert!(skel("(loop ((i 0) (s a)) (if (< i 3) (recur (+ i 1) (* s x)) s))").is_ok());
+    }
+
+    /// Issue 11: a free variable's rejection says what the task binds.
+    #[test]
+    fn issue_11_free_variable_names_the_inputs_and_parameters() {
+        assert_eq!(
+            skel("(+ a y)").unwrap_err().message,
+            "free variable `y` is neither an input nor a parameter (inputs: x; parameters: a, b, c, d)"
+        );
+        let declared = check_source("(params (k free 1.0)) (* k t)", &[], &[], &[]).unwrap_err();
+        assert_eq!(
+            declared.message,
+            "free variable `t` is neither an input nor a parameter (inputs: none; parameters: k)"
+        );
     }
 
     /// The names core's `Prim::lookup` matches, read from its source so the test follows it.

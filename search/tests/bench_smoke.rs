@@ -164,6 +164,48 @@ fn quick_bench_writes_both_reports() {
     }
 }
 
+/// Issue 11: without `--out`, `bench` wrote into the committed `results/bench/`; it now writes a
+/// fresh, git-ignored `results/bench-<timestamp>/` under the working directory.
+#[test]
+fn issue_11_default_out_is_a_fresh_ignored_folder() {
+    let dir = Scratch(
+        std::env::temp_dir().join(format!("ndvm-bench-default-out-{}", std::process::id())),
+    );
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
+        .args(["bench", "kalman", "--quick"])
+        .current_dir(&dir.0)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "bench failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written: Vec<String> = std::fs::read_dir(dir.0.join("results"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(written.len(), 1, "{written:?}");
+    let name = &written[0];
+    assert!(
+        name.starts_with("bench-") && name.len() == "bench-20260101-120000".len(),
+        "{name}"
+    );
+    let report = Path::new("results").join(name).join("kalman.json");
+    assert!(dir.0.join(&report).is_file());
+    assert!(
+        stdout.contains(&format!("wrote {}", report.display())),
+        "{stdout}"
+    );
+    // Git ignores everything under results/ but README.md, BENCHMARKS.md and bench/.
+    let gitignore =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.gitignore"))
+            .unwrap();
+    assert!(gitignore.lines().any(|l| l == "/results/*"), "{gitignore}");
+}
+
 #[test]
 fn unknown_suite_is_a_usage_error() {
     let out = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))

@@ -181,17 +181,6 @@ fn errors_are_located() {
     );
 
     let run = check_calibrate(
-        &[("m.scm", "(* a S)"), ("rates.csv", &mm_table())],
-        &["m.scm", "--data", "rates.csv", "--target", "v"],
-    );
-    assert_eq!(run.code, 1, "{run:?}");
-    assert!(
-        run.stderr.starts_with("error: no parameters to fit"),
-        "{}",
-        run.stderr
-    );
-
-    let run = check_calibrate(
         &[("mm.scm", model), ("rates.csv", &mm_table())],
         &[
             "mm.scm",
@@ -205,6 +194,45 @@ fn errors_are_located() {
     );
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.stderr.contains("unknown kind `big`"), "{}", run.stderr);
+}
+
+/// Issue 11: the calibrator's errors named its configuration (`list them in the configuration`,
+/// `n_starts`) instead of the flags that set it.
+#[test]
+fn issue_11_errors_name_the_flags() {
+    let model = "(params (Vmax positive 1.0) (Km positive 1.0))\n(/ (* Vmax S) (+ Km S))\n";
+    let run = check_calibrate(
+        &[("m.scm", "(* a S)"), ("rates.csv", &mm_table())],
+        &["m.scm", "--data", "rates.csv", "--target", "v"],
+    );
+    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(
+        run.stderr,
+        "error: m.scm: no parameters to fit: declare them in the program with \
+         `(params (name kind init) …)` or name them with `--params NAME[,NAME…]`\n"
+    );
+
+    let starts = |k: &'static str| {
+        check_calibrate(
+            &[("mm.scm", model), ("rates.csv", &mm_table())],
+            &[
+                "mm.scm",
+                "--data",
+                "rates.csv",
+                "--target",
+                "v",
+                "--starts",
+                k,
+            ],
+        )
+    };
+    let run = starts("0");
+    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(
+        run.stderr,
+        "error: bad argument `--starts 0`: there must be at least one start\n"
+    );
+    assert_eq!(starts("1").code, 0);
 
     let run = check_calibrate(
         &[("mm.scm", model), ("rates.csv", &mm_table())],
@@ -214,10 +242,41 @@ fn errors_are_located() {
             "rates.csv",
             "--target",
             "v",
-            "--starts",
-            "0",
+            "--params",
+            "Km=1,Km=2",
         ],
     );
     assert_eq!(run.code, 2, "{run:?}");
-    assert!(run.stderr.contains("n_starts"), "{}", run.stderr);
+    assert_eq!(
+        run.stderr,
+        "error: bad argument `--params`: `Km` is listed twice\n"
+    );
+}
+
+/// Issue 11: an unbound variable said nothing about the data; it now lists the table's columns
+/// (which of them is the target) and the parameters.
+#[test]
+fn issue_11_unbound_variables_list_the_columns() {
+    let model = "(params (Vmax positive 1.0))\n(/ (* Vmax x) (+ Km x))\n";
+    let run = check_calibrate(
+        &[("mm.scm", model), ("rates.csv", &mm_table())],
+        &[
+            "mm.scm",
+            "--data",
+            "rates.csv",
+            "--target",
+            "v",
+            "--params",
+            "Km",
+        ],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        run.stderr.lines().next(),
+        Some(
+            "mm.scm:2:12: error[E001]: unbound variable: `x` is not bound; the data has columns: \
+             S, v (target v); the parameters are Vmax, Km"
+        ),
+        "{run:?}"
+    );
 }

@@ -281,6 +281,61 @@ fn program_errors_are_located() {
     assert!(run.stderr.contains("cannot read missing.scm"), "{run:?}");
 }
 
+/// Issue 11: an unbound variable said nothing about what is bound; it now lists the names the
+/// command line (or the request) binds.
+#[test]
+fn issue_11_unbound_variables_list_the_bound_names() {
+    let run = check_eval(
+        &[
+            ("prog.scm", "(* a (exp (- (* k x))))"),
+            ("obs.csv", "1,2\n"),
+        ],
+        &[
+            "prog.scm",
+            "--bind",
+            "a=2",
+            "--input",
+            "t=1",
+            "--data",
+            "obs=obs.csv",
+        ],
+        None,
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        run.stderr.lines().next(),
+        Some(
+            "prog.scm:1:17: error[E001]: unbound variable: `k` is not bound; the command line \
+             binds a, t, obs"
+        ),
+        "{run:?}"
+    );
+    let run = check_eval(&[("prog.scm", "(* 2 x)")], &["prog.scm"], None);
+    assert_eq!(
+        run.stderr.lines().next(),
+        Some(
+            "prog.scm:1:6: error[E001]: unbound variable: `x` is not bound; the command line \
+             binds nothing (bind names with --bind, --input or --data)"
+        ),
+        "{run:?}"
+    );
+    let requests = "{\"src\": \"(* a t)\", \"params\": {\"a\": 1}, \"inputs\": {\"x\": 2}}\n\
+                    {\"src\": \"(* 2 t)\"}\n";
+    let out = check_ok(&[], &["--jsonl", "-"], Some(requests));
+    let errors: Vec<String> = out
+        .lines()
+        .map(|l| json(l)["error"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            "src:1:6: error[E001]: unbound variable: `t` is not bound; the request binds a, x",
+            "src:1:6: error[E001]: unbound variable: `t` is not bound; the request binds nothing \
+             (give names in `params` or `inputs`)"
+        ]
+    );
+}
+
 const BATCH: &str = r#"{"src": "(* p1 (+ p0 x))", "params": {"p1": 3, "p0": 0.5}, "inputs": {"x": 1.5}}
 {"src": "(vsum (* a (vec b c)))", "params": {"a": 2, "b": 3, "c": 4}}
 {not json

@@ -272,6 +272,33 @@ fn merged_shards_equal_the_unsharded_run() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no shard holds"));
 }
 
+/// Issue 11: options before the task path (`ndvm-search -q TASK.yaml`) were a usage error.
+#[test]
+fn issue_11_options_before_the_task_path_run_the_task() {
+    let dir = scratch("options-first");
+    let out_dir = dir.join("kalman");
+    let out = ndvm()
+        .args([
+            "-q",
+            "--threads",
+            "1",
+            "tasks/kalman.yaml",
+            "--out",
+            p(&out_dir),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stderr, "", "-q prints nothing on stderr");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.ends_with(&format!("results in {}\n", out_dir.display())),
+        "{stdout}"
+    );
+    assert!(out_dir.join("summary.json").is_file());
+}
+
 #[test]
 fn check_rejects_a_typo_naming_line_and_column() {
     let dir = scratch("check");

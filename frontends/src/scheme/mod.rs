@@ -53,13 +53,17 @@ mod tests {
     fn check(src: &str, expect: &str) {
         let mut heap = Heap::new();
         let program = parse(&mut heap, src).unwrap_or_else(|e| panic!("{src:?}: {e:?}"));
-        assert_eq!(print::program_to_string(&heap, &program), expect, "{src:?}");
+        assert_eq!(
+            print::program_to_string(&heap, &program),
+            Ok(expect.to_string()),
+            "{src:?}"
+        );
     }
 
     fn check_err(src: &str, kind: ParseErrorKind, span: (u32, u32)) {
         let mut heap = Heap::new();
         match parse(&mut heap, src) {
-            Ok(p) => panic!("{src:?} parsed: {}", print::program_to_string(&heap, &p)),
+            Ok(p) => panic!("{src:?} parsed: {:?}", print::program_to_string(&heap, &p)),
             Err(e) => {
                 assert_eq!(e.kind, kind, "{src:?}: {e:?}");
                 assert_eq!((e.span.start, e.span.end), span, "{src:?}: {e:?}");
@@ -118,14 +122,14 @@ mod tests {
             heap.span(id)
                 .map(|SrcSpan { start, end }| &src[start as usize..end as usize])
         };
-        assert_eq!(text(program.forms[0]), Some("(f 1 (g x))"));
-        assert_eq!(text(program.forms[1]), Some("'y"));
-        assert_eq!(text(program.forms[2]), Some("[z]"));
-        let items = heap.list_items(program.forms[0]).unwrap_or_default();
+        assert_eq!(text(program.forms()[0]), Some("(f 1 (g x))"));
+        assert_eq!(text(program.forms()[1]), Some("'y"));
+        assert_eq!(text(program.forms()[2]), Some("[z]"));
+        let items = heap.list_items(program.forms()[0]).unwrap_or_default();
         assert_eq!(text(items[0]), Some("f"));
         assert_eq!(text(items[1]), Some("1"));
         assert_eq!(text(items[2]), Some("(g x)"));
-        let Node::Pair(_, second) = heap.node(program.forms[0]) else {
+        let Node::Pair(_, second) = heap.node(program.forms()[0]) else {
             panic!("not a pair")
         };
         assert_eq!(text(second), Some("1 (g x))"));
@@ -137,8 +141,8 @@ mod tests {
         let src = format!("{}{}", "(".repeat(depth), ")".repeat(depth));
         let mut heap = Heap::new();
         let program = parse(&mut heap, &src).unwrap_or_else(|e| panic!("{e:?}"));
-        assert_eq!(program.forms.len(), 1);
-        assert_eq!(print::display(&heap, program.forms[0]).len(), 2 * depth);
+        assert_eq!(program.forms().len(), 1);
+        assert_eq!(print::display(&heap, program.forms()[0]).len(), 2 * depth);
         let unclosed = "(".repeat(depth);
         let err = parse(&mut heap, &unclosed)
             .err()

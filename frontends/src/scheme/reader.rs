@@ -296,6 +296,6 @@ impl Reader<'_> {
                 "empty program: the source holds no forms",
             ));
         }
-        Ok(Program { forms: self.forms })
+        Ok(Program::new(self.heap, self.forms))
     }
 }

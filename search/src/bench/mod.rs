@@ -1,5 +1,7 @@
 //! `ndvm-search bench`: measured speed of the runtime, side by side with a compiled ceiling, written
-//! to `results/bench/<suite>.json` (raw samples, medians, ratios, machine) and returned as tables.
+//! to `<out>/<suite>.json` (raw samples, medians, ratios, machine) and returned as tables. The
+//! binary's default `<out>` is a fresh `results/bench-<timestamp>/`; the committed reference run is
+//! written with `--out results/bench`.
 //!
 //! Suites: `kalman` ([`kalman::sweep`]: per-lane time at B = 1 … 1024 against [`ceiling`]) and
 //! `multicore` ([`multicore::scaling`]: candidates per second at 1 … all cores, identical results).

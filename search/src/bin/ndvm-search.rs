@@ -16,7 +16,11 @@ use ndvm_search::{SearchError, batch};
 
 /// Differentiable batched Scheme evaluation and program co-search.
 #[derive(Debug, Parser)]
-#[command(name = "ndvm-search", version)]
+#[command(
+    name = "ndvm-search",
+    version,
+    after_help = "`ndvm-search [OPTIONS] TASK.yaml` is short for `ndvm-search run [OPTIONS] TASK.yaml`."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -89,9 +93,10 @@ enum Command {
         /// A few-second smoke run instead of the full measurement.
         #[arg(long)]
         quick: bool,
-        /// Folder receiving the JSON reports.
-        #[arg(long, value_name = "DIR", default_value = "results/bench")]
-        out: PathBuf,
+        /// Folder receiving the JSON reports (default `results/bench-<timestamp>/`, which git
+        /// ignores; the committed reference run is written with `--out results/bench`).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
         /// The seed-data folder (oracle_refs.json, cosearch_candidates_valid.jsonl); default: the
         /// testdata/seed-data folder of the checkout this binary was built from.
         #[arg(long, value_name = "DIR")]
@@ -293,11 +298,21 @@ struct RunCli {
     quiet: bool,
 }
 
-/// `ndvm-search TASK.yaml …` is short for `ndvm-search run TASK.yaml …`.
+/// `ndvm-search [OPTIONS] TASK.yaml [OPTIONS]` is short for `ndvm-search run …`: when the first
+/// argument is neither a subcommand nor `-h`/`--help`/`-V`/`--version`, and a task file
+/// (`.yaml`, `.yml`) or `--resume` appears among the arguments, `run` is inserted before them.
 fn default_to_run(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    if let Some(first) = args.get(1).and_then(|a| a.to_str())
-        && (first.ends_with(".yaml") || first.ends_with(".yml") || first == "--resume")
-    {
+    let Some(first) = args.get(1).map(|a| a.to_string_lossy().into_owned()) else {
+        return args;
+    };
+    let cli = <Cli as clap::CommandFactory>::command();
+    let is_subcommand = first == "help" || cli.get_subcommands().any(|s| s.get_name() == first);
+    let is_meta = matches!(first.as_str(), "-h" | "--help" | "-V" | "--version");
+    let names_a_task = args[1..].iter().any(|a| {
+        let a = a.to_string_lossy();
+        a.ends_with(".yaml") || a.ends_with(".yml") || a == "--resume" || a.starts_with("--resume=")
+    });
+    if !is_subcommand && !is_meta && names_a_task {
         args.insert(1, "run".into());
     }
     args
@@ -398,6 +413,7 @@ fn is_usage_error(err: &anyhow::Error) -> bool {
             SearchError::BadArgument { .. }
                 | SearchError::LaneCount { .. }
                 | SearchError::DuplicateBinding { .. }
+                | SearchError::NoParameters { .. }
                 | SearchError::Calibrate {
                     error: ndvm_optimizers::CalibrateError::InvalidConfig { .. }
                 }
@@ -459,7 +475,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let cfg = ndvm_search::bench::BenchConfig {
                 selection: suite,
                 quick,
-                out_dir: out,
+                out_dir: out.unwrap_or_else(|| {
+                    ndvm_search::results::new_run_dir(std::path::Path::new("results"), "bench")
+                }),
                 seed_data: data.unwrap_or_else(ndvm_search::bench::default_seed_data),
             };
             let reports = ndvm_search::bench::run(&cfg, &mut |line| eprintln!("{line}"))?;
@@ -556,4 +574,46 @@ fn eval(args: EvalCli) -> anyhow::Result<()> {
         .and_then(|()| stdout.flush())
         .map_err(|source| SearchError::Write { source })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_to_run;
+
+    fn sugar(args: &[&str]) -> Vec<String> {
+        let args = std::iter::once("ndvm-search")
+            .chain(args.iter().copied())
+            .map(std::ffi::OsString::from)
+            .collect();
+        default_to_run(args)
+            .into_iter()
+            .skip(1)
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// Issue 11: `ndvm-search -q task.yaml` was rejected, the sugar only looked at the first
+    /// argument.
+    #[test]
+    fn issue_11_options_before_the_task_path() {
+        assert_eq!(sugar(&["-q", "t.yaml"]), ["run", "-q", "t.yaml"]);
+        assert_eq!(
+            sugar(&["--threads", "2", "t.yml", "--out", "o"]),
+            ["run", "--threads", "2", "t.yml", "--out", "o"]
+        );
+        assert_eq!(sugar(&["t.yaml", "-q"]), ["run", "t.yaml", "-q"]);
+        assert_eq!(
+            sugar(&["-q", "--resume", "d"]),
+            ["run", "-q", "--resume", "d"]
+        );
+        assert_eq!(sugar(&["--resume=d"]), ["run", "--resume=d"]);
+        // Subcommands, help and version are left alone, and so is a typo without a task file.
+        assert_eq!(sugar(&["check", "t.yaml"]), ["check", "t.yaml"]);
+        assert_eq!(sugar(&["run", "t.yaml"]), ["run", "t.yaml"]);
+        assert_eq!(sugar(&["--help"]), ["--help"]);
+        assert_eq!(sugar(&["-V"]), ["-V"]);
+        assert_eq!(sugar(&["help", "run"]), ["help", "run"]);
+        assert_eq!(sugar(&["evl", "m.scm"]), ["evl", "m.scm"]);
+        assert_eq!(sugar(&[]), Vec::<String>::new());
+    }
 }

@@ -167,7 +167,7 @@ fn balanced_spans(text: &str) -> Vec<(usize, usize)> {
 
 fn parses(src: &str) -> bool {
     let mut heap = ndvm_core::Heap::new();
-    ndvm_frontends::scheme::parse(&mut heap, src).is_ok_and(|p| !p.forms.is_empty())
+    ndvm_frontends::scheme::parse(&mut heap, src).is_ok_and(|p| !p.forms().is_empty())
 }
 
 /// Code-fenced blocks of `text` (the body of each ```…``` block; an unclosed last fence runs to

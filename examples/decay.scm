@@ -1,0 +1,2 @@
+;; exponential decay a e^(-k t)
+(* a (exp (- (* k t))))
