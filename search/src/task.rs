@@ -1541,13 +1541,14 @@ mod tests {
 
     #[test]
     fn kind_llm_without_the_feature_is_refused_at_its_line_with_the_rebuild_command() {
-        let text = "name: t\ninputs: [x]\nproposer:\n  kind: llm\n  model: m\n";
+        let text = "name: t\ndata:\n  generate: {formula: x, from: 0, to: 1, n: 3}\ninputs: [x]\n\
+                    target: y\nproposer:\n  kind: llm\n  model: m\n";
         let spec = parse_spec(Path::new("t.yaml"), text).unwrap();
         let loc = spec.proposer.kind.as_ref().map(|k| k.referenced);
         let msg = llm_feature(Path::new("t.yaml"), loc, false)
             .unwrap_err()
             .to_string();
-        assert!(msg.starts_with("t.yaml:4:9: `kind: llm` needs"), "{msg}");
+        assert!(msg.starts_with("t.yaml:7:9: `kind: llm` needs"), "{msg}");
         assert!(
             msg.contains("cargo install --path search --features llm"),
             "{msg}"

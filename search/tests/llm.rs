@@ -418,7 +418,8 @@ fn server_error_then_success_and_persistent_errors_are_bounded() {
     );
     let w = p.warnings();
     assert!(
-        w.iter().any(|w| w.contains("1 of 1 llm requests failed")),
+        w.iter()
+            .any(|w| w == "1 of 1 llm requests failed (listed in cache-503.failures.jsonl)"),
         "{w:?}"
     );
 

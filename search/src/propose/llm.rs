@@ -1,6 +1,6 @@
-//! `LlmProposer`: asks an OpenAI-compatible chat endpoint for candidate programs (async-openai on
-//! a tokio runtime owned by the proposer, so the rest of the crate stays synchronous). The task's
-//! cache is replayed first; then each wave of `concurrency` requests renders the prompt template,
+//! `LlmProposer`: asks an OpenAI-compatible chat endpoint for candidate programs (a blocking HTTP
+//! exchange in [`chat`], one thread per request in flight, so the crate stays synchronous). Built
+//! only with the `llm` cargo feature. The task's cache is replayed first; then each wave of `concurrency` requests renders the prompt template,
 //! and every answer is appended to the cache as it arrives, with its provenance (model, prompt
 //! hash, temperature, time, attempts, verdict and reason), in the line format
 //! [`replay`](super::replay) reads, so replaying the cache later gives the same stream offline.
@@ -743,11 +743,14 @@ impl Proposer for LlmProposer {
     fn warnings(&self) -> Vec<String> {
         let mut w = self.warnings.clone();
         if self.stats.failed > 0 {
+            // The file's name only: the summary names no run folder.
+            let listed = match self.config.failure_log.as_ref().and_then(|p| p.file_name()) {
+                Some(name) => format!(" (listed in {})", name.to_string_lossy()),
+                None => String::new(),
+            };
             w.push(format!(
-                "{} of {} llm requests failed{}",
-                self.stats.failed,
-                self.stats.sent,
-                self.failure_log_note()
+                "{} of {} llm requests failed{listed}",
+                self.stats.failed, self.stats.sent
             ));
         }
         w

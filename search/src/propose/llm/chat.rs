@@ -172,12 +172,21 @@ impl Policy {
 }
 
 /// The endpoint: an HTTP agent (proxies from the environment, no redirects followed), the URL
-/// and the key. Cloning shares the agent's connection pool.
-#[derive(Clone, Debug)]
+/// and the key. Cloning shares the agent's connection pool. Its `Debug` form redacts the key.
+#[derive(Clone)]
 pub(super) struct Endpoint {
     agent: ureq::Agent,
     url: String,
     key: String,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("url", &self.url)
+            .field("key", &"<redacted>")
+            .finish_non_exhaustive()
+    }
 }
 
 impl Endpoint {
@@ -395,6 +404,8 @@ mod tests {
             endpoint.url(),
             format!("http://127.0.0.1:{port}/v1/chat/completions")
         );
+        let keyed = Endpoint::new("http://h/v1", "sk-secret-1".into(), Duration::from_secs(1));
+        assert!(!format!("{keyed:?}").contains("sk-secret-1"), "{keyed:?}");
         let policy = Policy {
             retries: 2,
             backoff_s: 0.01,
