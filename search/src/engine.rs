@@ -320,7 +320,9 @@ pub fn run(task: &Task, opts: &RunOptions, observer: &mut dyn Observer) -> Resul
         let mut round: Vec<Pending> = Vec::new();
         while round.len() < room {
             if buffer.is_empty() && !exhausted {
-                let more = proposer.propose(64)?;
+                let more = proposer.propose_reporting(64, &mut |r| {
+                    observer.on_requests(task, r, started.elapsed().as_secs_f64())
+                })?;
                 exhausted = more.is_empty();
                 buffer.extend(more);
             }

@@ -1,7 +1,8 @@
 //! Observers: what the engine reports to as it goes (`on_start`, `on_event` for each fresh
-//! calibration, `on_round` after each round, `on_finish`). The event log appends `events.jsonl`;
-//! progress goes to stderr as an indicatif bar on a terminal, as plain log lines otherwise
-//! (`Progress`), or nowhere (`-q`).
+//! calibration, `on_round` after each round, `on_requests` while a proposer waits for a service,
+//! `on_finish`). The event log appends `events.jsonl`; progress goes to stderr as an indicatif bar
+//! on a terminal, as plain log lines otherwise (`Progress`), or nowhere (`-q`); with the `llm`
+//! proposer both show the requests sent, in flight, failed and retried.
 
 use std::fs::File;
 use std::io::{IsTerminal, Write};
@@ -12,6 +13,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::engine::{Event, Outcome, StreamStats};
 use crate::error::{Result, SearchError};
+use crate::propose::RequestStats;
 use crate::task::{MetricName, Task};
 
 /// Receives the engine's progress.
@@ -27,6 +29,12 @@ pub trait Observer {
     /// A round finished; `events` are all of this shard's events so far.
     fn on_round(&mut self, task: &Task, events: &[Event], stream: &StreamStats, elapsed_s: f64) {
         let _ = (task, events, stream, elapsed_s);
+    }
+
+    /// The proposer's requests to a service (the `llm` proposer) changed, or it is still waiting
+    /// (then the same counts come about once a second).
+    fn on_requests(&mut self, task: &Task, requests: &RequestStats, elapsed_s: f64) {
+        let _ = (task, requests, elapsed_s);
     }
 
     /// The run stopped (not called when it fails).
@@ -108,14 +116,29 @@ fn done_text(task: &Task, done: usize) -> String {
     }
 }
 
-/// Plain progress lines (calibrations done / budget, best score so far, elapsed time) for a log
-/// or a pipe: the first round, then at most one line per `every`, and a closing line.
+/// `llm requests: 8 sent, 4 in flight, 1 failed, 2 retried`.
+fn requests_text(r: &RequestStats) -> String {
+    format!(
+        "llm requests: {} sent, {} in flight, {} failed, {} retried",
+        r.sent, r.in_flight, r.failed, r.retried
+    )
+}
+
+/// Plain progress lines (calibrations done / budget, best score so far, elapsed time, and the
+/// llm requests when there are any) for a log or a pipe: the first round, then at most one line
+/// per `every` when something changed, and a closing line.
 pub struct LogLines<'a> {
     sink: &'a mut dyn FnMut(&str),
     every: Duration,
     last: Option<Instant>,
     /// Calibrations counted in the last line printed.
     printed: Option<usize>,
+    /// The latest request counts, and those in the last line printed.
+    requests: Option<RequestStats>,
+    printed_requests: Option<RequestStats>,
+    /// The latest round's calibrations, candidates proposed and best score, for lines printed
+    /// while the proposer waits.
+    round: (usize, u64, String),
 }
 
 impl<'a> LogLines<'a> {
@@ -131,17 +154,30 @@ impl<'a> LogLines<'a> {
             every,
             last: None,
             printed: None,
+            requests: None,
+            printed_requests: None,
+            round: (0, 0, "-".to_string()),
         }
     }
 
-    fn line(&mut self, task: &Task, events: &[Event], stream: &StreamStats, elapsed_s: f64) {
-        self.printed = Some(events.len());
-        (self.sink)(&format!(
-            "[{elapsed_s:7.1}s] {}, {} proposed, best {}",
-            done_text(task, events.len()),
-            stream.proposed,
-            best_text(task, events)
-        ));
+    fn line(&mut self, task: &Task, elapsed_s: f64) {
+        let (done, proposed, best) = &self.round;
+        let mut text = format!(
+            "[{elapsed_s:7.1}s] {}, {proposed} proposed, best {best}",
+            done_text(task, *done)
+        );
+        if let Some(r) = &self.requests {
+            text.push_str(", ");
+            text.push_str(&requests_text(r));
+        }
+        self.printed = Some(*done);
+        self.printed_requests = self.requests;
+        self.last = Some(Instant::now());
+        (self.sink)(&text);
+    }
+
+    fn throttled(&self) -> bool {
+        self.last.is_some_and(|t| t.elapsed() < self.every)
     }
 }
 
@@ -151,16 +187,27 @@ impl Observer for LogLines<'_> {
     }
 
     fn on_round(&mut self, task: &Task, events: &[Event], stream: &StreamStats, elapsed_s: f64) {
-        if self.last.is_some_and(|t| t.elapsed() < self.every) {
-            return;
+        self.round = (events.len(), stream.proposed, best_text(task, events));
+        if !self.throttled() {
+            self.line(task, elapsed_s);
         }
-        self.last = Some(Instant::now());
-        self.line(task, events, stream, elapsed_s);
+    }
+
+    fn on_requests(&mut self, task: &Task, requests: &RequestStats, elapsed_s: f64) {
+        self.requests = Some(*requests);
+        if self.printed_requests != self.requests && !self.throttled() {
+            self.line(task, elapsed_s);
+        }
     }
 
     fn on_finish(&mut self, task: &Task, outcome: &Outcome) {
-        if self.printed != Some(outcome.events.len()) {
-            self.line(task, &outcome.events, &outcome.stream, outcome.elapsed);
+        self.round = (
+            outcome.events.len(),
+            outcome.stream.proposed,
+            best_text(task, &outcome.events),
+        );
+        if self.printed != Some(outcome.events.len()) || self.printed_requests != self.requests {
+            self.line(task, outcome.elapsed);
         }
         (self.sink)(&format!(
             "stopped: {}",
@@ -173,9 +220,13 @@ impl Observer for LogLines<'_> {
 }
 
 /// An indicatif progress bar on stderr: calibrations done / budget (a spinner without a
-/// calibration budget), the best score so far and the elapsed time.
+/// calibration budget), the best score so far, the elapsed time, and the llm requests in flight
+/// and failed when there are any.
 pub struct Bar {
     bar: ProgressBar,
+    /// The best score shown, and the latest request counts.
+    best: String,
+    requests: Option<RequestStats>,
 }
 
 impl Bar {
@@ -187,7 +238,22 @@ impl Bar {
     /// A bar drawing to `target`.
     pub fn with_target(target: ProgressDrawTarget) -> Bar {
         let bar = ProgressBar::with_draw_target(None, target);
-        Bar { bar }
+        Bar {
+            bar,
+            best: "-".to_string(),
+            requests: None,
+        }
+    }
+
+    fn show(&mut self) {
+        let mut msg = self.best.clone();
+        if let Some(r) = &self.requests {
+            msg.push_str(&format!(
+                " | llm {} in flight, {} failed, {} retried",
+                r.in_flight, r.failed, r.retried
+            ));
+        }
+        self.bar.set_message(msg);
     }
 }
 
@@ -218,12 +284,21 @@ impl Observer for Bar {
 
     fn on_round(&mut self, task: &Task, events: &[Event], _stream: &StreamStats, _elapsed_s: f64) {
         self.bar.set_position(events.len() as u64);
-        self.bar.set_message(short_best(task, events));
+        self.best = short_best(task, events);
+        self.show();
+    }
+
+    fn on_requests(&mut self, _task: &Task, requests: &RequestStats, _elapsed_s: f64) {
+        if self.requests.as_ref() != Some(requests) {
+            self.requests = Some(*requests);
+            self.show();
+        }
     }
 
     fn on_finish(&mut self, task: &Task, outcome: &Outcome) {
         self.bar.set_position(outcome.events.len() as u64);
-        self.bar.set_message(short_best(task, &outcome.events));
+        self.best = short_best(task, &outcome.events);
+        self.show();
         // `abandon` keeps the last state on screen (`finish` would fill the bar to its length).
         self.bar.abandon();
     }
@@ -288,6 +363,12 @@ impl Observer for Fanout<'_> {
     fn on_round(&mut self, task: &Task, events: &[Event], stream: &StreamStats, elapsed_s: f64) {
         for o in &mut self.0 {
             o.on_round(task, events, stream, elapsed_s);
+        }
+    }
+
+    fn on_requests(&mut self, task: &Task, requests: &RequestStats, elapsed_s: f64) {
+        for o in &mut self.0 {
+            o.on_requests(task, requests, elapsed_s);
         }
     }
 

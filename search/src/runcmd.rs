@@ -91,7 +91,7 @@ fn load_for(meta: &RunMeta, dir: &Path) -> Result<Task> {
 
 /// Runs (or resumes) a task; progress lines go to `log`.
 pub fn run(args: &RunArgs, log: &mut dyn FnMut(&str)) -> Result<RunReport> {
-    let (task, dir, meta, known) = match (&args.resume, &args.task) {
+    let (mut task, dir, meta, known) = match (&args.resume, &args.task) {
         (Some(dir), _) => {
             let meta = results::load_meta(dir)?;
             let task = load_for(&meta, dir)?;
@@ -134,6 +134,9 @@ pub fn run(args: &RunArgs, log: &mut dyn FnMut(&str)) -> Result<RunReport> {
             });
         }
     };
+    if let Some(llm) = task.llm.as_mut() {
+        llm.failure_log = Some(dir.join(crate::propose::LLM_FAILURES_FILE));
+    }
     let mut opts = RunOptions::new(args.threads);
     opts.shard = meta.shard;
     if let Some(interrupt) = &args.interrupt {

@@ -307,7 +307,7 @@ pub struct ProposerSpec {
     /// `replay`, `grammar` or `llm` (default: replay when `cache` is given, else grammar; llm
     /// only when asked for).
     #[serde(default)]
-    pub kind: Option<ProposerName>,
+    pub kind: Option<Spanned<ProposerName>>,
     /// JSONL cache replayed in file order (relative to the task file).
     #[serde(default)]
     pub cache: Option<Spanned<String>>,
@@ -551,6 +551,9 @@ pub struct LlmConfig {
     pub target: String,
     /// The task's description (named in the prompt).
     pub description: String,
+    /// Where failed requests are logged (the run folder's `llm-failures.jsonl`, set by the run;
+    /// `None`: they are counted and reported, not logged).
+    pub failure_log: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for LlmConfig {
@@ -574,6 +577,7 @@ impl std::fmt::Debug for LlmConfig {
             .field("operators", &self.operators)
             .field("target", &self.target)
             .field("description", &self.description)
+            .field("failure_log", &self.failure_log)
             .finish()
     }
 }
@@ -682,6 +686,14 @@ pub fn load(path: &Path) -> Result<Task> {
 /// The unary operators the grammar uses by default.
 pub const DEFAULT_OPERATORS: &[&str] = &["exp", "sin", "cos", "log", "sqrt"];
 const GRAMMAR_OPERATORS: &[&str] = &["exp", "sin", "cos", "log", "sqrt", "tanh", "abs"];
+
+/// Refuses `kind: llm` (at `loc`) in a build without the `llm` feature (`built` is false).
+fn llm_feature(path: &Path, loc: Option<Location>, built: bool) -> Result<()> {
+    if built {
+        return Ok(());
+    }
+    Err(task_err(path, loc, crate::propose::LLM_FEATURE_MISSING))
+}
 
 /// Resolves `proposer:` for `kind: llm` (reads the prompt template; contacts nothing).
 fn resolve_llm(path: &Path, base: &Path, spec: &TaskSpec, no_vars: bool) -> Result<LlmConfig> {
@@ -797,6 +809,7 @@ fn resolve_llm(path: &Path, base: &Path, spec: &TaskSpec, no_vars: bool) -> Resu
             .as_ref()
             .map_or_else(|| "y".to_string(), |t| t.value.clone()),
         description: spec.description.clone().unwrap_or_default(),
+        failure_log: None,
     })
 }
 
@@ -1157,11 +1170,15 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
 
     // Proposer.
     let p = &spec.proposer;
-    let kind = p.kind.unwrap_or(if p.cache.is_some() {
-        ProposerName::Replay
-    } else {
-        ProposerName::Grammar
-    });
+    let kind = p
+        .kind
+        .as_ref()
+        .map(|k| k.value)
+        .unwrap_or(if p.cache.is_some() {
+            ProposerName::Replay
+        } else {
+            ProposerName::Grammar
+        });
     let mut llm = None;
     let proposer = match kind {
         ProposerName::Replay => {
@@ -1224,6 +1241,11 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
         }
         ProposerName::Llm => {
             let config = resolve_llm(path, &base, &spec, inputs.is_empty() || params.is_empty())?;
+            llm_feature(
+                path,
+                p.kind.as_ref().map(|k| k.referenced),
+                cfg!(feature = "llm"),
+            )?;
             let cache = config.cache.clone();
             llm = Some(config);
             ProposerConfig::Replay { cache }
@@ -1529,5 +1551,22 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.starts_with("t.yaml:6:1: "), "{msg}");
         assert!(msg.contains("budgit"), "{msg}");
+    }
+
+    #[test]
+    fn kind_llm_without_the_feature_is_refused_at_its_line_with_the_rebuild_command() {
+        let text = "name: t\ndata:\n  generate: {formula: x, from: 0, to: 1, n: 3}\ninputs: [x]\n\
+                    target: y\nproposer:\n  kind: llm\n  model: m\n";
+        let spec = parse_spec(Path::new("t.yaml"), text).unwrap();
+        let loc = spec.proposer.kind.as_ref().map(|k| k.referenced);
+        let msg = llm_feature(Path::new("t.yaml"), loc, false)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.starts_with("t.yaml:7:9: `kind: llm` needs"), "{msg}");
+        assert!(
+            msg.contains("cargo install --path search --features llm"),
+            "{msg}"
+        );
+        assert!(llm_feature(Path::new("t.yaml"), loc, true).is_ok());
     }
 }

@@ -336,7 +336,18 @@ fn every_shipped_task_checks() {
     for entry in std::fs::read_dir(root().join("tasks")).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "yaml") {
-            run_ok(&["check", p(&path)]);
+            let is_llm = std::fs::read_to_string(&path)
+                .unwrap()
+                .contains("kind: llm");
+            if is_llm && !cfg!(feature = "llm") {
+                // A build without the `llm` feature refuses it, saying how to build one with it.
+                let out = ndvm().args(["check", p(&path)]).output().unwrap();
+                let err = String::from_utf8_lossy(&out.stderr);
+                assert_eq!(out.status.code(), Some(1), "{err}");
+                assert!(err.contains("--features llm"), "{err}");
+            } else {
+                run_ok(&["check", p(&path)]);
+            }
         }
     }
     for entry in std::fs::read_dir(root().join("caches")).unwrap() {

@@ -1,15 +1,19 @@
 //! The `llm` proposer against a local mock of an OpenAI-compatible chat endpoint (wiremock on
 //! 127.0.0.1; nothing else is contacted): good, prose and code-fenced answers, garbage, 429 and
-//! 500 with backoff, timeouts, each checked in the cache it writes; then an end-to-end
-//! `ndvm-search` run with `kind: llm` that finds a good fit and is replayed offline with identical
-//! results.
+//! 500 with backoff, timeouts, each checked in the cache it writes; failed requests in the
+//! failure log, never in the cache; fatal statuses and failures in a row ending the run; then
+//! `ndvm-search` end to end with `kind: llm`: a run that finds a good fit and is replayed offline
+//! with identical results, retries shown in the progress lines, and 401, 404, a failing server and
+//! a closed port ending the run with a non-zero exit, a message naming the endpoint and the cache
+//! unchanged. Only in a build with the `llm` feature.
+#![cfg(feature = "llm")]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use ndvm_search::propose::llm::LlmProposer;
+use ndvm_search::propose::llm::{FailureClass, FailureLine, LlmProposer};
 use ndvm_search::propose::replay::{CacheLine, CacheReplay, Verdict};
 use ndvm_search::propose::{Candidate, Proposer};
 use ndvm_search::task::LlmConfig;
@@ -131,7 +135,21 @@ fn config(base_url: &str, cache: &Path) -> LlmConfig {
         operators: vec!["exp".into(), "cos".into()],
         target: "y".into(),
         description: "a test".into(),
+        failure_log: Some(failure_log(cache)),
     }
+}
+
+/// The failure log the tests' proposers write, beside their cache.
+fn failure_log(cache: &Path) -> PathBuf {
+    cache.with_extension("failures.jsonl")
+}
+
+fn failure_lines(path: &Path) -> Vec<FailureLine> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 fn proposer(config: LlmConfig) -> LlmProposer {
@@ -366,24 +384,46 @@ fn server_error_then_success_and_persistent_errors_are_bounded() {
     assert_eq!(lines[0].verdict, Some(Verdict::Valid));
     assert_eq!(lines[0].attempts, Some(2));
 
-    // Always 503: retries run out and the request is recorded as failed.
+    // Always 503: retries run out and the request is logged as failed, not cached.
     let m = Mocked::start();
     m.answer(vec![status(503)]);
     let cache = dir.join("cache-503.jsonl");
     let mut c = config(&m.base_url(), &cache);
     c.max_requests = 1;
     c.retries = 2;
-    assert!(drain(&mut proposer(c)).is_empty());
-    let lines = cache_lines(&cache);
-    assert_provenance(&lines[0]);
-    assert_eq!(lines[0].verdict, Some(Verdict::RequestFailed));
-    assert_eq!(lines[0].attempts, Some(3));
-    let reason = lines[0].reason.as_deref().unwrap();
-    assert!(reason.contains("http 503"), "{reason}");
-    assert_eq!(lines[0].src, None);
+    let mut p = proposer(c);
+    assert!(drain(&mut p).is_empty());
+    assert_eq!(cache_lines(&cache).len(), 0, "the cache keeps answers only");
+    let failed = failure_lines(&failure_log(&cache));
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].class, FailureClass::ServerError);
+    assert_eq!(failed[0].status, Some(503));
+    assert_eq!(failed[0].attempts, 3);
+    assert!(!failed[0].fatal);
+    assert!(
+        failed[0].reason.contains("http 503: mock status 503"),
+        "{failed:?}"
+    );
+    assert_eq!(
+        failed[0].endpoint,
+        format!("{}/chat/completions", m.base_url())
+    );
+    assert_eq!(failed[0].model, "mock-model");
+    assert!(failed[0].prompt_hash.starts_with("fnv1a64:"));
     assert_eq!(m.requests().len(), 3);
+    let stats = p.stats();
+    assert_eq!(
+        (stats.sent, stats.in_flight, stats.failed, stats.retried),
+        (1, 0, 1, 2)
+    );
+    let w = p.warnings();
+    assert!(
+        w.iter()
+            .any(|w| w == "1 of 1 llm requests failed (listed in cache-503.failures.jsonl)"),
+        "{w:?}"
+    );
 
-    // A 200 that is not a chat completion is recorded and not retried.
+    // A 200 that is not a chat completion is logged and not retried.
     let m = Mocked::start();
     m.answer(vec![
         ResponseTemplate::new(200).set_body_string("<html>proxy</html>"),
@@ -392,13 +432,11 @@ fn server_error_then_success_and_persistent_errors_are_bounded() {
     let mut c = config(&m.base_url(), &cache);
     c.max_requests = 1;
     assert!(drain(&mut proposer(c)).is_empty());
-    let lines = cache_lines(&cache);
-    assert_eq!(lines[0].verdict, Some(Verdict::RequestFailed));
-    assert_eq!(lines[0].attempts, Some(1));
-    assert!(
-        lines[0].reason.as_deref().unwrap().contains("deserialize"),
-        "{lines:?}"
-    );
+    assert_eq!(cache_lines(&cache).len(), 0);
+    let failed = failure_lines(&failure_log(&cache));
+    assert_eq!(failed[0].class, FailureClass::BadResponse);
+    assert_eq!(failed[0].attempts, 1);
+    assert!(failed[0].reason.contains("deserialize"), "{failed:?}");
 
     // A 400 is not retried.
     let m = Mocked::start();
@@ -407,10 +445,89 @@ fn server_error_then_success_and_persistent_errors_are_bounded() {
     let mut c = config(&m.base_url(), &cache);
     c.max_requests = 1;
     assert!(drain(&mut proposer(c)).is_empty());
-    let lines = cache_lines(&cache);
-    assert_eq!(lines[0].verdict, Some(Verdict::RequestFailed));
-    assert_eq!(lines[0].attempts, Some(1));
-    assert!(lines[0].reason.as_deref().unwrap().contains("http 400"));
+    assert_eq!(cache_lines(&cache).len(), 0);
+    let failed = failure_lines(&failure_log(&cache));
+    assert_eq!(failed[0].class, FailureClass::Refused);
+    assert_eq!(failed[0].attempts, 1);
+    assert!(failed[0].reason.contains("http 400"));
+}
+
+#[test]
+fn a_bad_key_a_forbidden_key_or_a_wrong_model_ends_the_proposer_at_once() {
+    for (code, class, hint) in [
+        (
+            401,
+            FailureClass::Unauthorized,
+            "check the API key ($NDVM_TEST_NO_SUCH_KEY",
+        ),
+        (403, FailureClass::Forbidden, "check the API key"),
+        (404, FailureClass::NotFound, "check `base_url`"),
+    ] {
+        let m = Mocked::start();
+        m.answer(vec![status(code), ok("(* a x)")]);
+        let dir = scratch(&format!("fatal-{code}"));
+        let cache = dir.join("cache.jsonl");
+        let mut c = config(&m.base_url(), &cache);
+        c.concurrency = 1;
+        let mut p = proposer(c);
+        let e = p.propose(64).unwrap_err().to_string();
+        let url = format!("{}/chat/completions", m.base_url());
+        assert!(
+            e.contains(&format!(
+                "POST {url} failed: http {code}: mock status {code}"
+            )),
+            "{e}"
+        );
+        assert!(e.contains("(1 attempt)") && e.contains(hint), "{e}");
+        assert!(
+            e.contains(&failure_log(&cache).display().to_string()),
+            "{e}"
+        );
+        assert_eq!(m.requests().len(), 1, "a fatal status is not retried");
+        assert_eq!(cache_lines(&cache).len(), 0);
+        let failed = failure_lines(&failure_log(&cache));
+        assert_eq!(failed.len(), 1);
+        assert_eq!(
+            (failed[0].class, failed[0].status, failed[0].fatal),
+            (class, Some(code), true)
+        );
+    }
+}
+
+#[test]
+fn failures_in_a_row_end_the_proposer_and_failures_between_answers_do_not() {
+    // Every request of a wave of two fails: the run ends after that wave.
+    let m = Mocked::start();
+    m.answer(vec![status(500)]);
+    let dir = scratch("in-a-row");
+    let cache = dir.join("cache.jsonl");
+    let mut c = config(&m.base_url(), &cache);
+    c.concurrency = 2;
+    c.retries = 1;
+    let mut p = proposer(c);
+    let e = p.propose(64).unwrap_err().to_string();
+    assert!(
+        e.contains("http 500") && e.contains("2 requests in a row failed"),
+        "{e}"
+    );
+    assert_eq!(p.requests(), 2);
+    assert_eq!(m.requests().len(), 4, "two requests, each retried once");
+    let failed = failure_lines(&failure_log(&cache));
+    assert_eq!(failed.iter().filter(|f| f.fatal).count(), 1, "{failed:?}");
+
+    // Failures with answers between them are logged, and the run goes on.
+    let m = Mocked::start();
+    m.answer(vec![status(400), ok("(* a x)"), status(400), ok("(* b x)")]);
+    let cache = dir.join("cache-between.jsonl");
+    let mut c = config(&m.base_url(), &cache);
+    c.concurrency = 1;
+    c.max_requests = 4;
+    let mut p = proposer(c);
+    let srcs: Vec<String> = drain(&mut p).into_iter().map(|c| c.src).collect();
+    assert_eq!(srcs, ["(* a x)", "(* b x)"]);
+    assert_eq!(cache_lines(&cache).len(), 2);
+    assert_eq!(failure_lines(&failure_log(&cache)).len(), 2);
+    assert_eq!(p.stats().failed, 2);
 }
 
 #[test]
@@ -432,7 +549,7 @@ fn a_slow_answer_times_out_is_retried_and_then_recorded() {
     assert_eq!(lines[0].attempts, Some(2));
     assert_eq!(lines[0].verdict, Some(Verdict::Valid));
 
-    // Always slow: bounded by retries, then a `request-failed` line naming the timeout.
+    // Always slow: bounded by retries, then a failure naming the timeout (in the log only).
     let m = Mocked::start();
     m.answer(vec![slow]);
     let cache = dir.join("cache-slow.jsonl");
@@ -443,11 +560,11 @@ fn a_slow_answer_times_out_is_retried_and_then_recorded() {
     let t0 = Instant::now();
     assert!(drain(&mut proposer(c)).is_empty());
     assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
-    let lines = cache_lines(&cache);
-    assert_provenance(&lines[0]);
-    assert_eq!(lines[0].verdict, Some(Verdict::RequestFailed));
-    assert_eq!(lines[0].attempts, Some(2));
-    assert!(lines[0].reason.as_deref().unwrap().contains("timeout"));
+    assert_eq!(cache_lines(&cache).len(), 0);
+    let failed = failure_lines(&failure_log(&cache));
+    assert_eq!(failed[0].class, FailureClass::Timeout);
+    assert_eq!(failed[0].attempts, 2);
+    assert!(failed[0].reason.contains("timeout"), "{failed:?}");
 }
 
 #[test]
@@ -743,6 +860,212 @@ fn ndvm_search_with_kind_llm_finds_a_fit_and_its_cache_replays_identically_offli
     ]);
     assert_eq!(summary_core(&again), summary_core(&replayed));
     assert_eq!(events_core(&again), events_core(&replayed));
+}
+
+/// Runs `ndvm-search` in the repository root with `env` set, whatever its exit.
+fn ndvm_raw(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
+        .current_dir(root())
+        .env_remove("SLURM_ARRAY_TASK_ID")
+        .env_remove("SLURM_ARRAY_TASK_COUNT")
+        .envs(env.iter().copied())
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// An `llm-e2e` task in `dir` asking `base_url` (a key in the task; `extra` adds proposer keys),
+/// with a cache holding one program, which is replayed before any request.
+fn llm_task(dir: &Path, base_url: &str, concurrency: usize, extra: &str) -> (PathBuf, PathBuf) {
+    let cache = dir.join("cache.jsonl");
+    std::fs::write(&cache, "{\"src\": \"(+ (* a x) b)\"}\n").unwrap();
+    let task = dir.join("task.yaml");
+    let prompt = root().join("bootstrap/prompts/symreg.md");
+    std::fs::write(
+        &task,
+        task_yaml(&format!(
+            "  kind: llm\n  base_url: {base_url}\n  model: mock-model\n  api_key: test\n  \
+             concurrency: {concurrency}\n  max_requests: 4\n  timeout: 5\n  backoff: 0.01\n  prompt: {}\n  \
+             cache: cache.jsonl{extra}",
+            prompt.display()
+        )),
+    )
+    .unwrap();
+    (task, cache)
+}
+
+#[test]
+fn ndvm_search_ends_on_401_and_404_with_an_error_naming_the_endpoint_and_the_cache_unchanged() {
+    for (code, class, hint) in [
+        (
+            401,
+            FailureClass::Unauthorized,
+            "check the API key ($OPENAI_API_KEY",
+        ),
+        (404, FailureClass::NotFound, "check `base_url`"),
+    ] {
+        let m = Mocked::start();
+        m.answer(vec![status(code)]);
+        let dir = scratch(&format!("e2e-{code}"));
+        let (task, cache) = llm_task(&dir, &m.base_url(), 1, "");
+        let before = std::fs::read(&cache).unwrap();
+        let run = dir.join("run");
+        let out = ndvm_raw(&["run", p(&task), "--out", p(&run), "-q"], &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        let url = format!("{}/chat/completions", m.base_url());
+        assert!(
+            err.contains(&format!(
+                "error: llm proposer: POST {url} failed: http {code}"
+            )),
+            "{err}"
+        );
+        assert!(err.contains(hint), "{err}");
+        assert_eq!(m.requests().len(), 1);
+        assert_eq!(
+            std::fs::read(&cache).unwrap(),
+            before,
+            "the cache is unchanged"
+        );
+        let failed = failure_lines(&run.join("llm-failures.jsonl"));
+        assert_eq!(failed.len(), 1);
+        assert_eq!((failed[0].class, failed[0].fatal), (class, true));
+        assert!(
+            err.contains(&run.join("llm-failures.jsonl").display().to_string()),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn ndvm_search_ends_after_failures_in_a_row_with_them_in_the_run_folder_not_the_cache() {
+    let m = Mocked::start();
+    m.answer(vec![status(503)]);
+    let dir = scratch("e2e-503");
+    let (task, cache) = llm_task(&dir, &m.base_url(), 2, "\n  retries: 1");
+    let before = std::fs::read(&cache).unwrap();
+    let run = dir.join("run");
+    let out = ndvm_raw(&["run", p(&task), "--out", p(&run), "-q"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("http 503") && err.contains("2 requests in a row failed"),
+        "{err}"
+    );
+    assert_eq!(m.requests().len(), 4, "two requests, each retried once");
+    assert_eq!(std::fs::read(&cache).unwrap(), before);
+    let failed = failure_lines(&run.join("llm-failures.jsonl"));
+    assert_eq!(failed.len(), 2);
+    assert!(
+        failed
+            .iter()
+            .all(|f| f.class == FailureClass::ServerError && f.attempts == 2)
+    );
+}
+
+#[test]
+fn ndvm_search_retries_500_and_429_then_succeeds_and_shows_the_requests_in_its_progress_lines() {
+    let m = Mocked::start();
+    m.answer(vec![
+        status(500),
+        status(429),
+        ok("```scheme\n(* (exp (* a x)) (cos (* b x)))\n```"),
+    ]);
+    let dir = scratch("e2e-retried");
+    let (task, cache) = llm_task(&dir, &m.base_url(), 1, "");
+    let run = dir.join("run");
+    // No `-q`, stderr a pipe: plain progress lines.
+    let out = ndvm_raw(&["run", p(&task), "--out", p(&run)], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("llm requests: 1 sent, 1 in flight, 0 failed, 0 retried"),
+        "{err}"
+    );
+    assert!(
+        err.contains("llm requests: 1 sent, 0 in flight, 0 failed, 2 retried"),
+        "{err}"
+    );
+    let lines = cache_lines(&cache);
+    assert_eq!(lines.len(), 2, "the program given, then the answer");
+    assert_eq!(lines[1].attempts, Some(3));
+    assert_eq!(lines[1].verdict, Some(Verdict::Valid));
+    assert!(
+        !run.join("llm-failures.jsonl").exists(),
+        "no request failed"
+    );
+    let s = summary_core(&run);
+    assert_eq!(s["best"]["src"], "(* (exp (* a x)) (cos (* b x)))");
+}
+
+#[test]
+fn ndvm_search_on_a_closed_port_exits_non_zero_within_30_s_naming_the_endpoint() {
+    // A copy of the shipped task, its prompt and a cache, with `base_url` on a port nobody
+    // listens on.
+    let dir = scratch("closed-port");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let shipped = std::fs::read_to_string(root().join("tasks/symreg-llm.yaml")).unwrap();
+    assert!(
+        shipped.contains("base_url: http://127.0.0.1:8000/v1"),
+        "{shipped}"
+    );
+    let base_url = format!("http://127.0.0.1:{port}/v1");
+    for sub in ["tasks", "caches", "bootstrap/prompts"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    let task = dir.join("tasks/symreg-llm.yaml");
+    std::fs::write(
+        &task,
+        shipped.replace("http://127.0.0.1:8000/v1", &base_url),
+    )
+    .unwrap();
+    std::fs::copy(
+        root().join("bootstrap/prompts/symreg.md"),
+        dir.join("bootstrap/prompts/symreg.md"),
+    )
+    .unwrap();
+    let cache = dir.join("caches/symreg-llm.jsonl");
+    let text = "{\"src\": \"(* a (exp (* b x)))\"}\n{\"src\": \"(+ (* a x) b)\"}\n";
+    std::fs::write(&cache, text).unwrap();
+    let run = dir.join("run");
+    let t0 = Instant::now();
+    let out = ndvm_raw(
+        &["run", p(&task), "--out", p(&run), "-q"],
+        &[("OPENAI_API_KEY", "x")],
+    );
+    let took = t0.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    assert!(
+        err.contains(&format!(
+            "POST {base_url}/chat/completions failed: cannot reach the endpoint"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("(4 attempts)") && err.contains("check that a server answers at `base_url`"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&cache).unwrap(),
+        text,
+        "the cache is unchanged"
+    );
+    let failed = failure_lines(&run.join("llm-failures.jsonl"));
+    assert!(!failed.is_empty());
+    assert!(
+        failed
+            .iter()
+            .all(|f| f.class == FailureClass::Unreachable && f.status.is_none())
+    );
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
 }
 
 // ---------------------------------------------------------------------------------------------

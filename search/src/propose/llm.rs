@@ -1,28 +1,35 @@
-//! `LlmProposer`: asks an OpenAI-compatible chat endpoint for candidate programs (async-openai on
-//! a tokio runtime owned by the proposer, so the rest of the crate stays synchronous). The task's
-//! cache is replayed first; then each wave of `concurrency` requests renders the prompt template,
+//! `LlmProposer`: asks an OpenAI-compatible chat endpoint for candidate programs (a blocking HTTP
+//! exchange in [`chat`], one thread per request in flight, so the crate stays synchronous). Built
+//! only with the `llm` cargo feature. The task's cache is replayed first; then each wave of `concurrency` requests renders the prompt template,
 //! and every answer is appended to the cache as it arrives, with its provenance (model, prompt
 //! hash, temperature, time, attempts, verdict and reason), in the line format
 //! [`replay`](super::replay) reads, so replaying the cache later gives the same stream offline.
 //! Only a task with `proposer.kind: llm` ever builds one; nothing else here touches the network.
+//!
+//! Failures are loud: a request that fails for good (after the retries of a 429, a 5xx, a timeout
+//! or a lost connection) is logged to the run folder's
+//! [`LLM_FAILURES_FILE`](super::LLM_FAILURES_FILE) (never to the
+//! cache, which keeps answers only), and a bad key (401, 403), a wrong model or URL (404, 3xx), an
+//! endpoint that cannot be reached, or [`max_failures_in_a_row`] failed requests in a row end the
+//! run with an error naming the endpoint.
+
+mod chat;
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use async_openai::Client;
-use async_openai::config::OpenAIConfig;
-use async_openai::error::OpenAIError;
-use async_openai::middleware::ReqwestService;
-use async_openai::types::chat::{
-    ChatCompletionRequestMessage, ChatCompletionRequestUserMessage,
-    ChatCompletionRequestUserMessageContent, CreateChatCompletionRequest,
-};
+use serde::{Deserialize, Serialize};
+
+use chat::{Answered, ChatRequest, Endpoint, Failure, Message, Policy, Reply};
+pub use chat::{FailureClass, MAX_BODY_BYTES};
 
 use super::replay::{CacheLine, Verdict, read_cache};
-use super::{Candidate, Proposer};
+use super::{Candidate, Proposer, RequestStats};
 use crate::error::{Result, SearchError};
 use crate::task::LlmConfig;
 use crate::{textfile, validate};
@@ -121,9 +128,8 @@ pub fn render_prompt(template: &str, vars: &PromptVars<'_>) -> std::result::Resu
     Ok(out)
 }
 
-/// FNV-1a (64-bit, the `fnv` crate) of the prompt's bytes, as `fnv1a64:` and 16 hex digits:
-/// identifies a prompt in the cache's provenance (stable across versions and platforms; not a
-/// security hash).
+/// FNV-1a (64-bit) of the prompt, as `fnv1a64:` and 16 hex digits: identifies a prompt in the
+/// cache's provenance (not a security hash).
 pub fn prompt_hash(prompt: &str) -> String {
     use std::hash::Hasher as _;
     let mut h = fnv::FnvHasher::default();
@@ -231,87 +237,6 @@ pub fn extract_program(answer: &str) -> std::result::Result<String, String> {
     }
 }
 
-/// How one request ended.
-#[derive(Debug)]
-struct Answer {
-    /// The answer's text, or why the request failed.
-    text: std::result::Result<String, String>,
-    attempts: u32,
-    model: String,
-}
-
-/// Retry policy: attempts, per-attempt timeout and the exponential backoff schedule.
-#[derive(Clone, Copy, Debug)]
-struct Policy {
-    timeout: Duration,
-    retries: usize,
-    backoff_s: f64,
-}
-
-impl Policy {
-    /// Delay before retry number `k` (0-based): `backoff · 2^k`, capped at 60 s. No jitter, so
-    /// the schedule is deterministic.
-    fn delay(&self, k: usize) -> Duration {
-        let s = self.backoff_s * 2f64.powi(k.min(30) as i32);
-        Duration::from_secs_f64(s.min(60.0))
-    }
-}
-
-/// Sends one chat request, retrying 429, 5xx, timeouts and transport errors.
-async fn ask(
-    client: Client<OpenAIConfig>,
-    request: CreateChatCompletionRequest,
-    policy: Policy,
-) -> Answer {
-    let mut attempts = 0u32;
-    let mut model = request.model.clone();
-    loop {
-        attempts += 1;
-        let (retryable, reason) =
-            match tokio::time::timeout(policy.timeout, client.chat().create(request.clone())).await
-            {
-                Err(_) => (
-                    true,
-                    format!("timeout after {} s", policy.timeout.as_secs_f64()),
-                ),
-                Ok(Ok(resp)) => {
-                    if !resp.model.is_empty() {
-                        model = resp.model.clone();
-                    }
-                    let content = resp
-                        .choices
-                        .into_iter()
-                        .next()
-                        .and_then(|c| c.message.content.or(c.message.refusal))
-                        .unwrap_or_default();
-                    return Answer {
-                        text: Ok(content),
-                        attempts,
-                        model,
-                    };
-                }
-                Ok(Err(OpenAIError::ApiError(e))) => {
-                    let s = e.status_code;
-                    (
-                        s.as_u16() == 429 || s.is_server_error(),
-                        format!("http {}: {}", s.as_u16(), e.api_error.message),
-                    )
-                }
-                Ok(Err(OpenAIError::Reqwest(e))) => (true, format!("transport: {e}")),
-                Ok(Err(e)) => (false, e.to_string()),
-            };
-        let k = attempts as usize - 1;
-        if !retryable || k >= policy.retries {
-            return Answer {
-                text: Err(format!("{reason} ({attempts} attempt(s))")),
-                attempts,
-                model,
-            };
-        }
-        tokio::time::sleep(policy.delay(k)).await;
-    }
-}
-
 /// Seconds since the Unix epoch, to the millisecond.
 fn now() -> f64 {
     let d = SystemTime::now()
@@ -320,20 +245,61 @@ fn now() -> f64 {
     (d.as_millis() as f64) / 1000.0
 }
 
+/// Failed requests in a row that end the run: `max(2, concurrency)`, so about one wave.
+pub fn max_failures_in_a_row(concurrency: usize) -> usize {
+    concurrency.max(2)
+}
+
+/// One line of the run folder's [`LLM_FAILURES_FILE`](super::LLM_FAILURES_FILE): a request that
+/// failed for good.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailureLine {
+    /// Seconds since the Unix epoch when it was given up.
+    pub time: f64,
+    /// The URL the request went to.
+    pub endpoint: String,
+    /// The model asked for.
+    pub model: String,
+    /// The prompt's hash (see [`prompt_hash`]).
+    pub prompt_hash: String,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Why it failed.
+    pub class: FailureClass,
+    /// The HTTP status of the last attempt, when there was an answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// What happened, with the server's message when it sent one.
+    pub reason: String,
+    /// Whether this failure ended the run.
+    pub fatal: bool,
+}
+
+/// What a request thread tells the proposer.
+enum Note {
+    /// An attempt failed and will be repeated.
+    Retry,
+    /// The request ended.
+    Done(Reply),
+}
+
 /// Asks an OpenAI-compatible chat endpoint for programs; see the module docs.
 pub struct LlmProposer {
     config: LlmConfig,
     inputs: Vec<String>,
     params: Vec<String>,
     forbidden: Vec<String>,
-    runtime: tokio::runtime::Runtime,
-    client: Client<OpenAIConfig>,
+    endpoint: Endpoint,
     /// Programs already in the cache, replayed first.
     cached: Vec<String>,
     next_cached: usize,
     next_id: u64,
-    requests: usize,
+    stats: RequestStats,
+    /// Requests that failed since the last answer.
+    failed_in_a_row: usize,
     cache: File,
+    /// The failure log, opened at the first failure.
+    failures: Option<File>,
     warnings: Vec<String>,
     /// Valid programs in cache order (the fallback examples).
     valid: Vec<String>,
@@ -346,9 +312,9 @@ pub struct LlmProposer {
 impl std::fmt::Debug for LlmProposer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LlmProposer")
-            .field("base_url", &self.config.base_url)
+            .field("endpoint", &self.endpoint.url())
             .field("model", &self.config.model)
-            .field("requests", &self.requests)
+            .field("stats", &self.stats)
             .finish_non_exhaustive()
     }
 }
@@ -384,9 +350,26 @@ fn open_cache(path: &Path, warnings: &mut Vec<String>) -> Result<File> {
     Ok(file)
 }
 
+/// Programs of the cache in file order, and its valid ones (the first examples).
+fn read_cached(path: &Path, warnings: &mut Vec<String>) -> Result<(Vec<String>, Vec<String>)> {
+    if !path.is_file() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let (sources, w) = read_cache(path)?;
+    warnings.extend(w);
+    let valid = textfile::read(path, textfile::MAX_CACHE_BYTES, textfile::RAISE_CACHE_LIMIT)?
+        .lines()
+        .filter_map(|l| serde_json::from_str::<CacheLine>(l).ok())
+        .filter(|l| l.verdict == Some(Verdict::Valid))
+        .filter_map(|l| l.src)
+        .filter(|src| validate::precheck_source(src).is_ok())
+        .collect();
+    Ok((sources, valid))
+}
+
 impl LlmProposer {
-    /// Builds the proposer: checks the template and the key, reads the cache, starts a runtime.
-    /// Contacts nothing yet.
+    /// Builds the proposer: checks the template and the key, reads the cache. Contacts nothing
+    /// yet.
     pub fn new(
         config: LlmConfig,
         inputs: Vec<String>,
@@ -412,49 +395,26 @@ impl LlmProposer {
             })?,
         };
         let mut warnings = Vec::new();
-        let (cached, valid) = if config.cache.is_file() {
-            let (sources, w) = read_cache(&config.cache)?;
-            warnings.extend(w);
-            let valid = textfile::read(
-                &config.cache,
-                textfile::MAX_CACHE_BYTES,
-                textfile::RAISE_CACHE_LIMIT,
-            )?
-            .lines()
-            .filter_map(|l| serde_json::from_str::<CacheLine>(l).ok())
-            .filter(|l| l.verdict == Some(Verdict::Valid))
-            .filter_map(|l| l.src)
-            .filter(|src| validate::precheck_source(src).is_ok())
-            .collect();
-            (sources, valid)
-        } else {
-            (Vec::new(), Vec::new())
-        };
+        let (cached, valid) = read_cached(&config.cache, &mut warnings)?;
         let cache = open_cache(&config.cache, &mut warnings)?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| proposer_err(format!("cannot start the async runtime: {e}")))?;
-        // The plain transport, without async-openai's default retry layer: retries, their
-        // schedule and the per-attempt timeout are ours (bounded and deterministic, see `ask`).
-        let client = Client::with_config(
-            OpenAIConfig::new()
-                .with_api_base(config.base_url.clone())
-                .with_api_key(key),
-        )
-        .with_http_service(ReqwestService::default());
+        let endpoint = Endpoint::new(
+            &config.base_url,
+            key,
+            Duration::from_secs_f64(config.timeout_s),
+        );
         Ok(LlmProposer {
             config,
             inputs,
             params,
             forbidden,
-            runtime,
-            client,
+            endpoint,
             cached,
             next_cached: 0,
             next_id: 0,
-            requests: 0,
+            stats: RequestStats::default(),
+            failed_in_a_row: 0,
             cache,
+            failures: None,
             warnings,
             valid,
             by_id: HashMap::new(),
@@ -464,7 +424,12 @@ impl LlmProposer {
 
     /// Requests sent so far by this proposer.
     pub fn requests(&self) -> usize {
-        self.requests
+        self.stats.sent
+    }
+
+    /// How its requests stand: sent, in flight, failed for good, retried.
+    pub fn stats(&self) -> RequestStats {
+        self.stats
     }
 
     fn examples(&self) -> Vec<String> {
@@ -493,62 +458,54 @@ impl LlmProposer {
     }
 
     /// Turns an answer into a cache line (and the program, if any).
-    fn judge(&self, answer: Answer, hash: &str) -> CacheLine {
+    fn judge(&self, answer: Answered, attempts: u32, hash: &str) -> CacheLine {
         let mut line = CacheLine {
-            model: Some(answer.model),
+            model: Some(if answer.model.is_empty() {
+                self.config.model.clone()
+            } else {
+                answer.model
+            }),
             prompt_hash: Some(hash.to_string()),
             temperature: Some(self.config.temperature),
             time: Some(now()),
-            attempts: Some(answer.attempts),
+            attempts: Some(attempts),
             ..CacheLine::default()
         };
-        match answer.text {
-            Err(reason) => {
-                line.verdict = Some(Verdict::RequestFailed);
-                line.reason = Some(reason);
-            }
-            Ok(raw) => {
-                if let Some(reason) = answer_limits(&raw) {
-                    // Never parsed, never replayed: no `src`, and the text only when it is small.
-                    line.verdict = Some(Verdict::Rejected);
-                    line.reason = Some(reason);
-                    if raw.len() <= MAX_ANSWER_BYTES {
-                        line.raw = Some(raw);
-                    }
-                    return line;
-                }
-                match extract_program(&raw) {
-                    Err(reason) => {
-                        line.verdict = Some(Verdict::NoProgram);
-                        line.reason = Some(reason);
-                    }
-                    Ok(src) => {
-                        match validate::check_source(
-                            &src,
-                            &self.inputs,
-                            &self.params,
-                            &self.forbidden,
-                        ) {
-                            Ok(_) => {
-                                line.verdict = Some(Verdict::Valid);
-                                line.src = Some(src);
-                            }
-                            // Over the size or nesting bounds: recorded, never replayed.
-                            Err(r) if matches!(r.class, "too-large" | "too-deep") => {
-                                line.verdict = Some(Verdict::Rejected);
-                                line.reason = Some(r.message);
-                            }
-                            Err(r) => {
-                                line.verdict = Some(Verdict::Invalid(r.class.to_string()));
-                                line.reason = Some(r.message);
-                                line.src = Some(src);
-                            }
-                        }
-                    }
-                }
+        let raw = answer.text;
+        if let Some(reason) = answer_limits(&raw) {
+            // Never parsed, never replayed: no `src`, and the text only when it is small.
+            line.verdict = Some(Verdict::Rejected);
+            line.reason = Some(reason);
+            if raw.len() <= MAX_ANSWER_BYTES {
                 line.raw = Some(raw);
             }
+            return line;
         }
+        match extract_program(&raw) {
+            Err(reason) => {
+                line.verdict = Some(Verdict::NoProgram);
+                line.reason = Some(reason);
+            }
+            Ok(src) => {
+                match validate::check_source(&src, &self.inputs, &self.params, &self.forbidden) {
+                    Ok(_) => {
+                        line.verdict = Some(Verdict::Valid);
+                        line.src = Some(src);
+                    }
+                    // Over the size or nesting bounds: recorded, never replayed.
+                    Err(r) if matches!(r.class, "too-large" | "too-deep") => {
+                        line.verdict = Some(Verdict::Rejected);
+                        line.reason = Some(r.message);
+                    }
+                    Err(r) => {
+                        line.verdict = Some(Verdict::Invalid(r.class.to_string()));
+                        line.reason = Some(r.message);
+                        line.src = Some(src);
+                    }
+                }
+            }
+        }
+        line.raw = Some(raw);
         line
     }
 
@@ -561,6 +518,67 @@ impl LlmProposer {
             .map_err(|source| SearchError::Write { source })
     }
 
+    /// Appends a failed request to the failure log (opened, and created, at the first one).
+    fn log_failure(&mut self, line: &FailureLine) -> Result<()> {
+        let Some(path) = self.config.failure_log.clone() else {
+            return Ok(());
+        };
+        if self.failures.is_none() {
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(|source| SearchError::Read { path, source })?;
+            self.failures = Some(file);
+        }
+        let mut text = serde_json::to_string(line).map_err(|e| proposer_err(e.to_string()))?;
+        text.push('\n');
+        let file = self
+            .failures
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("opened above"));
+        file.write_all(text.as_bytes())
+            .and_then(|()| file.flush())
+            .map_err(|source| SearchError::Write { source })
+    }
+
+    /// Where the failed requests are listed, for messages.
+    fn failure_log_note(&self) -> String {
+        match &self.config.failure_log {
+            Some(p) => format!("; failed requests are listed in {}", p.display()),
+            None => String::new(),
+        }
+    }
+
+    /// The error that ends the run after `failure` (fatal, or the last of too many in a row).
+    fn fatal_error(&self, failure: &Failure, attempts: u32) -> SearchError {
+        let c = &self.config;
+        let hint = match failure.class {
+            FailureClass::Unauthorized | FailureClass::Forbidden => format!(
+                "check the API key (${} or `proposer.api_key`)",
+                c.api_key_env
+            ),
+            FailureClass::NotFound | FailureClass::Redirected => format!(
+                "check `base_url` ({}) and `model` ({})",
+                c.base_url, c.model
+            ),
+            FailureClass::Unreachable => {
+                format!("check that a server answers at `base_url` ({})", c.base_url)
+            }
+            _ => format!(
+                "{} requests in a row failed; is the server healthy?",
+                self.failed_in_a_row
+            ),
+        };
+        proposer_err(format!(
+            "POST {} failed: {} ({attempts} attempt{}); {hint}{}",
+            self.endpoint.url(),
+            failure.reason,
+            if attempts == 1 { "" } else { "s" },
+            self.failure_log_note()
+        ))
+    }
+
     fn push(&mut self, out: &mut Vec<Candidate>, src: String) {
         self.by_id.insert(self.next_id, src.clone());
         out.push(Candidate {
@@ -570,61 +588,141 @@ impl LlmProposer {
         self.next_id += 1;
     }
 
-    /// One wave of up to `concurrency` requests; answers are judged, appended to the cache and
-    /// returned as candidates in arrival order.
-    fn wave(&mut self, out: &mut Vec<Candidate>) -> Result<()> {
+    /// The serialized request for `prompt`.
+    fn request_body(&self, prompt: &str) -> Result<Vec<u8>> {
+        serde_json::to_vec(&ChatRequest {
+            model: &self.config.model,
+            messages: [Message {
+                role: "user",
+                content: prompt,
+            }],
+            temperature: self.config.temperature,
+            max_completion_tokens: self.config.max_tokens,
+        })
+        .map_err(|e| proposer_err(e.to_string()))
+    }
+
+    /// Handles one finished request: an answer is judged and appended to the cache; a failure
+    /// is logged. Returns the error that ends the run, if this one does.
+    fn settle(
+        &mut self,
+        reply: Reply,
+        hash: &str,
+        out: &mut Vec<Candidate>,
+    ) -> Result<Option<SearchError>> {
+        self.stats.in_flight = self.stats.in_flight.saturating_sub(1);
+        let failure = match reply.result {
+            Ok(answered) => {
+                self.failed_in_a_row = 0;
+                let line = self.judge(answered, reply.attempts, hash);
+                self.append(&line)?;
+                if let Some(src) = line.src {
+                    if line.verdict == Some(Verdict::Valid) {
+                        self.valid.push(src.clone());
+                    }
+                    self.push(out, src);
+                }
+                return Ok(None);
+            }
+            Err(f) => f,
+        };
+        self.stats.failed += 1;
+        self.failed_in_a_row += 1;
+        let fatal = failure.class.is_fatal()
+            || self.failed_in_a_row >= max_failures_in_a_row(self.config.concurrency);
+        self.log_failure(&FailureLine {
+            time: now(),
+            endpoint: self.endpoint.url().to_string(),
+            model: self.config.model.clone(),
+            prompt_hash: hash.to_string(),
+            attempts: reply.attempts,
+            class: failure.class,
+            status: failure.status,
+            reason: failure.reason.clone(),
+            fatal,
+        })?;
+        Ok(fatal.then(|| self.fatal_error(&failure, reply.attempts)))
+    }
+
+    /// One wave of up to `concurrency` requests, one thread each; answers are judged, appended
+    /// to the cache and returned as candidates in arrival order. A fatal failure stops the
+    /// other requests' retries and ends the run once they are back.
+    fn wave(
+        &mut self,
+        out: &mut Vec<Candidate>,
+        report: &mut dyn FnMut(&RequestStats),
+    ) -> Result<()> {
         let k = self
             .config
             .concurrency
-            .min(self.config.max_requests - self.requests);
+            .min(self.config.max_requests - self.stats.sent);
         let prompt = self.prompt()?;
         let hash = prompt_hash(&prompt);
-        let request = CreateChatCompletionRequest {
-            model: self.config.model.clone(),
-            messages: vec![ChatCompletionRequestMessage::User(
-                ChatCompletionRequestUserMessage {
-                    content: ChatCompletionRequestUserMessageContent::Text(prompt),
-                    name: None,
-                },
-            )],
-            temperature: Some(self.config.temperature as f32),
-            max_completion_tokens: self.config.max_tokens,
-            ..Default::default()
-        };
+        let body = self.request_body(&prompt)?;
         let policy = Policy {
-            timeout: Duration::from_secs_f64(self.config.timeout_s),
             retries: self.config.retries,
             backoff_s: self.config.backoff_s,
         };
-        self.requests += k;
-        let mut set = tokio::task::JoinSet::new();
-        for _ in 0..k {
-            set.spawn_on(
-                ask(self.client.clone(), request.clone(), policy),
-                self.runtime.handle(),
-            );
-        }
-        while let Some(joined) = self.runtime.block_on(set.join_next()) {
-            let answer = joined.unwrap_or_else(|e| Answer {
-                text: Err(format!("request task failed: {e}")),
-                attempts: 0,
-                model: self.config.model.clone(),
-            });
-            let line = self.judge(answer, &hash);
-            self.append(&line)?;
-            if let Some(src) = line.src {
-                if line.verdict == Some(Verdict::Valid) {
-                    self.valid.push(src.clone());
-                }
-                self.push(out, src);
+        self.stats.sent += k;
+        self.stats.in_flight = k;
+        report(&self.stats);
+        let endpoint = self.endpoint.clone();
+        let cancel = AtomicBool::new(false);
+        let mut ended: Option<SearchError> = None;
+        let mut broken: Option<SearchError> = None;
+        std::thread::scope(|scope| {
+            let (tx, rx) = mpsc::channel::<Note>();
+            for _ in 0..k {
+                let tx = tx.clone();
+                let (endpoint, body, cancel) = (&endpoint, &body, &cancel);
+                scope.spawn(move || {
+                    let retry = |_: &Failure| {
+                        let _ = tx.send(Note::Retry);
+                    };
+                    let reply = chat::ask(endpoint, body, policy, cancel, &retry);
+                    // The receiver outlives every sender (it is drained below).
+                    let _ = tx.send(Note::Done(reply));
+                });
             }
+            drop(tx);
+            loop {
+                match rx.recv_timeout(Duration::from_secs(1)) {
+                    Ok(Note::Retry) => self.stats.retried += 1,
+                    Ok(Note::Done(reply)) => match self.settle(reply, &hash, out) {
+                        Ok(None) => {}
+                        Ok(Some(e)) => {
+                            cancel.store(true, Ordering::Relaxed);
+                            ended.get_or_insert(e);
+                        }
+                        Err(e) => {
+                            cancel.store(true, Ordering::Relaxed);
+                            broken.get_or_insert(e);
+                        }
+                    },
+                    // A heartbeat, so that a throttled progress line catches up.
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                }
+                report(&self.stats);
+            }
+        });
+        match broken.or(ended) {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
 impl Proposer for LlmProposer {
     fn propose(&mut self, n: usize) -> Result<Vec<Candidate>> {
+        self.propose_reporting(n, &mut |_| {})
+    }
+
+    fn propose_reporting(
+        &mut self,
+        n: usize,
+        report: &mut dyn FnMut(&RequestStats),
+    ) -> Result<Vec<Candidate>> {
         let mut out = Vec::new();
         while out.len() < n && self.next_cached < self.cached.len() {
             let src = self.cached[self.next_cached].clone();
@@ -634,14 +732,26 @@ impl Proposer for LlmProposer {
         if !out.is_empty() || n == 0 {
             return Ok(out);
         }
-        while out.is_empty() && self.requests < self.config.max_requests {
-            self.wave(&mut out)?;
+        while out.is_empty() && self.stats.sent < self.config.max_requests {
+            self.wave(&mut out, report)?;
         }
         Ok(out)
     }
 
     fn warnings(&self) -> Vec<String> {
-        self.warnings.clone()
+        let mut w = self.warnings.clone();
+        if self.stats.failed > 0 {
+            // The file's name only: the summary names no run folder.
+            let listed = match self.config.failure_log.as_ref().and_then(|p| p.file_name()) {
+                Some(name) => format!(" (listed in {})", name.to_string_lossy()),
+                None => String::new(),
+            };
+            w.push(format!(
+                "{} of {} llm requests failed{listed}",
+                self.stats.failed, self.stats.sent
+            ));
+        }
+        w
     }
 
     fn name(&self) -> &'static str {
@@ -707,21 +817,5 @@ mod tests {
         assert_eq!(prompt_hash("abc"), prompt_hash("abc"));
         assert_ne!(prompt_hash("abc"), prompt_hash("abd"));
         assert!(prompt_hash("").starts_with("fnv1a64:"));
-        // The published FNV-1a 64 test vectors: the hashes in existing caches stay valid.
-        assert_eq!(prompt_hash(""), "fnv1a64:cbf29ce484222325");
-        assert_eq!(prompt_hash("a"), "fnv1a64:af63dc4c8601ec8c");
-        assert_eq!(prompt_hash("foobar"), "fnv1a64:85944171f73967e8");
-    }
-
-    #[test]
-    fn backoff_doubles_and_is_capped() {
-        let p = Policy {
-            timeout: Duration::from_secs(1),
-            retries: 3,
-            backoff_s: 0.5,
-        };
-        assert_eq!(p.delay(0), Duration::from_millis(500));
-        assert_eq!(p.delay(2), Duration::from_secs(2));
-        assert_eq!(p.delay(40), Duration::from_secs(60));
     }
 }

@@ -1,9 +1,11 @@
 //! Proposers: where candidate programs come from. `Proposer` is one method; `replay` reads a
 //! JSONL cache in file order, `grammar` draws seeded random programs and `llm` asks an
 //! OpenAI-compatible chat endpoint (only when a task says `kind: llm`), appending every answer to
-//! the cache so that replaying it later gives the same stream offline.
+//! the cache so that replaying it later gives the same stream offline. The `llm` proposer exists
+//! only in a build with the `llm` cargo feature.
 
 pub mod grammar;
+#[cfg(feature = "llm")]
 pub mod llm;
 pub mod replay;
 
@@ -24,6 +26,17 @@ pub trait Proposer {
     /// Up to `n` further candidates; an empty vector means the stream is exhausted.
     fn propose(&mut self, n: usize) -> Result<Vec<Candidate>>;
 
+    /// As [`propose`](Proposer::propose), telling `report` how the requests of a proposer that
+    /// asks a service (the `llm` proposer) stand while it waits; the others only propose.
+    fn propose_reporting(
+        &mut self,
+        n: usize,
+        report: &mut dyn FnMut(&RequestStats),
+    ) -> Result<Vec<Candidate>> {
+        let _ = report;
+        self.propose(n)
+    }
+
     /// Problems noticed so far that did not stop the stream (a truncated cache line).
     fn warnings(&self) -> Vec<String> {
         Vec::new()
@@ -40,8 +53,38 @@ pub trait Proposer {
     }
 }
 
+/// Requests of a proposer that asks a service, for progress displays.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RequestStats {
+    /// Requests sent so far (each counted once, however many attempts it took).
+    pub sent: usize,
+    /// Requests waiting for their answer now.
+    pub in_flight: usize,
+    /// Requests that failed for good (after their retries).
+    pub failed: usize,
+    /// Attempts repeated after a transient failure (429, 5xx, a timeout, no connection).
+    pub retried: usize,
+}
+
+/// The file of a run folder where the `llm` proposer logs failed requests (one JSON line each);
+/// the cache keeps answers only.
+pub const LLM_FAILURES_FILE: &str = "llm-failures.jsonl";
+
+/// Why a task with `proposer.kind: llm` cannot run in a build without the `llm` feature.
+pub const LLM_FEATURE_MISSING: &str = "`kind: llm` needs an ndvm-search built with the `llm` \
+     feature, and this one was built without it: install with `cargo install --path search \
+     --features llm` (or build with `cargo build --release -p ndvm-search --features llm`)";
+
 /// The proposer a task asks for.
 pub fn for_task(task: &Task) -> Result<Box<dyn Proposer>> {
+    #[cfg(not(feature = "llm"))]
+    if task.llm.is_some() {
+        return Err(crate::error::SearchError::Proposer {
+            proposer: "llm",
+            message: LLM_FEATURE_MISSING.to_string(),
+        });
+    }
+    #[cfg(feature = "llm")]
     if let Some(config) = &task.llm {
         return Ok(Box::new(llm::LlmProposer::new(
             config.clone(),
