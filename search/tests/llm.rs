@@ -1,5 +1,5 @@
-//! The `llm` proposer against a local mock of an OpenAI-compatible chat endpoint (wiremock on
-//! 127.0.0.1; nothing else is contacted): good, prose and code-fenced answers, garbage, 429 and
+//! The `llm` proposer against a local mock of an OpenAI-compatible chat endpoint (a std-only
+//! server on 127.0.0.1, below; nothing else is contacted): good, prose and code-fenced answers, garbage, 429 and
 //! 500 with backoff, timeouts, each checked in the cache it writes; failed requests in the
 //! failure log, never in the cache; fatal statuses and failures in a row ending the run; then
 //! `ndvm-search` end to end with `kind: llm`: a run that finds a good fit and is replayed offline
@@ -8,9 +8,11 @@
 //! unchanged. Only in a build with the `llm` feature.
 #![cfg(feature = "llm")]
 
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ndvm_search::propose::llm::{FailureClass, FailureLine, LlmProposer};
@@ -18,8 +20,6 @@ use ndvm_search::propose::replay::{CacheLine, CacheReplay, Verdict};
 use ndvm_search::propose::{Candidate, Proposer};
 use ndvm_search::task::LlmConfig;
 use serde_json::{Value, json};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -36,61 +36,148 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// A mock server on loopback, with the runtime that drives the test's async calls.
+/// A canned HTTP response of the mock server: status, JSON or text body, and a delay before it.
+#[derive(Clone, Debug)]
+struct ResponseTemplate {
+    status: u16,
+    body: String,
+    delay: Duration,
+}
+
+impl ResponseTemplate {
+    fn new(status: u16) -> ResponseTemplate {
+        ResponseTemplate {
+            status,
+            body: String::new(),
+            delay: Duration::ZERO,
+        }
+    }
+
+    fn set_body_json(mut self, body: Value) -> ResponseTemplate {
+        self.body = body.to_string();
+        self
+    }
+
+    fn set_body_string(mut self, body: &str) -> ResponseTemplate {
+        self.body = body.to_string();
+        self
+    }
+
+    fn set_delay(mut self, delay: Duration) -> ResponseTemplate {
+        self.delay = delay;
+        self
+    }
+}
+
+/// What the mock server answers and what it received.
+#[derive(Default)]
+struct MockState {
+    responses: Vec<ResponseTemplate>,
+    next: usize,
+    bodies: Vec<Vec<u8>>,
+}
+
+/// A mock of an OpenAI-compatible chat endpoint on loopback: a std `TcpListener`, one thread per
+/// connection, one request per connection (`Connection: close`). `POST /v1/chat/completions` gets
+/// the next of its responses (the last one repeats); any other request gets a 404.
 struct Mocked {
-    rt: tokio::runtime::Runtime,
-    server: MockServer,
+    addr: std::net::SocketAddr,
+    state: Arc<Mutex<MockState>>,
 }
 
 impl Mocked {
     fn start() -> Mocked {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let server = rt.block_on(MockServer::start());
-        assert!(server.uri().starts_with("http://127.0.0.1:"));
-        Mocked { rt, server }
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let state = Arc::new(Mutex::new(MockState::default()));
+        let shared = Arc::clone(&state);
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let state = Arc::clone(&shared);
+                std::thread::spawn(move || serve(stream, &state));
+            }
+        });
+        Mocked { addr, state }
     }
 
     /// Answers chat requests with `responses` in turn (the last one repeats).
     fn answer(&self, responses: Vec<ResponseTemplate>) {
-        self.rt.block_on(
-            Mock::given(method("POST"))
-                .and(path("/v1/chat/completions"))
-                .respond_with(Seq {
-                    responses,
-                    next: AtomicUsize::new(0),
-                })
-                .mount(&self.server),
-        );
+        let mut st = self.state.lock().unwrap();
+        st.responses = responses;
+        st.next = 0;
     }
 
     fn base_url(&self) -> String {
-        format!("{}/v1", self.server.uri())
+        format!("http://{}/v1", self.addr)
     }
 
+    /// The JSON bodies of the chat requests received so far, in order.
     fn requests(&self) -> Vec<Value> {
-        self.rt
-            .block_on(self.server.received_requests())
-            .unwrap_or_default()
+        let st = self.state.lock().unwrap();
+        st.bodies
             .iter()
-            .map(|r| serde_json::from_slice(&r.body).unwrap())
+            .map(|b| serde_json::from_slice(b).unwrap())
             .collect()
     }
 }
 
-struct Seq {
-    responses: Vec<ResponseTemplate>,
-    next: AtomicUsize,
+/// Reads one request from `stream` and writes its response.
+fn serve(mut stream: TcpStream, state: &Mutex<MockState>) {
+    let Some((head, body)) = read_request(&mut stream) else {
+        return;
+    };
+    let chat = head.starts_with("POST /v1/chat/completions ");
+    let reply = if chat {
+        let mut st = state.lock().unwrap();
+        st.bodies.push(body);
+        let i = st.next.min(st.responses.len().saturating_sub(1));
+        st.next += 1;
+        st.responses.get(i).cloned()
+    } else {
+        None
+    }
+    .unwrap_or_else(|| ResponseTemplate::new(404));
+    std::thread::sleep(reply.delay);
+    let text = format!(
+        "HTTP/1.1 {} Mock\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+        reply.status,
+        reply.body.len(),
+        reply.body
+    );
+    // The client may have given up (a timeout test): nothing to do then.
+    let _ = stream.write_all(text.as_bytes());
 }
 
-impl Respond for Seq {
-    fn respond(&self, _: &Request) -> ResponseTemplate {
-        let i = self.next.fetch_add(1, Ordering::SeqCst);
-        self.responses[i.min(self.responses.len() - 1)].clone()
+/// The request line with its headers, and the body (`Content-Length` bytes).
+fn read_request(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = stream.read(&mut chunk).ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let length = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut body = buf[head_end..].to_vec();
+    while body.len() < length {
+        let n = stream.read(&mut chunk).ok()?;
+        if n == 0 {
+            break;
+        }
+        body.extend_from_slice(&chunk[..n]);
     }
+    Some((head, body))
 }
 
 /// A 200 chat completion whose single choice says `content`.
