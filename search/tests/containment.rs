@@ -2,6 +2,9 @@
 //! classified errors while the run finishes within its memory and time limits, and a process that
 //! dies mid-candidate (a test-only abort hook) is resumed with that candidate marked `crashed`.
 
+mod common;
+
+use common::root;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -9,18 +12,9 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("search/ has a parent")
-        .to_path_buf()
-}
-
+/// A fresh scratch folder for one test.
 fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("containment-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::scratch("containment", name)
 }
 
 #[derive(Deserialize)]

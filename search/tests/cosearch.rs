@@ -4,18 +4,12 @@
 
 mod common;
 
+use common::root;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("search/ has a parent")
-        .to_path_buf()
-}
 
 fn test_task(name: &str) -> PathBuf {
     root().join("search/tests/data/tasks").join(name)
@@ -23,10 +17,7 @@ fn test_task(name: &str) -> PathBuf {
 
 /// A fresh scratch folder for one test.
 fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cosearch-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::scratch("cosearch", name)
 }
 
 fn ndvm() -> Command {

@@ -8,6 +8,9 @@
 //! unchanged. Only in a build with the `llm` feature.
 #![cfg(feature = "llm")]
 
+mod common;
+
+use common::root;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -21,19 +24,9 @@ use ndvm_search::propose::{Candidate, Proposer};
 use ndvm_search::task::LlmConfig;
 use serde_json::{Value, json};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("search/ has a parent")
-        .to_path_buf()
-}
-
 /// A fresh scratch folder for one test.
 fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("llm-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::scratch("llm", name)
 }
 
 /// A canned HTTP response of the mock server: status, JSON or text body, and a delay before it.

@@ -5,25 +5,16 @@
 
 mod common;
 
+use common::root;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const STEMS: [&str; 3] = ["plot-fit", "plot-progress", "plot-pareto"];
 const SIZE: (u32, u32) = (900, 560);
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("search/ has a parent")
-        .to_path_buf()
-}
-
 /// A fresh scratch folder for one test.
 fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("plots-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::scratch("plots", name)
 }
 
 /// Runs the binary (stderr is a pipe, so never a terminal) and asserts success.

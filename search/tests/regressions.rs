@@ -3,6 +3,9 @@
 //! throughput, a shard's calibrations to its first success, Ctrl-C with its resume hint, and one
 //! name (`r2`) for R² in the CLI and JSON.
 
+mod common;
+
+use common::root;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -10,19 +13,9 @@ use std::time::{Duration, Instant};
 use ndvm_search::engine::{Event, EventStatus, StopKind};
 use ndvm_search::summary::Summary;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("search/ has a parent")
-        .to_path_buf()
-}
-
 /// A fresh scratch folder for one test.
 fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("regressions-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::scratch("regressions", name)
 }
 
 fn ndvm() -> Command {
