@@ -567,6 +567,11 @@ fn attempt(
     if let Some(log) = &opts.begin_log {
         log.end(p.index);
     }
+    if ev.status == EventStatus::Crashed && opts.interrupt.as_ref().is_some_and(|i| i.is_raised()) {
+        // The interrupt's signal may reach a worker being spawned (before it leaves the run's
+        // process group): that death is not the candidate's, so it stays unfinished for a resume.
+        return None;
+    }
     Some(ev)
 }
 
