@@ -28,6 +28,7 @@
 #![warn(missing_docs)]
 
 pub mod error;
+pub mod extract;
 pub mod scheme;
 pub mod span;
 
@@ -56,6 +57,17 @@ pub trait Frontend: Send + Sync {
     fn print(&self, heap: &Heap, program: &Program) -> ndvm_core::Result<String> {
         print::program_to_string(heap, program)
     }
+
+    /// The program in a language model's answer, as source text of this notation; `Err` says
+    /// why there is none. By default the first code-fenced block that parses, else the whole
+    /// answer when it parses.
+    fn extract_program(&self, answer: &str) -> Result<String, String> {
+        extract::fenced_or_whole(self, answer)
+    }
+
+    /// A few lines for a language model's prompt: how programs in this notation look, with an
+    /// example in a code fence.
+    fn prompt_guide(&self) -> &str;
 }
 
 /// The known front ends, looked up by name or file extension.
@@ -330,6 +342,9 @@ mod tests {
             }
             fn parse(&self, heap: &mut Heap, src: &str) -> Result<Program, ParseError> {
                 scheme::parse(heap, &src.to_uppercase())
+            }
+            fn prompt_guide(&self) -> &str {
+                "UPPER-CASE SCHEME"
             }
         }
         let mut registry = Registry::default();

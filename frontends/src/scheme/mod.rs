@@ -25,6 +25,77 @@ pub fn parse(heap: &mut Heap, src: &str) -> Result<Program, ParseError> {
     reader::read_program(heap, src)
 }
 
+/// Extracts one program from an answer: a code-fenced block holding an s-expression (the first
+/// such block, taken whole, so a program of several forms survives), else the whole answer when
+/// it is a program, else the largest parenthesised span in the prose that the Scheme reader
+/// accepts. `Err` says why there is none.
+pub fn extract_program(answer: &str) -> Result<String, String> {
+    let text = answer.trim();
+    if text.is_empty() {
+        return Err("empty answer".into());
+    }
+    for block in crate::extract::fenced_blocks(text) {
+        let b = block.trim();
+        if b.starts_with('(') || b.starts_with(';') {
+            return Ok(b.to_string());
+        }
+    }
+    if text.starts_with('(') && text.ends_with(')') && crate::extract::parses(&Scheme, text) {
+        return Ok(text.to_string());
+    }
+    let mut best: Option<&str> = None;
+    for (s, e) in balanced_spans(text) {
+        let span = &text[s..e];
+        // `()` or a bare parenthetical word is prose, not a program.
+        let inner = span[1..span.len() - 1].trim();
+        if inner.is_empty() || !inner.contains(char::is_whitespace) {
+            continue;
+        }
+        if crate::extract::parses(&Scheme, span) && best.is_none_or(|b| span.len() > b.len()) {
+            best = Some(span);
+        }
+    }
+    match best {
+        Some(b) => Ok(b.to_string()),
+        None if text.contains('(') => Err("no balanced s-expression the reader accepts".into()),
+        None => Err("no s-expression in the answer".into()),
+    }
+}
+
+/// Top-level parenthesised spans of `text` (byte ranges), skipping string literals.
+fn balanced_spans(text: &str) -> Vec<(usize, usize)> {
+    let bytes = text.as_bytes();
+    let mut spans = Vec::new();
+    let mut depth = 0usize;
+    let mut start = 0usize;
+    let mut in_string = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if in_string {
+            if c == b'\\' {
+                i += 1;
+            } else if c == b'"' {
+                in_string = false;
+            }
+        } else if depth > 0 && c == b'"' {
+            in_string = true;
+        } else if c == b'(' {
+            if depth == 0 {
+                start = i;
+            }
+            depth += 1;
+        } else if c == b')' && depth > 0 {
+            depth -= 1;
+            if depth == 0 {
+                spans.push((start, i + 1));
+            }
+        }
+        i += 1;
+    }
+    spans
+}
+
 /// The Scheme front end (`.scm`, `.ss`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Scheme;
@@ -41,13 +112,32 @@ impl Frontend for Scheme {
     fn parse(&self, heap: &mut Heap, src: &str) -> Result<Program, ParseError> {
         parse(heap, src)
     }
+
+    fn extract_program(&self, answer: &str) -> Result<String, String> {
+        extract_program(answer)
+    }
+
+    fn prompt_guide(&self) -> &str {
+        PROMPT_GUIDE
+    }
 }
+
+/// How Scheme programs look, for a language model's prompt.
+const PROMPT_GUIDE: &str = "\
+Write the model as a Scheme program: s-expressions in prefix notation, `+ - * /` take any number \
+of arguments, `(define (f y) ...)` defines a function, `(let ((u (* b x))) ...)` binds names, \
+`(if test then else)` branches, `(loop ((k 0) (s 0)) (if (= k 10) s (recur (+ k 1) (+ s k))))` \
+iterates, `[a b c]` is a vector. The last form is the program's value. Example:
+```scheme
+(let ((u (* b x)))
+  (+ (* a (exp (- u)) (cos (* c x))) (/ (expt x 2) 3)))
+```";
 
 #[cfg(test)]
 mod tests {
     use ndvm_core::{Heap, Node, SrcSpan, print};
 
-    use super::parse;
+    use super::{extract_program, parse};
     use crate::error::ParseErrorKind;
 
     fn check(src: &str, expect: &str) {
@@ -69,6 +159,24 @@ mod tests {
                 assert_eq!((e.span.start, e.span.end), span, "{src:?}: {e:?}");
             }
         }
+    }
+
+    #[test]
+    fn extracts_plain_fenced_and_prose_programs() {
+        assert_eq!(extract_program("  (* a x)\n").unwrap(), "(* a x)");
+        let fenced = "Here you go:\n```scheme\n(* (exp (* a x)) (cos (* b x)))\n```\nEnjoy.";
+        assert_eq!(
+            extract_program(fenced).unwrap(),
+            "(* (exp (* a x)) (cos (* b x)))"
+        );
+        let prose = "The model (a damped wave) is (* a (exp (* b x))) which fits well.";
+        assert_eq!(extract_program(prose).unwrap(), "(* a (exp (* b x)))");
+        let truncated = "```lisp\n(+ (* a x) b)";
+        assert_eq!(extract_program(truncated).unwrap(), "(+ (* a x) b)");
+        let e = extract_program("I cannot help with that.").unwrap_err();
+        assert!(e.contains("no s-expression"), "{e}");
+        assert!(extract_program("   ").unwrap_err().contains("empty"));
+        assert!(extract_program("(((").is_err());
     }
 
     #[test]

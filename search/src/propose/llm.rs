@@ -137,106 +137,6 @@ pub fn prompt_hash(prompt: &str) -> String {
     format!("fnv1a64:{:016x}", h.finish())
 }
 
-/// Top-level parenthesised spans of `text` (byte ranges), skipping string literals.
-fn balanced_spans(text: &str) -> Vec<(usize, usize)> {
-    let bytes = text.as_bytes();
-    let mut spans = Vec::new();
-    let mut depth = 0usize;
-    let mut start = 0usize;
-    let mut in_string = false;
-    let mut i = 0;
-    while i < bytes.len() {
-        let c = bytes[i];
-        if in_string {
-            if c == b'\\' {
-                i += 1;
-            } else if c == b'"' {
-                in_string = false;
-            }
-        } else if depth > 0 && c == b'"' {
-            in_string = true;
-        } else if c == b'(' {
-            if depth == 0 {
-                start = i;
-            }
-            depth += 1;
-        } else if c == b')' && depth > 0 {
-            depth -= 1;
-            if depth == 0 {
-                spans.push((start, i + 1));
-            }
-        }
-        i += 1;
-    }
-    spans
-}
-
-fn parses(src: &str) -> bool {
-    let mut heap = ndvm_core::Heap::new();
-    ndvm_frontends::scheme::parse(&mut heap, src).is_ok_and(|p| !p.forms().is_empty())
-}
-
-/// Code-fenced blocks of `text` (the body of each ```…``` block; an unclosed last fence runs to
-/// the end, as in a truncated answer).
-fn fenced_blocks(text: &str) -> Vec<&str> {
-    let mut blocks = Vec::new();
-    let mut rest = text;
-    while let Some(i) = rest.find("```") {
-        let after = &rest[i + 3..];
-        // Skip the info string (`scheme`, `lisp`, …) up to the end of the line.
-        let body_start = after.find('\n').map_or(after.len(), |n| n + 1);
-        let body = &after[body_start..];
-        match body.find("```") {
-            Some(j) => {
-                blocks.push(&body[..j]);
-                rest = &body[j + 3..];
-            }
-            None => {
-                blocks.push(body);
-                break;
-            }
-        }
-    }
-    blocks
-}
-
-/// Extracts one program from an answer: a code-fenced block holding an s-expression (the first
-/// such block, taken whole, so a program of several forms survives), else the whole answer when
-/// it is a program, else the largest parenthesised span in the prose that the Scheme reader
-/// accepts. `Err` says why there is none.
-pub fn extract_program(answer: &str) -> std::result::Result<String, String> {
-    let text = answer.trim();
-    if text.is_empty() {
-        return Err("empty answer".into());
-    }
-    for block in fenced_blocks(text) {
-        let b = block.trim();
-        if b.starts_with('(') || b.starts_with(';') {
-            return Ok(b.to_string());
-        }
-    }
-    if text.starts_with('(') && text.ends_with(')') && parses(text) {
-        return Ok(text.to_string());
-    }
-    let mut best: Option<&str> = None;
-    for (s, e) in balanced_spans(text) {
-        let span = &text[s..e];
-        // `()` or a bare parenthetical word is prose, not a program.
-        let inner = span[1..span.len() - 1].trim();
-        if inner.is_empty() || !inner.contains(char::is_whitespace) {
-            continue;
-        }
-        if parses(span) && best.is_none_or(|b| span.len() > b.len()) {
-            best = Some(span);
-        }
-    }
-    match best {
-        Some(b) => Ok(b.to_string()),
-        None if text.contains('(') => Err("no balanced s-expression the reader accepts".into()),
-        None => Err("no s-expression in the answer".into()),
-    }
-}
-
 /// Seconds since the Unix epoch, to the millisecond.
 fn now() -> f64 {
     let d = SystemTime::now()
@@ -481,7 +381,7 @@ impl LlmProposer {
             }
             return line;
         }
-        match extract_program(&raw) {
+        match ndvm_frontends::Frontend::extract_program(&ndvm_frontends::scheme::Scheme, &raw) {
             Err(reason) => {
                 line.verdict = Some(Verdict::NoProgram);
                 line.reason = Some(reason);
@@ -776,24 +676,6 @@ impl Proposer for LlmProposer {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn extracts_plain_fenced_and_prose_programs() {
-        assert_eq!(extract_program("  (* a x)\n").unwrap(), "(* a x)");
-        let fenced = "Here you go:\n```scheme\n(* (exp (* a x)) (cos (* b x)))\n```\nEnjoy.";
-        assert_eq!(
-            extract_program(fenced).unwrap(),
-            "(* (exp (* a x)) (cos (* b x)))"
-        );
-        let prose = "The model (a damped wave) is (* a (exp (* b x))) which fits well.";
-        assert_eq!(extract_program(prose).unwrap(), "(* a (exp (* b x)))");
-        let truncated = "```lisp\n(+ (* a x) b)";
-        assert_eq!(extract_program(truncated).unwrap(), "(+ (* a x) b)");
-        let e = extract_program("I cannot help with that.").unwrap_err();
-        assert!(e.contains("no s-expression"), "{e}");
-        assert!(extract_program("   ").unwrap_err().contains("empty"));
-        assert!(extract_program("(((").is_err());
-    }
 
     #[test]
     fn prompt_placeholders_are_filled_and_unknown_ones_rejected() {
