@@ -33,6 +33,7 @@ pub mod scheme;
 pub mod span;
 
 use std::fmt;
+use std::path::Path;
 
 use ndvm_core::{CoreError, Heap, Program, print};
 
@@ -132,6 +133,39 @@ impl Registry {
     /// Names of the registered front ends, in registration order.
     pub fn names(&self) -> Vec<&str> {
         self.frontends.iter().map(|f| f.name()).collect()
+    }
+
+    /// The front end used when nothing names one: the first registered.
+    pub fn fallback(&self) -> Option<&dyn Frontend> {
+        self.frontends.first().map(|f| f.as_ref())
+    }
+
+    /// The front end for a file: by its extension, or for a JSONL cache (`symreg.infix.jsonl`)
+    /// by the extension before `.jsonl`; `None` when no registered front end claims it.
+    pub fn by_path(&self, path: &Path) -> Option<&dyn Frontend> {
+        let name = path.file_name()?.to_str()?;
+        let name = name.strip_suffix(".jsonl").unwrap_or(name);
+        let (_, ext) = name.rsplit_once('.')?;
+        self.by_extension(ext)
+    }
+
+    /// The front end a command uses: the one `name`d (an unknown name is an error listing the
+    /// known ones), else the one for `path`'s extension, else [`fallback`](Registry::fallback).
+    pub fn choose(&self, name: Option<&str>, path: Option<&Path>) -> Result<&dyn Frontend, String> {
+        if let Some(name) = name {
+            return self.by_name(name).ok_or_else(|| self.unknown(name));
+        }
+        path.and_then(|p| self.by_path(p))
+            .or_else(|| self.fallback())
+            .ok_or_else(|| "no front end is registered".to_string())
+    }
+
+    /// The error for an unknown front end name.
+    pub fn unknown(&self, name: &str) -> String {
+        format!(
+            "unknown front end `{name}` (known: {})",
+            self.names().join(", ")
+        )
     }
 }
 
@@ -333,6 +367,24 @@ mod tests {
             Some("scheme")
         );
         assert!(registry.by_extension("py").is_none());
+        let chosen = |name, path: &str| {
+            registry
+                .choose(name, Some(Path::new(path)))
+                .map(|f| f.name().to_string())
+        };
+        assert_eq!(chosen(None, "m/model.scm"), Ok("scheme".into()));
+        assert_eq!(chosen(None, "caches/c.scm.jsonl"), Ok("scheme".into()));
+        assert_eq!(chosen(None, "caches/c.jsonl"), Ok("scheme".into()));
+        assert_eq!(chosen(None, "model.py"), Ok("scheme".into()));
+        assert_eq!(chosen(Some("scheme"), "model.py"), Ok("scheme".into()));
+        assert_eq!(
+            chosen(Some("cobol"), "model.scm"),
+            Err(format!(
+                "unknown front end `cobol` (known: {})",
+                registry.names().join(", ")
+            ))
+        );
+        assert!(registry.by_path(Path::new("model")).is_none());
         assert!(registry.by_name("infix").is_none());
 
         struct Upper;
@@ -361,5 +413,6 @@ mod tests {
         assert_eq!(frontend.print(&heap, &program), Ok("(F X)".to_string()));
         assert_eq!(format!("{registry:?}"), "Registry { names: [\"scheme\"] }");
         assert!(Registry::empty().names().is_empty());
+        assert!(Registry::empty().choose(None, None).is_err());
     }
 }

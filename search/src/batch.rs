@@ -9,6 +9,8 @@ use indexmap::IndexMap;
 use ndvm_core::{Dialect, EvalOptions, Evaluation, Heap, InputValue, Inputs};
 use serde::{Deserialize, Serialize};
 
+use ndvm_frontends::Registry;
+
 use crate::error::{Result, SearchError};
 use crate::evalcmd;
 use crate::report::{self, JsonNumber, LaneJson, lane_value};
@@ -26,20 +28,54 @@ pub struct BatchSummary {
 /// flushing after each line so a driver process can stream requests. `dialect` applies to lines
 /// without a `"dialect"` key. Only reading or writing failures are errors.
 pub fn run(input: impl BufRead, output: impl Write, dialect: Dialect) -> Result<BatchSummary> {
-    run_limited(input, output, dialect, &evalcmd::LimitArgs::default())
+    let frontends = Registry::default();
+    run_with(input, output, &BatchSettings::new(dialect, &frontends))
+}
+
+/// How a batch reads and evaluates its lines.
+#[derive(Debug)]
+pub struct BatchSettings<'a> {
+    /// The dialect of lines without a `"dialect"` key.
+    pub dialect: Dialect,
+    /// Resource limits of every line (each line's deadline starts when it does).
+    pub limits: evalcmd::LimitArgs,
+    /// The front ends a line's `"frontend"` key may name.
+    pub frontends: &'a Registry,
+    /// The front end of lines without a `"frontend"` key (default: the registry's fallback).
+    pub frontend: Option<String>,
+}
+
+impl<'a> BatchSettings<'a> {
+    /// `dialect`, default limits, the fallback front end of `frontends`.
+    pub fn new(dialect: Dialect, frontends: &'a Registry) -> Self {
+        BatchSettings {
+            dialect,
+            limits: evalcmd::LimitArgs::default(),
+            frontends,
+            frontend: None,
+        }
+    }
 }
 
 /// The longest request line read; a longer one gets an error line and is skipped unread.
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
-/// [`run`] with resource limits for every line (each line's deadline starts when it does).
-pub fn run_limited(
+/// [`run`] with the dialect, limits and front ends of `settings`.
+pub fn run_with(
     mut input: impl BufRead,
     mut output: impl Write,
-    dialect: Dialect,
-    limits: &evalcmd::LimitArgs,
+    settings: &BatchSettings<'_>,
 ) -> Result<BatchSummary> {
-    limits.check()?;
+    settings.limits.check()?;
+    if let Some(name) = &settings.frontend {
+        settings
+            .frontends
+            .choose(Some(name), None)
+            .map_err(|message| SearchError::BadArgument {
+                arg: format!("--frontend {name}"),
+                message,
+            })?;
+    }
     let mut summary = BatchSummary::default();
     let mut buf = Vec::new();
     loop {
@@ -72,7 +108,7 @@ pub fn run_limited(
             _ if too_long => Err(format!(
                 "the line is longer than {MAX_LINE_BYTES} bytes (the most one request may hold)"
             )),
-            Ok(line) => eval_line_result(line, dialect, limits),
+            Ok(line) => eval_line_result(line, settings),
             Err(_) => Err("the line is not valid UTF-8".to_string()),
         };
         summary.n_lines += 1;
@@ -93,7 +129,8 @@ pub fn run_limited(
 ///
 /// `{"src": "(* p 2)", "params": {"p": 3}}` gives `{"value":6.0,"grads":{"p":2.0}}`.
 pub fn eval_line(line: &str, dialect: Dialect) -> String {
-    eval_line_result(line, dialect, &evalcmd::LimitArgs::default())
+    let frontends = Registry::default();
+    eval_line_result(line, &BatchSettings::new(dialect, &frontends))
         .unwrap_or_else(|message| error_line(&message))
 }
 
@@ -127,14 +164,16 @@ struct Request {
     inputs: IndexMap<String, serde_json::Value>,
     #[serde(default)]
     dialect: Option<String>,
+    #[serde(default)]
+    frontend: Option<String>,
 }
 
 /// The result line, or the message of an error line.
 fn eval_line_result(
     line: &str,
-    default_dialect: Dialect,
-    limits: &evalcmd::LimitArgs,
+    settings: &BatchSettings<'_>,
 ) -> std::result::Result<String, String> {
+    let (default_dialect, limits) = (settings.dialect, &settings.limits);
     let line = line.trim_end_matches(['\n', '\r']);
     if line.trim().is_empty() {
         return Err("empty line".to_string());
@@ -149,7 +188,12 @@ fn eval_line_result(
     let inputs = build_inputs(&req)?;
     let caught = panic::catch_unwind(AssertUnwindSafe(|| {
         let mut heap = Heap::new();
-        let program = evalcmd::parse_program(&mut heap, "src", &req.src)?;
+        let name = req.frontend.as_deref().or(settings.frontend.as_deref());
+        let frontend = settings
+            .frontends
+            .choose(name, None)
+            .map_err(|message| SearchError::UnknownFrontend { message })?;
+        let program = evalcmd::parse_program(&mut heap, frontend, "src", &req.src)?;
         let opts = limits.eval_options(EvalOptions::new(1).with_dialect(dialect));
         evalcmd::evaluate(
             &mut heap,

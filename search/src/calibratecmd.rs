@@ -13,7 +13,7 @@ use ndvm_optimizers::{
 use serde::Serialize;
 
 use crate::error::{CsvProblem, Result, SearchError};
-use crate::evalcmd::parse_program;
+use crate::evalcmd::{choose_frontend, parse_program};
 use crate::matrix_csv;
 use crate::report::{JsonNumber, human_number, json_line};
 
@@ -88,8 +88,10 @@ impl ParamArg {
 pub struct CalibrateArgs {
     /// `--max-work`, `--max-memory-mb`, `--max-depth`, `--timeout` (the whole calibration).
     pub limits: crate::evalcmd::LimitArgs,
-    /// The program file; its extension picks the front end (Scheme when unknown).
+    /// The program file.
     pub program: PathBuf,
+    /// `--frontend NAME`; when absent the file's extension picks the front end.
+    pub frontend: Option<String>,
     /// The CSV table (first line: column names).
     pub data: PathBuf,
     /// The target column.
@@ -129,6 +131,14 @@ fn read_table(path: &Path) -> Result<(Vec<String>, matrix_csv::Matrix)> {
 
 /// Runs `ndvm-search calibrate FILE --data CSV --target COL`.
 pub fn run(args: &CalibrateArgs) -> Result<CalibrateReport> {
+    run_with(args, &ndvm_frontends::Registry::default())
+}
+
+/// [`run`] with the front ends of `frontends`.
+pub fn run_with(
+    args: &CalibrateArgs,
+    frontends: &ndvm_frontends::Registry,
+) -> Result<CalibrateReport> {
     let src = std::fs::read_to_string(&args.program).map_err(|source| SearchError::Read {
         path: args.program.clone(),
         source,
@@ -167,7 +177,8 @@ pub fn run(args: &CalibrateArgs) -> Result<CalibrateReport> {
 
     let label = args.program.display().to_string();
     let mut heap = Heap::new();
-    let program = parse_program(&mut heap, &label, &src)?;
+    let frontend = choose_frontend(frontends, args.frontend.as_deref(), &args.program)?;
+    let program = parse_program(&mut heap, frontend, &label, &src)?;
     let rendered = |heap: &Heap, error: ndvm_core::CoreError| SearchError::Eval {
         rendered: ndvm_frontends::render_core_error(&label, &src, heap, &error),
         error,

@@ -26,6 +26,10 @@ pub struct Event {
     pub id: u64,
     /// Program text.
     pub src: String,
+    /// The front end that reads `src` (absent in folders written before this field existed:
+    /// the registry's fallback).
+    #[serde(default = "fallback_frontend")]
+    pub frontend: String,
     /// Canonical skeleton.
     pub skeleton: String,
     /// Atoms and pairs in the program.
@@ -63,6 +67,14 @@ pub struct Event {
     /// before this field existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_s: Option<f64>,
+}
+
+/// The front end of an event written before events named theirs.
+pub(crate) fn fallback_frontend() -> String {
+    ndvm_frontends::Registry::default()
+        .fallback()
+        .map(|f| f.name().to_string())
+        .unwrap_or_default()
 }
 
 /// How a calibration ended (`status` in `events.jsonl`, keys of `statuses` in the summary).
@@ -331,6 +343,7 @@ pub fn run(task: &Task, opts: &RunOptions, observer: &mut dyn Observer) -> Resul
             };
             stream.proposed += 1;
             match validate::check_source(
+                task.frontend_named(&cand.frontend)?,
                 &cand.src,
                 &input_names,
                 &param_names,
@@ -587,6 +600,7 @@ pub(crate) fn blank_event(task: &Task, p: &Pending) -> Event {
         index: p.index,
         id: p.cand.id,
         src: p.cand.src.clone(),
+        frontend: p.cand.frontend.clone(),
         skeleton: p.checked.skeleton.clone(),
         complexity: p.checked.complexity,
         seed: task.calibrate.seed,
@@ -653,11 +667,7 @@ pub(crate) fn calibrate_one(task: &Task, p: &Pending, deadline: Option<Instant>)
     let mut ev = blank_event(task, p);
     let res = (|| -> std::result::Result<(), Failure> {
         let mut heap = Heap::new();
-        let program =
-            ndvm_frontends::scheme::parse(&mut heap, &p.cand.src).map_err(|e| Failure {
-                class: "parse",
-                message: e.message,
-            })?;
+        let program = parse(task, &mut heap, &p.cand.frontend, &p.cand.src)?;
         let mut cal = Calibrator::new(cfg.clone()).map_err(|e| Failure {
             class: e.class(),
             message: e.to_string(),
@@ -759,16 +769,31 @@ pub fn metrics(pred: &[f64], target: &[f64]) -> Option<(f64, f64)> {
     Some((1.0 - ss_res / ss_tot, ss_res / ss_tot))
 }
 
+/// Reads `src` with the front end called `frontend`; an unknown name or a parse error is a
+/// `parse` failure of the candidate.
+pub(crate) fn parse(
+    task: &Task,
+    heap: &mut Heap,
+    frontend: &str,
+    src: &str,
+) -> std::result::Result<Program, Failure> {
+    let failure = |message| Failure {
+        class: "parse",
+        message,
+    };
+    let frontend = task
+        .frontends
+        .by_name(frontend)
+        .ok_or_else(|| failure(task.frontends.unknown(frontend)))?;
+    frontend.parse(heap, src).map_err(|e| failure(e.message))
+}
+
 /// Test metrics of one event on every test table: name → (R², NMSE).
 pub fn test_scores(task: &Task, ev: &Event) -> BTreeMap<String, (Option<f64>, Option<f64>)> {
     let mut out = BTreeMap::new();
     for (name, table) in &task.tests {
         let mut heap = Heap::new();
-        let res = ndvm_frontends::scheme::parse(&mut heap, &ev.src)
-            .map_err(|e| Failure {
-                class: "parse",
-                message: e.message,
-            })
+        let res = parse(task, &mut heap, &ev.frontend, &ev.src)
             .and_then(|program| predict(task, &mut heap, &program, &ev.params, table));
         let m = res.ok().and_then(|p| metrics(&p, &table.target));
         out.insert(name.clone(), (m.map(|m| m.0), m.map(|m| m.1)));

@@ -150,6 +150,12 @@ pub enum SearchError {
         /// What is wrong.
         message: String,
     },
+    /// No registered front end has this name.
+    #[error("{message}")]
+    UnknownFrontend {
+        /// The name and the known names.
+        message: String,
+    },
     /// The evaluator rejected the program; `rendered` is the full diagnostic with file, line and column.
     #[error("{rendered}")]
     Eval {

@@ -9,7 +9,7 @@ use ndvm_core::{
     Program,
 };
 
-use ndvm_frontends::{Frontend, scheme};
+use ndvm_frontends::{Frontend, Registry};
 
 use crate::error::{Result, SearchError};
 use crate::matrix_csv;
@@ -199,8 +199,11 @@ impl LimitArgs {
 /// Everything `ndvm-search eval FILE` needs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EvalArgs {
-    /// The program file; its extension picks the front end (Scheme when unknown).
+    /// The program file.
     pub program: PathBuf,
+    /// `--frontend NAME`; when absent the file's extension picks the front end (the registry's
+    /// fallback when no front end claims it).
+    pub frontend: Option<String>,
     /// `--bind` and `--input` bindings, in command-line order.
     pub bindings: Vec<Binding>,
     /// `--data` matrices.
@@ -246,6 +249,11 @@ pub fn lane_count(bindings: &[Binding], n_lanes: Option<usize>) -> Result<usize>
 
 /// Runs `ndvm-search eval FILE`: reads the program and data files, binds, evaluates.
 pub fn run(args: &EvalArgs) -> Result<EvalReport> {
+    run_with(args, &Registry::default())
+}
+
+/// [`run`] with the front ends of `frontends`.
+pub fn run_with(args: &EvalArgs, frontends: &Registry) -> Result<EvalReport> {
     args.limits.check()?;
     let src = std::fs::read_to_string(&args.program).map_err(|source| SearchError::Read {
         path: args.program.clone(),
@@ -288,7 +296,8 @@ pub fn run(args: &EvalArgs) -> Result<EvalReport> {
 
     let label = args.program.display().to_string();
     let mut heap = Heap::new();
-    let program = parse_program(&mut heap, &label, &src)?;
+    let frontend = choose_frontend(frontends, args.frontend.as_deref(), &args.program)?;
+    let program = parse_program(&mut heap, frontend, &label, &src)?;
     let opts = args
         .limits
         .eval_options(EvalOptions::new(n_lanes).with_dialect(args.dialect));
@@ -314,15 +323,29 @@ pub fn run(args: &EvalArgs) -> Result<EvalReport> {
     })
 }
 
-/// Parses `src` with the front end registered for the extension of `label` (Scheme when there is
-/// none); a failure becomes [`SearchError::Parse`] rendered as `label:line:col: error[…]`.
-pub(crate) fn parse_program(heap: &mut Heap, label: &str, src: &str) -> Result<Program> {
-    let registry = ndvm_frontends::Registry::default();
-    let by_ext = Path::new(label)
-        .extension()
-        .and_then(|e| e.to_str())
-        .and_then(|ext| registry.by_extension(ext));
-    let frontend: &dyn Frontend = by_ext.unwrap_or(&scheme::Scheme);
+/// The front end of a command: `--frontend NAME` (an unknown name is a bad argument), else the
+/// one for `path`'s extension, else the registry's fallback.
+pub(crate) fn choose_frontend<'r>(
+    frontends: &'r Registry,
+    name: Option<&str>,
+    path: &Path,
+) -> Result<&'r dyn Frontend> {
+    frontends
+        .choose(name, Some(path))
+        .map_err(|message| SearchError::BadArgument {
+            arg: format!("--frontend {}", name.unwrap_or_default()),
+            message,
+        })
+}
+
+/// Parses `src` with `frontend`; a failure becomes [`SearchError::Parse`] rendered as
+/// `label:line:col: error[…]`.
+pub(crate) fn parse_program(
+    heap: &mut Heap,
+    frontend: &dyn Frontend,
+    label: &str,
+    src: &str,
+) -> Result<Program> {
     frontend
         .parse(heap, src)
         .map_err(|error| SearchError::Parse {

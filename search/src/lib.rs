@@ -36,6 +36,7 @@ pub mod runcmd;
 pub mod summary;
 pub mod task;
 pub mod textfile;
+pub mod translatecmd;
 pub mod validate;
 pub mod worker;
 

@@ -199,18 +199,18 @@ fn tables(task: &Task) -> Vec<(String, RGBColor, &Table)> {
 /// The winner's predictions on `table`, or `None` when it does not parse or evaluate.
 fn predict(
     task: &Task,
-    src: &str,
+    (frontend, src): (&str, &str),
     params: &BTreeMap<String, f64>,
     table: &Table,
 ) -> Option<Vec<f64>> {
     let mut heap = Heap::new();
-    let program = ndvm_frontends::scheme::parse(&mut heap, src).ok()?;
+    let program = engine::parse(task, &mut heap, frontend, src).ok()?;
     engine::predict(task, &mut heap, &program, params, table).ok()
 }
 
 fn fit_plot(task: &Task, summary: &Summary) -> Fit {
     let best = summary.best.as_ref();
-    let winner = best.map(|b| (b.src.clone(), b.params.clone()));
+    let winner = best.map(|b| ((b.frontend.clone(), b.src.clone()), b.params.clone()));
     let title = match (best, task.metric) {
         (None, _) => "data (no fitted candidate)".to_string(),
         (Some(b), MetricName::R2) => format!(
@@ -261,7 +261,7 @@ fn fit_plot(task: &Task, summary: &Summary) -> Fit {
                 columns: vec![xs.clone()],
                 target: vec![0.0; GRID],
             };
-            if let Some(ys) = predict(task, src, params, &grid) {
+            if let Some(ys) = predict(task, (&src.0, &src.1), params, &grid) {
                 let mut seg = Vec::new();
                 for (x, y) in xs.into_iter().zip(ys) {
                     if y.is_finite() && (lo..=hi).contains(&y) {
@@ -300,7 +300,7 @@ fn fit_plot(task: &Task, summary: &Summary) -> Fit {
         .map(|(name, color, t)| Group {
             name: name.clone(),
             color: *color,
-            points: predict(task, src, params, t)
+            points: predict(task, (&src.0, &src.1), params, t)
                 .map(|pred| {
                     t.target
                         .iter()

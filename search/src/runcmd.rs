@@ -231,15 +231,77 @@ pub fn merge(dirs: &[PathBuf], out: Option<&Path>) -> Result<RunReport> {
     })
 }
 
-/// Checks a task file (`.yaml`/`.yml`) or a candidate cache (`.jsonl`); returns a one-line verdict.
-pub fn check(path: &Path) -> Result<String> {
-    if path.extension().is_some_and(|e| e == "jsonl") {
-        let (sources, warnings) = replay::read_cache(path)?;
-        let mut s = format!("{}: {} candidates", path.display(), sources.len());
-        for w in warnings {
-            s.push_str(&format!("\nwarning: {w}"));
+/// Shown unreadable programs of a cache, at most.
+const SHOW_UNREADABLE: usize = 5;
+
+fn check_cache(path: &Path, frontend: Option<&str>) -> Result<String> {
+    let frontends = ndvm_frontends::Registry::default();
+    let default =
+        frontends
+            .choose(frontend, Some(path))
+            .map_err(|message| SearchError::BadArgument {
+                arg: format!("--frontend {}", frontend.unwrap_or_default()),
+                message,
+            })?;
+    let (sources, warnings) = replay::read_cache(path)?;
+    let mut unreadable = Vec::new();
+    for c in &sources {
+        let name = c.frontend.as_deref().unwrap_or(default.name());
+        let reader = frontends
+            .by_name(name)
+            .ok_or_else(|| SearchError::CacheLine {
+                path: path.to_path_buf(),
+                line: c.line,
+                message: frontends.unknown(name),
+            })?;
+        let mut heap = ndvm_core::Heap::new();
+        if let Err(e) = reader.parse(&mut heap, &c.src) {
+            let at = ndvm_frontends::LineIndex::new(&c.src).line_col(e.span.start);
+            unreadable.push(format!(
+                "{}:{}: the {name} program does not read: {}:{}: {}",
+                path.display(),
+                c.line,
+                at.0,
+                at.1,
+                e.message
+            ));
         }
-        return Ok(s);
+    }
+    let mut s = format!(
+        "{}: {} candidates, {} read",
+        path.display(),
+        sources.len(),
+        sources.len() - unreadable.len()
+    );
+    for w in warnings
+        .into_iter()
+        .chain(unreadable.iter().take(SHOW_UNREADABLE).cloned())
+    {
+        s.push_str(&format!("\nwarning: {w}"));
+    }
+    if unreadable.len() > SHOW_UNREADABLE {
+        s.push_str(&format!(
+            "\nwarning: … and {} more that do not read",
+            unreadable.len() - SHOW_UNREADABLE
+        ));
+    }
+    Ok(s)
+}
+
+/// Checks a task file (`.yaml`/`.yml`) or a candidate cache (`.jsonl`); returns a one-line verdict.
+/// A cache's programs are read by their front ends: the line's `frontend`, else `frontend`, else
+/// the one for the cache's file name; a program that does not read is a warning (an LLM's
+/// answer may be kept for the record), an unknown front end an error.
+pub fn check(path: &Path, frontend: Option<&str>) -> Result<String> {
+    if path.extension().is_some_and(|e| e == "jsonl") {
+        return check_cache(path, frontend);
+    }
+    if let Some(name) = frontend {
+        return Err(SearchError::BadArgument {
+            arg: format!("--frontend {name}"),
+            message: "applies to caches (.jsonl); a task names its front end with `frontend:`"
+                .into(),
+        });
     }
     let t = task::load(path)?;
     Ok(format!(

@@ -102,6 +102,9 @@ pub struct FirstSuccess {
 pub struct Entry {
     /// Atoms and pairs in the program.
     pub complexity: usize,
+    /// The front end that reads `src`.
+    #[serde(default = "crate::engine::fallback_frontend")]
+    pub frontend: String,
     /// Candidate id.
     pub id: u64,
     /// Index in the distinct-candidate stream.
@@ -205,6 +208,7 @@ fn entry(task: &Task, e: &Event) -> Entry {
     });
     Entry {
         complexity: e.complexity,
+        frontend: e.frontend.clone(),
         id: e.id,
         index: e.index,
         params: e.params.clone(),

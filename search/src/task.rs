@@ -4,8 +4,10 @@
 //! calibrator settings, proposer, budget and success threshold.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use ndvm_core::{Dialect, EvalOptions, Evaluator, Heap, Inputs, ParamKind};
+use ndvm_frontends::{Frontend, Registry};
 use ndvm_optimizers::{CalibrateConfig, Loss, Optimizer, ParamSpec};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -64,6 +66,10 @@ pub struct TaskSpec {
     /// Free text.
     #[serde(default)]
     pub description: Option<String>,
+    /// The notation of candidate programs: a front end's name (default: the one for the
+    /// cache's extension, as `symreg.infix.jsonl`, else the registry's first).
+    #[serde(default)]
+    pub frontend: Option<Spanned<String>>,
     /// Master seed: data generation, grammar proposals, and the default of the other seeds.
     #[serde(default)]
     pub seed: u64,
@@ -625,6 +631,10 @@ pub struct Task {
     pub forbidden_forms: Vec<String>,
     /// Parent of run folders.
     pub output: PathBuf,
+    /// The front ends programs may be written for.
+    pub frontends: Arc<Registry>,
+    /// The name of the front end of the task's programs (a cache line may name another).
+    pub frontend: String,
     /// Fitting rows.
     pub train: Table,
     /// Scoring rows.
@@ -672,15 +682,32 @@ fn strip_location_prefix(message: &str) -> String {
     m.to_string()
 }
 
-/// Reads and validates a task file, loading or generating its data.
+/// Reads and validates a task file, loading or generating its data; programs are read by the
+/// shipped front ends.
 pub fn load(path: &Path) -> Result<Task> {
+    load_with(path, Arc::new(Registry::default()))
+}
+
+/// As [`load`], with the front ends of `frontends` (a registry with a front end of your own).
+pub fn load_with(path: &Path, frontends: Arc<Registry>) -> Result<Task> {
     let text = textfile::read(
         path,
         textfile::MAX_TASK_BYTES,
         "a task is a few KiB of YAML (put data in CSV files)",
     )?;
     let spec = parse_spec(path, &text)?;
-    resolve(path, text, spec)
+    resolve(path, text, spec, frontends)
+}
+
+/// The task's front end: `frontend:`, else the one for the cache's file name, else the
+/// registry's fallback.
+fn resolve_frontend(path: &Path, spec: &TaskSpec, frontends: &Registry) -> Result<String> {
+    let cache = spec.proposer.cache.as_ref().map(|c| Path::new(&c.value));
+    let named = spec.frontend.as_ref();
+    frontends
+        .choose(named.map(|n| n.value.as_str()), cache)
+        .map(|f| f.name().to_string())
+        .map_err(|m| task_err(path, named.map(|n| n.referenced), m))
 }
 
 /// The unary operators the grammar uses by default.
@@ -813,7 +840,8 @@ fn resolve_llm(path: &Path, base: &Path, spec: &TaskSpec, no_vars: bool) -> Resu
     })
 }
 
-fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
+fn resolve(path: &Path, text: String, spec: TaskSpec, frontends: Arc<Registry>) -> Result<Task> {
+    let frontend = resolve_frontend(path, &spec, &frontends)?;
     let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
     let rel = |s: &str| base.join(s);
     let err = |loc: Location, msg: String| task_err(path, Some(loc), msg);
@@ -965,7 +993,7 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
                     format!("`generate.n` must be at most {MAX_GENERATE_N}"),
                 ));
             }
-            Some(generate(gs, spec.seed).map_err(|m| err(g.referenced, m))?)
+            Some(generate(gs, spec.seed, &frontends, &frontend).map_err(|m| err(g.referenced, m))?)
         }
         (None, Some(c)) => Some(table_at(c)?),
         (None, None) => None,
@@ -1345,12 +1373,25 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
         isolation: spec.isolation,
         forbidden_forms: spec.forbidden_forms.clone(),
         output: PathBuf::from(spec.output.as_deref().unwrap_or("results")),
+        frontends,
+        frontend,
         train,
         validation,
         tests,
         shared,
         generated,
     })
+}
+
+impl Task {
+    /// The registered front end called `name`.
+    pub fn frontend_named(&self, name: &str) -> Result<&dyn Frontend> {
+        self.frontends
+            .by_name(name)
+            .ok_or_else(|| SearchError::UnknownFrontend {
+                message: self.frontends.unknown(name),
+            })
+    }
 }
 
 /// Checks `limits:` and applies work, memory and depth to the calibrator's settings.
@@ -1402,13 +1443,22 @@ fn resolve_limits(path: &Path, spec: &LimitsSpec, cfg: &mut CalibrateConfig) -> 
 
 /// Evaluates the formula on the grid and adds N(0, noise²) noise drawn with ChaCha8 from `seed`
 /// (Box–Muller on two uniforms per point, in grid order).
-fn generate(g: &GenerateSpec, seed: u64) -> std::result::Result<Table, String> {
+fn generate(
+    g: &GenerateSpec,
+    seed: u64,
+    frontends: &Registry,
+    frontend: &str,
+) -> std::result::Result<Table, String> {
     let xs: Vec<f64> = (0..g.n)
         .map(|i| g.from + (g.to - g.from) * i as f64 / (g.n - 1) as f64)
         .collect();
     validate::precheck_source(&g.formula).map_err(|r| format!("formula: {}", r.message))?;
     let mut heap = Heap::new();
-    let program = ndvm_frontends::scheme::parse(&mut heap, &g.formula)
+    let frontend = frontends
+        .by_name(frontend)
+        .ok_or_else(|| frontends.unknown(frontend))?;
+    let program = frontend
+        .parse(&mut heap, &g.formula)
         .map_err(|e| format!("formula: {}", e.message))?;
     let mut ev = Evaluator::new(EvalOptions::new(g.n));
     let inputs = Inputs::new().input_lanes(&g.input, xs.clone());

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use ndvm_core::{Heap, Node, NodeId, Program, print};
+use ndvm_frontends::Frontend;
 
 /// Auxiliary keywords that head a clause inside a special form (`(else …)` in `cond`/`case`,
 /// `(unquote …)` in `quasiquote`) without being forms of their own; the forms themselves and the
@@ -457,8 +458,9 @@ pub fn check(
     })
 }
 
-/// Parses `src` with the Scheme reader and checks it.
+/// Parses `src` with `frontend` and checks it.
 pub fn check_source(
+    frontend: &dyn Frontend,
     src: &str,
     inputs: &[String],
     params: &[String],
@@ -466,7 +468,8 @@ pub fn check_source(
 ) -> Result<(Heap, Program, Checked), Rejection> {
     precheck_source(src)?;
     let mut heap = Heap::new();
-    let program = ndvm_frontends::scheme::parse(&mut heap, src)
+    let program = frontend
+        .parse(&mut heap, src)
         .map_err(|e| reject("parse", format!("{} (at byte {})", e.message, e.span.start)))?;
     let checked = check(&heap, &program, inputs, params, forbidden)?;
     Ok((heap, program, checked))
@@ -476,9 +479,18 @@ pub fn check_source(
 mod tests {
     use super::*;
 
+    const SCHEME: ndvm_frontends::scheme::Scheme = ndvm_frontends::scheme::Scheme;
+
     fn skel(src: &str) -> Result<Checked, Rejection> {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        check_source(src, &s(&["x"]), &s(&["a", "b", "c", "d"]), &s(&["define"])).map(|r| r.2)
+        check_source(
+            &SCHEME,
+            src,
+            &s(&["x"]),
+            &s(&["a", "b", "c", "d"]),
+            &s(&["define"]),
+        )
+        .map(|r| r.2)
     }
 
     #[test]
@@ -519,7 +531,8 @@ mod tests {
             skel("(+ a y)").unwrap_err().message,
             "free variable `y` is neither an input nor a parameter (inputs: x; parameters: a, b, c, d)"
         );
-        let declared = check_source("(params (k free 1.0)) (* k t)", &[], &[], &[]).unwrap_err();
+        let declared =
+            check_source(&SCHEME, "(params (k free 1.0)) (* k t)", &[], &[], &[]).unwrap_err();
         assert_eq!(
             declared.message,
             "free variable `t` is neither an input nor a parameter (inputs: none; parameters: k)"

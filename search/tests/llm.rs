@@ -18,6 +18,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ndvm_frontends::Registry;
 use ndvm_search::propose::llm::{FailureClass, FailureLine, LlmProposer};
 use ndvm_search::propose::replay::{CacheLine, CacheReplay, Verdict};
 use ndvm_search::propose::{Candidate, Proposer};
@@ -238,6 +239,8 @@ fn proposer(config: LlmConfig) -> LlmProposer {
         vec!["x".into()],
         vec!["a".into(), "b".into()],
         vec!["define".into()],
+        Arc::new(Registry::default()),
+        "scheme".into(),
     )
     .unwrap()
 }
@@ -291,11 +294,13 @@ fn good_answers_land_in_the_cache_with_provenance() {
         [
             Candidate {
                 id: 0,
-                src: "(* a (exp (* b x)))".into()
+                src: "(* a (exp (* b x)))".into(),
+                frontend: "scheme".into(),
             },
             Candidate {
                 id: 1,
-                src: "(+ (* a x) b)".into()
+                src: "(+ (* a x) b)".into(),
+                frontend: "scheme".into(),
             }
         ]
     );
@@ -330,7 +335,7 @@ fn good_answers_land_in_the_cache_with_provenance() {
     assert!(prompt1.contains("(* a (exp (* b x)))"), "{prompt1}");
     assert_ne!(lines[0].prompt_hash, lines[1].prompt_hash);
     // The cache replays to the same stream, offline.
-    let mut replay = CacheReplay::open(&cache).unwrap();
+    let mut replay = CacheReplay::open(&cache, &Registry::default(), "scheme").unwrap();
     assert_eq!(replay.propose(64).unwrap(), cands);
 }
 
@@ -421,7 +426,7 @@ fn garbage_is_recorded_with_a_reason_and_never_proposed_unless_it_holds_a_progra
     let live: Vec<Candidate> = first.into_iter().chain(rest).collect();
     assert_eq!(live.len(), 4);
     assert_eq!(live[3].src, "(* a x)");
-    let mut replay = CacheReplay::open(&cache).unwrap();
+    let mut replay = CacheReplay::open(&cache, &Registry::default(), "scheme").unwrap();
     assert_eq!(replay.propose(64).unwrap(), live);
 }
 
@@ -700,6 +705,7 @@ fn a_truncated_last_cache_line_is_cut_before_appending() {
     let srcs: Vec<String> = drain(&mut p).into_iter().map(|c| c.src).collect();
     assert_eq!(srcs, ["(* b x)", "(* a x)"]);
     let (sources, warnings) = ndvm_search::propose::replay::read_cache(&cache).unwrap();
+    let sources: Vec<String> = sources.into_iter().map(|c| c.src).collect();
     assert_eq!(sources, srcs);
     assert!(warnings.is_empty());
 }
@@ -763,7 +769,7 @@ fn deep_and_huge_answers_are_cached_as_rejected_and_never_replayed() {
         "{\"src\": \"(* b x)\", \"verdict\": \"rejected\", \"reason\": \"hand-edited\"}\n",
     );
     std::fs::write(&cache, text).unwrap();
-    let mut replay = CacheReplay::open(&cache).unwrap();
+    let mut replay = CacheReplay::open(&cache, &Registry::default(), "scheme").unwrap();
     let replayed: Vec<String> = replay
         .propose(64)
         .unwrap()
@@ -783,11 +789,27 @@ fn a_missing_key_or_a_bad_template_is_an_error_before_any_request() {
     let dir = scratch("nokey");
     let mut c = config("http://127.0.0.1:9/v1", &dir.join("cache.jsonl"));
     c.api_key = None;
-    let e = LlmProposer::new(c.clone(), vec!["x".into()], vec!["a".into()], vec![]).unwrap_err();
+    let e = LlmProposer::new(
+        c.clone(),
+        vec!["x".into()],
+        vec!["a".into()],
+        vec![],
+        Arc::new(Registry::default()),
+        "scheme".into(),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("$NDVM_TEST_NO_SUCH_KEY"), "{e}");
     c.api_key = Some(String::new());
     c.prompt = "{{inputs}} {{oops}}".into();
-    let e = LlmProposer::new(c, vec!["x".into()], vec!["a".into()], vec![]).unwrap_err();
+    let e = LlmProposer::new(
+        c,
+        vec!["x".into()],
+        vec!["a".into()],
+        vec![],
+        Arc::new(Registry::default()),
+        "scheme".into(),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("oops"), "{e}");
 }
 

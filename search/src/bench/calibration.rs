@@ -94,11 +94,15 @@ fn read_jsonl(path: &Path, limit: usize) -> Result<Vec<serde_json::Value>> {
 
 fn load_symreg(seed_data: &Path, limit: usize) -> Result<Vec<Candidate>> {
     let path = seed_data.join("cosearch_candidates_valid.jsonl");
+    let registry = ndvm_frontends::Registry::default();
+    let frontend = registry
+        .choose(None, Some(&path))
+        .map_err(|message| SearchError::UnknownFrontend { message })?;
     let mut out = Vec::new();
     for rec in read_jsonl(&path, limit)? {
         let src = rec["src"].as_str().unwrap_or_default();
         let mut heap = Heap::new();
-        let Ok(program) = ndvm_frontends::scheme::parse(&mut heap, src) else {
+        let Ok(program) = frontend.parse(&mut heap, src) else {
             continue;
         };
         let params = rec["params"]
@@ -139,12 +143,17 @@ fn load_recurrence(limit: usize) -> Result<Stream> {
     for rec in read_jsonl(cache, limit)? {
         let src = rec["src"].as_str().unwrap_or_default();
         // The parameters a candidate uses, as the engine finds them.
-        let (heap, program, checked) =
-            crate::validate::check_source(src, &task.inputs, &names, &task.forbidden_forms)
-                .map_err(|r| SearchError::BadArgument {
-                    arg: cache.display().to_string(),
-                    message: format!("candidate `{src}` rejected: {r:?}"),
-                })?;
+        let (heap, program, checked) = crate::validate::check_source(
+            task.frontend_named(&task.frontend)?,
+            src,
+            &task.inputs,
+            &names,
+            &task.forbidden_forms,
+        )
+        .map_err(|r| SearchError::BadArgument {
+            arg: cache.display().to_string(),
+            message: format!("candidate `{src}` rejected: {r:?}"),
+        })?;
         let params = task
             .params
             .iter()

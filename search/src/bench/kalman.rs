@@ -125,7 +125,10 @@ impl KalmanRunner {
     /// runs after the first replay the recorded trace (see `EvalOptions::replay`) instead of walking.
     pub fn new(case: &KalmanCase, n_lanes: usize, replay: bool) -> Result<KalmanRunner> {
         let mut heap = Heap::new();
-        let program = evalcmd::parse_program(&mut heap, "kalman2d_T80.scm", &case.src)?;
+        let label = "kalman2d_T80.scm";
+        let frontends = ndvm_frontends::Registry::default();
+        let frontend = evalcmd::choose_frontend(&frontends, None, Path::new(label))?;
+        let program = evalcmd::parse_program(&mut heap, frontend, label, &case.src)?;
         let mut inputs = Inputs::new();
         inputs.push("q", InputValue::Lanes(vec![case.q; n_lanes]), true);
         inputs.push("r", InputValue::Lanes(vec![case.r; n_lanes]), true);

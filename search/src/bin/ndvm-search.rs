@@ -43,6 +43,27 @@ enum Command {
         /// The files.
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// The front end of cache lines without a "frontend" key (default: by the cache's file
+        /// name, as `c.infix.jsonl`).
+        #[arg(long, value_name = "NAME")]
+        frontend: Option<String>,
+    },
+
+    /// Print a program in another front end's notation.
+    ///
+    /// Examples:
+    ///   ndvm-search translate model.scm --to infix
+    ///   ndvm-search translate model.infix --to scheme
+    #[command(verbatim_doc_comment)]
+    Translate {
+        /// The program file.
+        file: PathBuf,
+        /// The front end that prints it.
+        #[arg(long, value_name = "NAME")]
+        to: String,
+        /// The front end that reads it (default: by file extension).
+        #[arg(long, value_name = "NAME")]
+        from: Option<String>,
     },
 
     /// Merge shard run folders into the folder an unsharded run would have produced.
@@ -106,8 +127,12 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct CalibrateCli {
-    /// The program file; its extension picks the front end (Scheme when unknown).
+    /// The program file.
     file: PathBuf,
+
+    /// The front end that reads the program (default: by file extension).
+    #[arg(long, value_name = "NAME")]
+    frontend: Option<String>,
 
     /// The data: a CSV table whose first line names the columns.
     #[arg(long, value_name = "FILE.csv")]
@@ -205,9 +230,14 @@ impl From<LimitsCli> for ndvm_search::evalcmd::LimitArgs {
 
 #[derive(Debug, clap::Args)]
 struct EvalCli {
-    /// The program file; its extension picks the front end (Scheme when unknown).
+    /// The program file.
     #[arg(required_unless_present = "jsonl", conflicts_with = "jsonl")]
     file: Option<PathBuf>,
+
+    /// The front end that reads the program (default: by file extension; with --jsonl: for
+    /// lines without a "frontend" key).
+    #[arg(long, value_name = "NAME")]
+    frontend: Option<String>,
 
     /// A differentiable parameter: one value for every lane, or one value per lane.
     #[arg(long = "bind", value_name = "NAME=V[,V...]", value_parser = |s: &str| usage(Binding::parse_param(s)))]
@@ -432,10 +462,10 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(args) => run_task(args),
-        Command::Check { files } => {
+        Command::Check { files, frontend } => {
             let mut failed = 0;
             for f in &files {
-                match ndvm_search::runcmd::check(f) {
+                match ndvm_search::runcmd::check(f, frontend.as_deref()) {
                     Ok(line) => println!("{line}"),
                     Err(err) => {
                         eprintln!("{err}");
@@ -453,6 +483,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             print_report(&report)
         }
         Command::Eval(args) => eval(args),
+        Command::Translate { file, to, from } => {
+            let text = ndvm_search::translatecmd::run(&ndvm_search::translatecmd::TranslateArgs {
+                program: file,
+                from,
+                to,
+            })?;
+            let mut stdout = io::stdout().lock();
+            stdout
+                .write_all(text.as_bytes())
+                .and_then(|()| stdout.flush())
+                .map_err(|source| SearchError::Write { source })?;
+            Ok(())
+        }
         Command::Calibrate(args) => calibrate(args),
         Command::Worker => {
             let mut input = String::new();
@@ -499,6 +542,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 fn calibrate(args: CalibrateCli) -> anyhow::Result<()> {
     let report = calibratecmd::run(&CalibrateArgs {
         program: args.file,
+        frontend: args.frontend,
         data: args.data,
         target: args.target,
         weights: args.weights,
@@ -531,14 +575,21 @@ fn eval(args: EvalCli) -> anyhow::Result<()> {
     let limits: ndvm_search::evalcmd::LimitArgs = args.limits.into();
     if let Some(path) = args.jsonl {
         let stdout = io::stdout().lock();
+        let frontends = ndvm_frontends::Registry::default();
+        let settings = batch::BatchSettings {
+            dialect,
+            limits,
+            frontends: &frontends,
+            frontend: args.frontend,
+        };
         let summary = if path.as_os_str() == "-" {
-            batch::run_limited(io::stdin().lock(), stdout, dialect, &limits)?
+            batch::run_with(io::stdin().lock(), stdout, &settings)?
         } else {
             let file = std::fs::File::open(&path).map_err(|source| SearchError::Read {
                 path: path.clone(),
                 source,
             })?;
-            batch::run_limited(BufReader::new(file), stdout, dialect, &limits)
+            batch::run_with(BufReader::new(file), stdout, &settings)
                 .with_context(|| format!("batch {}", path.display()))?
         };
         if summary.n_errors > 0 {
@@ -556,6 +607,7 @@ fn eval(args: EvalCli) -> anyhow::Result<()> {
     bindings.extend(args.inputs);
     let report = evalcmd::run(&EvalArgs {
         program,
+        frontend: args.frontend,
         bindings,
         data: args.data,
         n_lanes: args.lanes,

@@ -7,8 +7,13 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use std::sync::Arc;
+
+use ndvm_core::{Heap, NodeId, Program};
+use ndvm_frontends::Registry;
+
 use super::{Candidate, Proposer};
-use crate::error::Result;
+use crate::error::{Result, SearchError};
 
 /// The grammar proposer.
 #[derive(Debug)]
@@ -19,6 +24,8 @@ pub struct Grammar {
     operators: Vec<String>,
     max_terms: usize,
     next: u64,
+    frontends: Arc<Registry>,
+    frontend: String,
 }
 
 impl Grammar {
@@ -29,77 +36,118 @@ impl Grammar {
         params: Vec<String>,
         operators: Vec<String>,
         max_terms: usize,
-    ) -> Grammar {
-        Grammar {
+        frontends: Arc<Registry>,
+        frontend: String,
+    ) -> Result<Grammar> {
+        let grammar = Grammar {
             rng: ChaCha8Rng::seed_from_u64(seed ^ 0x6772_616d_6d61_7200),
             inputs,
             params,
             operators,
             max_terms: max_terms.max(1),
             next: 0,
+            frontends,
+            frontend,
+        };
+        match grammar.frontends.by_name(&grammar.frontend) {
+            Some(_) => Ok(grammar),
+            None => Err(grammar.unknown()),
         }
     }
 
-    fn param(&mut self, used: &mut usize) -> String {
-        let p = self
-            .params
-            .get(*used)
-            .cloned()
-            .unwrap_or_else(|| "1.0".to_string());
+    fn param(&mut self, heap: &mut Heap, used: &mut usize) -> NodeId {
+        let node = match self.params.get(*used) {
+            Some(name) => heap.sym(name),
+            None => heap.num(1.0),
+        };
         *used += 1;
-        p
+        node
     }
 
-    fn input(&mut self) -> String {
+    fn input(&mut self, heap: &mut Heap) -> NodeId {
         let i = self.rng.random_range(0..self.inputs.len());
-        self.inputs[i].clone()
+        heap.sym(&self.inputs[i])
     }
 
-    fn factor(&mut self, used: &mut usize) -> String {
+    /// `(op args…)` on `heap`.
+    fn call(heap: &mut Heap, op: &str, args: &[NodeId]) -> NodeId {
+        let mut items = vec![heap.sym(op)];
+        items.extend_from_slice(args);
+        heap.list(&items)
+    }
+
+    fn factor(&mut self, heap: &mut Heap, used: &mut usize) -> NodeId {
         let roll = self.rng.random_range(0..10);
         if roll < 2 || self.operators.is_empty() {
-            return self.input();
+            return self.input(heap);
         }
         if roll < 3 {
-            let a = self.input();
-            let b = self.input();
-            return format!("(* {a} {b})");
+            let a = self.input(heap);
+            let b = self.input(heap);
+            return Self::call(heap, "*", &[a, b]);
         }
         let op = self.operators[self.rng.random_range(0..self.operators.len())].clone();
-        let x = self.input();
-        let p = self.param(used);
+        let x = self.input(heap);
+        let p = self.param(heap, used);
+        let px = Self::call(heap, "*", &[p, x]);
         let arg = if self.rng.random_bool(0.5) {
-            format!("(* {p} {x})")
+            px
         } else {
-            let q = self.param(used);
-            format!("(+ (* {p} {x}) {q})")
+            let q = self.param(heap, used);
+            Self::call(heap, "+", &[px, q])
         };
-        format!("({op} {arg})")
+        Self::call(heap, &op, &[arg])
     }
 
-    fn program(&mut self) -> String {
+    /// One random program, as data on `heap`.
+    fn program(&mut self, heap: &mut Heap) -> NodeId {
         let mut used = 0;
         let n_terms = self.rng.random_range(1..=self.max_terms);
         let mut terms = Vec::new();
         for _ in 0..n_terms {
-            let p = self.param(&mut used);
-            let f1 = self.factor(&mut used);
+            let p = self.param(heap, &mut used);
+            let f1 = self.factor(heap, &mut used);
             let term = if self.rng.random_bool(0.5) {
-                let f2 = self.factor(&mut used);
-                format!("(* {p} {f1} {f2})")
+                let f2 = self.factor(heap, &mut used);
+                Self::call(heap, "*", &[p, f1, f2])
             } else {
-                format!("(* {p} {f1})")
+                Self::call(heap, "*", &[p, f1])
             };
             terms.push(term);
         }
         if self.rng.random_bool(0.3) {
-            let c = self.param(&mut used);
+            let c = self.param(heap, &mut used);
             terms.push(c);
         }
-        if terms.len() == 1 {
-            terms.pop().unwrap_or_default()
-        } else {
-            format!("(+ {})", terms.join(" "))
+        match terms.as_slice() {
+            [one] => *one,
+            _ => Self::call(heap, "+", &terms),
+        }
+    }
+
+    /// One random program, as text in the task's notation.
+    fn source(&mut self) -> Result<String> {
+        let mut heap = Heap::new();
+        let root = self.program(&mut heap);
+        let program = Program::new(&heap, vec![root]);
+        let frontend = self
+            .frontends
+            .by_name(&self.frontend)
+            .ok_or_else(|| self.unknown())?;
+        frontend
+            .print(&heap, &program)
+            .map_err(|e| SearchError::Proposer {
+                proposer: "grammar",
+                message: format!(
+                    "the {} front end cannot print a program: {e}",
+                    self.frontend
+                ),
+            })
+    }
+
+    fn unknown(&self) -> SearchError {
+        SearchError::UnknownFrontend {
+            message: self.frontends.unknown(&self.frontend),
         }
     }
 }
@@ -108,8 +156,12 @@ impl Proposer for Grammar {
     fn propose(&mut self, n: usize) -> Result<Vec<Candidate>> {
         let mut out = Vec::with_capacity(n);
         for _ in 0..n {
-            let src = self.program();
-            out.push(Candidate { id: self.next, src });
+            let src = self.source()?;
+            out.push(Candidate {
+                id: self.next,
+                src,
+                frontend: self.frontend.clone(),
+            });
             self.next += 1;
         }
         Ok(out)
@@ -132,7 +184,53 @@ mod tests {
             s(&["a", "b", "c", "d", "e", "f"]),
             s(&["exp", "cos"]),
             2,
+            Arc::new(Registry::default()),
+            "scheme".to_string(),
         )
+        .unwrap()
+    }
+
+    #[test]
+    fn programs_are_printed_by_the_task_front_end() {
+        // The start of `tasks/symreg.yaml`'s stream, as the grammar wrote it when it built
+        // Scheme text itself (before it built heap data for the task's front end to print).
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let mut symreg = Grammar::new(
+            7,
+            s(&["x"]),
+            s(&["a", "b", "c", "d", "e", "f"]),
+            s(&["exp", "sin", "cos", "log", "sqrt"]),
+            2,
+            Arc::new(Registry::default()),
+            "scheme".to_string(),
+        )
+        .unwrap();
+        let srcs: Vec<String> = symreg
+            .propose(3)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.src)
+            .collect();
+        assert_eq!(
+            srcs,
+            [
+                "(+ (* a (sqrt (+ (* b x) c)) (sqrt (+ (* d x) e))) (* f x))",
+                "(* a x (sin (+ (* b x) c)))",
+                "(+ (* a (* x x) x) (* b (exp (* c x))) d)",
+            ]
+        );
+        let e = Grammar::new(
+            1,
+            vec![],
+            vec![],
+            vec![],
+            1,
+            Arc::new(Registry::default()),
+            "cobol".into(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("unknown front end `cobol`"), "{e}");
     }
 
     #[test]
@@ -142,6 +240,7 @@ mod tests {
         assert_ne!(a, g(2).propose(20).unwrap());
         for c in &a {
             let (_, _, checked) = crate::validate::check_source(
+                &ndvm_frontends::scheme::Scheme,
                 &c.src,
                 &["x".to_string()],
                 &["a", "b", "c", "d", "e", "f"].map(String::from),

@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -28,7 +29,9 @@ use serde::{Deserialize, Serialize};
 use chat::{Answered, ChatRequest, Endpoint, Failure, Message, Policy, Reply};
 pub use chat::{FailureClass, MAX_BODY_BYTES};
 
-use super::replay::{CacheLine, Verdict, read_cache};
+use ndvm_frontends::{Frontend, Registry};
+
+use super::replay::{CacheLine, Cached, Verdict, read_cache};
 use super::{Candidate, Proposer, RequestStats};
 use crate::error::{Result, SearchError};
 use crate::task::LlmConfig;
@@ -42,6 +45,8 @@ pub const PLACEHOLDERS: &[&str] = &[
     "target",
     "operators",
     "examples",
+    "notation",
+    "frontend",
 ];
 
 /// Longest answer judged, in bytes (256 KiB). A model's answer is a few KiB at most; anything
@@ -89,6 +94,10 @@ pub struct PromptVars<'a> {
     pub operators: &'a [String],
     /// Programs to show as examples of good candidates.
     pub examples: &'a [String],
+    /// How programs are written: the front end's prompt guide.
+    pub notation: &'a str,
+    /// The front end's name (for a code fence's info string).
+    pub frontend: &'a str,
 }
 
 /// Fills `{{name}}` placeholders (see [`PLACEHOLDERS`]); an unknown or unclosed one is an error.
@@ -108,6 +117,8 @@ pub fn render_prompt(template: &str, vars: &PromptVars<'_>) -> std::result::Resu
             "params" => out.push_str(&vars.params.join(", ")),
             "target" => out.push_str(vars.target),
             "operators" => out.push_str(&vars.operators.join(", ")),
+            "notation" => out.push_str(vars.notation),
+            "frontend" => out.push_str(vars.frontend),
             "examples" => {
                 if vars.examples.is_empty() {
                     out.push_str("(none yet)");
@@ -190,8 +201,11 @@ pub struct LlmProposer {
     params: Vec<String>,
     forbidden: Vec<String>,
     endpoint: Endpoint,
-    /// Programs already in the cache, replayed first.
-    cached: Vec<String>,
+    /// Programs already in the cache, replayed first (each with its front end's name).
+    cached: Vec<Cached>,
+    /// The front ends, and the name of the one answers are read with.
+    frontends: Arc<Registry>,
+    frontend: String,
     next_cached: usize,
     next_id: u64,
     stats: RequestStats,
@@ -250,17 +264,34 @@ fn open_cache(path: &Path, warnings: &mut Vec<String>) -> Result<File> {
     Ok(file)
 }
 
-/// Programs of the cache in file order, and its valid ones (the first examples).
-fn read_cached(path: &Path, warnings: &mut Vec<String>) -> Result<(Vec<String>, Vec<String>)> {
+/// Programs of the cache in file order (a line without a front end is in `frontend`'s
+/// notation), and its valid ones in that notation (the first examples).
+fn read_cached(
+    path: &Path,
+    frontends: &Registry,
+    frontend: &str,
+    warnings: &mut Vec<String>,
+) -> Result<(Vec<Cached>, Vec<String>)> {
     if !path.is_file() {
         return Ok((Vec::new(), Vec::new()));
     }
-    let (sources, w) = read_cache(path)?;
+    let (mut sources, w) = read_cache(path)?;
     warnings.extend(w);
+    for c in &mut sources {
+        let name = c.frontend.get_or_insert_with(|| frontend.to_string());
+        if frontends.by_name(name).is_none() {
+            return Err(SearchError::CacheLine {
+                path: path.to_path_buf(),
+                line: c.line,
+                message: frontends.unknown(name),
+            });
+        }
+    }
     let valid = textfile::read(path, textfile::MAX_CACHE_BYTES, textfile::RAISE_CACHE_LIMIT)?
         .lines()
         .filter_map(|l| serde_json::from_str::<CacheLine>(l).ok())
         .filter(|l| l.verdict == Some(Verdict::Valid))
+        .filter(|l| l.frontend.as_deref().is_none_or(|f| f == frontend))
         .filter_map(|l| l.src)
         .filter(|src| validate::precheck_source(src).is_ok())
         .collect();
@@ -275,7 +306,12 @@ impl LlmProposer {
         inputs: Vec<String>,
         params: Vec<String>,
         forbidden: Vec<String>,
+        frontends: Arc<Registry>,
+        frontend: String,
     ) -> Result<LlmProposer> {
+        if frontends.by_name(&frontend).is_none() {
+            return Err(proposer_err(frontends.unknown(&frontend)));
+        }
         render_prompt(
             &config.prompt,
             &PromptVars {
@@ -295,7 +331,7 @@ impl LlmProposer {
             })?,
         };
         let mut warnings = Vec::new();
-        let (cached, valid) = read_cached(&config.cache, &mut warnings)?;
+        let (cached, valid) = read_cached(&config.cache, &frontends, &frontend, &mut warnings)?;
         let cache = open_cache(&config.cache, &mut warnings)?;
         let endpoint = Endpoint::new(
             &config.base_url,
@@ -319,6 +355,8 @@ impl LlmProposer {
             valid,
             by_id: HashMap::new(),
             scored: Vec::new(),
+            frontends,
+            frontend,
         })
     }
 
@@ -332,6 +370,13 @@ impl LlmProposer {
         self.stats
     }
 
+    /// The front end answers are read with (checked to exist when the proposer was built).
+    fn reader(&self) -> Result<&dyn Frontend> {
+        self.frontends
+            .by_name(&self.frontend)
+            .ok_or_else(|| proposer_err(self.frontends.unknown(&self.frontend)))
+    }
+
     fn examples(&self) -> Vec<String> {
         let k = self.config.examples;
         if !self.scored.is_empty() {
@@ -343,6 +388,7 @@ impl LlmProposer {
 
     fn prompt(&self) -> Result<String> {
         let examples = self.examples();
+        let reader = self.reader()?;
         render_prompt(
             &self.config.prompt,
             &PromptVars {
@@ -352,6 +398,8 @@ impl LlmProposer {
                 target: &self.config.target,
                 operators: &self.config.operators,
                 examples: &examples,
+                notation: reader.prompt_guide(),
+                frontend: reader.name(),
             },
         )
         .map_err(proposer_err)
@@ -381,13 +429,28 @@ impl LlmProposer {
             }
             return line;
         }
-        match ndvm_frontends::Frontend::extract_program(&ndvm_frontends::scheme::Scheme, &raw) {
+        let reader = match self.reader() {
+            Ok(reader) => reader,
+            Err(e) => {
+                line.verdict = Some(Verdict::NoProgram);
+                line.reason = Some(e.to_string());
+                return line;
+            }
+        };
+        line.frontend = Some(reader.name().to_string());
+        match reader.extract_program(&raw) {
             Err(reason) => {
                 line.verdict = Some(Verdict::NoProgram);
                 line.reason = Some(reason);
             }
             Ok(src) => {
-                match validate::check_source(&src, &self.inputs, &self.params, &self.forbidden) {
+                match validate::check_source(
+                    reader,
+                    &src,
+                    &self.inputs,
+                    &self.params,
+                    &self.forbidden,
+                ) {
                     Ok(_) => {
                         line.verdict = Some(Verdict::Valid);
                         line.src = Some(src);
@@ -479,11 +542,15 @@ impl LlmProposer {
         ))
     }
 
-    fn push(&mut self, out: &mut Vec<Candidate>, src: String) {
-        self.by_id.insert(self.next_id, src.clone());
+    fn push(&mut self, out: &mut Vec<Candidate>, src: String, frontend: String) {
+        // Only programs in the prompt's notation become examples.
+        if frontend == self.frontend {
+            self.by_id.insert(self.next_id, src.clone());
+        }
         out.push(Candidate {
             id: self.next_id,
             src,
+            frontend,
         });
         self.next_id += 1;
     }
@@ -520,7 +587,8 @@ impl LlmProposer {
                     if line.verdict == Some(Verdict::Valid) {
                         self.valid.push(src.clone());
                     }
-                    self.push(out, src);
+                    let frontend = self.frontend.clone();
+                    self.push(out, src, frontend);
                 }
                 return Ok(None);
             }
@@ -625,9 +693,10 @@ impl Proposer for LlmProposer {
     ) -> Result<Vec<Candidate>> {
         let mut out = Vec::new();
         while out.len() < n && self.next_cached < self.cached.len() {
-            let src = self.cached[self.next_cached].clone();
+            let c = self.cached[self.next_cached].clone();
             self.next_cached += 1;
-            self.push(&mut out, src);
+            let frontend = c.frontend.unwrap_or_else(|| self.frontend.clone());
+            self.push(&mut out, c.src, frontend);
         }
         if !out.is_empty() || n == 0 {
             return Ok(out);

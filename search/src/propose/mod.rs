@@ -17,8 +17,10 @@ use crate::task::{ProposerConfig, Task};
 pub struct Candidate {
     /// Position in the stream (0-based); the candidate's id everywhere.
     pub id: u64,
-    /// Program text (Scheme).
+    /// Program text, in the notation of `frontend`.
     pub src: String,
+    /// The name of the front end that reads `src`.
+    pub frontend: String,
 }
 
 /// A source of candidates. Deterministic: the same task gives the same stream.
@@ -96,10 +98,16 @@ pub fn for_task(task: &Task) -> Result<Box<dyn Proposer>> {
                 .collect(),
             task.params.iter().map(|p| p.name.clone()).collect(),
             task.forbidden_forms.clone(),
+            task.frontends.clone(),
+            task.frontend.clone(),
         )?));
     }
     Ok(match &task.proposer {
-        ProposerConfig::Replay { cache } => Box::new(replay::CacheReplay::open(cache)?),
+        ProposerConfig::Replay { cache } => Box::new(replay::CacheReplay::open(
+            cache,
+            &task.frontends,
+            &task.frontend,
+        )?),
         ProposerConfig::Grammar {
             operators,
             max_terms,
@@ -109,6 +117,8 @@ pub fn for_task(task: &Task) -> Result<Box<dyn Proposer>> {
             task.params.iter().map(|p| p.name.clone()).collect(),
             operators.clone(),
             *max_terms,
-        )),
+            task.frontends.clone(),
+            task.frontend.clone(),
+        )?),
     })
 }

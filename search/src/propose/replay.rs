@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use ndvm_frontends::Registry;
+
 use super::{Candidate, Proposer};
 use crate::error::{Result, SearchError};
 use crate::textfile;
@@ -20,6 +22,9 @@ pub struct CacheLine {
     /// The program (absent when the answer held none or the request failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub src: Option<String>,
+    /// The front end that reads `src` (default: the task's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frontend: Option<String>,
     /// What the proposer made of the answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<Verdict>,
@@ -103,20 +108,31 @@ impl TryFrom<String> for Verdict {
 /// Replays a cache file.
 #[derive(Debug)]
 pub struct CacheReplay {
-    sources: Vec<String>,
+    sources: Vec<Cached>,
     next: usize,
     warnings: Vec<String>,
 }
 
-/// Reads every candidate of a cache: the sources in file order and the warnings.
+/// One program of a cache.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cached {
+    /// Its line (1-based).
+    pub line: usize,
+    /// The program text.
+    pub src: String,
+    /// The front end the line names, if any.
+    pub frontend: Option<String>,
+}
+
+/// Reads every candidate of a cache: the programs in file order and the warnings.
 /// The file is read up to [`textfile::MAX_CACHE_BYTES`] and must be UTF-8.
-pub fn read_cache(path: &Path) -> Result<(Vec<String>, Vec<String>)> {
+pub fn read_cache(path: &Path) -> Result<(Vec<Cached>, Vec<String>)> {
     let text = textfile::read(path, textfile::MAX_CACHE_BYTES, textfile::RAISE_CACHE_LIMIT)?;
     parse_cache(path, &text)
 }
 
 /// Parses cache text (see the module docs); `path` is only used in messages.
-pub fn parse_cache(path: &Path, text: &str) -> Result<(Vec<String>, Vec<String>)> {
+pub fn parse_cache(path: &Path, text: &str) -> Result<(Vec<Cached>, Vec<String>)> {
     let mut sources = Vec::new();
     let mut warnings = Vec::new();
     let lines: Vec<&str> = text.split('\n').collect();
@@ -132,7 +148,15 @@ pub fn parse_cache(path: &Path, text: &str) -> Result<(Vec<String>, Vec<String>)
                 verdict: Some(Verdict::Rejected),
                 ..
             }) => {}
-            Ok(CacheLine { src: Some(src), .. }) => sources.push(src),
+            Ok(CacheLine {
+                src: Some(src),
+                frontend,
+                ..
+            }) => sources.push(Cached {
+                line: i + 1,
+                src,
+                frontend,
+            }),
             Ok(CacheLine {
                 verdict: Some(_), ..
             }) => {}
@@ -166,9 +190,20 @@ pub fn parse_cache(path: &Path, text: &str) -> Result<(Vec<String>, Vec<String>)
 }
 
 impl CacheReplay {
-    /// Opens a cache file and reads it whole.
-    pub fn open(path: &Path) -> Result<CacheReplay> {
-        let (sources, warnings) = read_cache(path)?;
+    /// Opens a cache file and reads it whole; a line without `frontend` is in `default`'s
+    /// notation, and a line naming a front end `frontends` does not know is an error.
+    pub fn open(path: &Path, frontends: &Registry, default: &str) -> Result<CacheReplay> {
+        let (mut sources, warnings) = read_cache(path)?;
+        for c in &mut sources {
+            let name = c.frontend.get_or_insert_with(|| default.to_string());
+            if frontends.by_name(name).is_none() {
+                return Err(SearchError::CacheLine {
+                    path: PathBuf::from(path),
+                    line: c.line,
+                    message: frontends.unknown(name),
+                });
+            }
+        }
         Ok(CacheReplay {
             sources,
             next: 0,
@@ -183,7 +218,8 @@ impl Proposer for CacheReplay {
         let out = (self.next..end)
             .map(|i| Candidate {
                 id: i as u64,
-                src: self.sources[i].clone(),
+                src: self.sources[i].src.clone(),
+                frontend: self.sources[i].frontend.clone().unwrap_or_default(),
             })
             .collect();
         self.next = end;
@@ -203,11 +239,43 @@ impl Proposer for CacheReplay {
 mod tests {
     use super::*;
 
+    fn srcs(cached: &[Cached]) -> Vec<&str> {
+        cached.iter().map(|c| c.src.as_str()).collect()
+    }
+
+    #[test]
+    fn a_line_may_name_its_front_end_and_an_unknown_one_is_an_error() {
+        let text = concat!(
+            "{\"src\":\"(* a x)\"}\n",
+            "{\"src\":\"(+ a x)\",\"frontend\":\"scheme\"}\n",
+        );
+        let (s, _) = parse_cache(Path::new("c.jsonl"), text).unwrap();
+        assert_eq!(s[0].frontend, None);
+        assert_eq!(s[1].frontend.as_deref(), Some("scheme"));
+        assert_eq!(s[1].line, 2);
+        let dir = std::env::temp_dir().join(format!("ndvm-replay-fe-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.jsonl");
+        std::fs::write(
+            &path,
+            "{\"src\":\"x\"}\n{\"src\":\"x\",\"frontend\":\"cobol\"}\n",
+        )
+        .unwrap();
+        let e = CacheReplay::open(&path, &Registry::default(), "scheme")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("c.jsonl:2: ") && e.contains("unknown front end `cobol`"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn truncated_last_line_is_a_warning_and_a_bad_middle_line_an_error() {
         let p = Path::new("c.jsonl");
         let (s, w) = parse_cache(p, "{\"src\": \"(* a x)\"}\n{\"src\": \"(+ a").unwrap();
-        assert_eq!(s, ["(* a x)"]);
+        assert_eq!(srcs(&s), ["(* a x)"]);
         assert_eq!(w.len(), 1);
         assert!(w[0].starts_with("c.jsonl:2: truncated"), "{w:?}");
         let e = parse_cache(p, "{\"src\": 1}\n{\"src\": \"a\"}\n").unwrap_err();
@@ -224,7 +292,7 @@ mod tests {
             "{\"src\":\"(+ a\",\"verdict\":\"invalid-parse\"}\n",
         );
         let (s, w) = parse_cache(Path::new("c.jsonl"), text).unwrap();
-        assert_eq!(s, ["(* a x)", "(+ a"]);
+        assert_eq!(srcs(&s), ["(* a x)", "(+ a"]);
         assert!(w.is_empty());
     }
 
