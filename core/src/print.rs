@@ -1,6 +1,6 @@
 //! `Display` of heap data as s-expressions (debugging, cache keys); the only textual form `core` knows.
 //!
-//! The output is read back by the Scheme front end as the same data: numbers use Rust's shortest
+//! The output reads back as the same data in s-expression notation: numbers use Rust's shortest
 //! round-trip form (`1.0`, `1e300`, `-0.5`), with `+inf.0`, `-inf.0` and `+nan.0` for the
 //! non-finite values; booleans are `#t`/`#f`; symbols print by name. Printing walks an explicit
 //! stack, so arbitrarily deep lists do not overflow the native stack.

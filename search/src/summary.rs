@@ -445,7 +445,11 @@ impl Summary {
 
 fn winner_markdown(s: &mut String, best: &Entry) {
     let fence = "`".repeat(longest_backtick_run(&best.src).max(2) + 1);
-    let _ = writeln!(s, "## Winner\n\n{fence}scheme\n{}\n{fence}\n", best.src);
+    let _ = writeln!(
+        s,
+        "## Winner\n\n{fence}{}\n{}\n{fence}\n",
+        best.frontend, best.src
+    );
     let _ = writeln!(s, "| constant | value |\n|---|---|");
     for (k, x) in &best.params {
         let value = serde_json::to_string(x).unwrap_or_default();

@@ -155,7 +155,7 @@ pub struct DataSpec {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GenerateSpec {
-    /// The noiseless target as a Scheme expression of `input`.
+    /// The noiseless target as a program of `input`, in the task's front end's notation.
     pub formula: String,
     /// The input variable (default `x`).
     #[serde(default = "default_x")]

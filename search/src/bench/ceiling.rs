@@ -1,7 +1,7 @@
 //! The compiled ceiling: `kalman2d_T80`'s negative log-likelihood written by hand in plain Rust,
 //! forward and with its gradient in `q` and `r` (forward-mode dual numbers, two tangents).
 //!
-//! It follows the Scheme program step for step (general 2×2 closed forms, no symmetry assumed):
+//! It follows the model program step for step (general 2×2 closed forms, no symmetry assumed):
 //! `Ppred = P + qI`, `S = Ppred + rI`, `Sinv = S⁻¹`, `K = Ppred·Sinv`, `e = y − x`, `x ← x + K·e`,
 //! `P ← (I − K)·Ppred`, `L += log det S + e·(Sinv·e)`, from `x = 0`, `P = I`, `L = 0`. The
 //! interpreter's time per lane is compared against this code's time per evaluation.

@@ -20,7 +20,7 @@ pub const PROGRAM_NAME: &str = "kalman2d_T80";
 /// `kalman2d_T80` as the seed data gives it, with the PyTorch oracle's values (float32).
 #[derive(Clone, Debug)]
 pub struct KalmanCase {
-    /// The Scheme source (reference dialect).
+    /// The program source (reference dialect).
     pub src: String,
     /// The observations, one `[y0, y1]` per step.
     pub obs: Vec<[f64; 2]>,

@@ -14,7 +14,7 @@ use ndvm_search::calibratecmd::{self, CalibrateArgs};
 use ndvm_search::evalcmd::{self, Binding, DataBinding, EvalArgs};
 use ndvm_search::{SearchError, batch};
 
-/// Differentiable batched Scheme evaluation and program co-search.
+/// Differentiable batched evaluation of model programs, and program co-search.
 #[derive(Debug, Parser)]
 #[command(
     name = "ndvm-search",
