@@ -266,6 +266,7 @@ fn assert_provenance(line: &CacheLine) {
     assert!(line.time.is_some_and(|t| t > 1.7e9), "{line:?}");
     assert!(line.attempts.is_some_and(|a| a >= 1), "{line:?}");
     assert!(line.verdict.is_some(), "{line:?}");
+    assert_eq!(line.frontend.as_deref(), Some("scheme"), "{line:?}");
 }
 
 fn drain(p: &mut LlmProposer) -> Vec<Candidate> {

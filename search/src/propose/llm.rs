@@ -417,6 +417,7 @@ impl LlmProposer {
             temperature: Some(self.config.temperature),
             time: Some(now()),
             attempts: Some(attempts),
+            frontend: Some(self.frontend.clone()),
             ..CacheLine::default()
         };
         let raw = answer.text;
@@ -437,7 +438,6 @@ impl LlmProposer {
                 return line;
             }
         };
-        line.frontend = Some(reader.name().to_string());
         match reader.extract_program(&raw) {
             Err(reason) => {
                 line.verdict = Some(Verdict::NoProgram);
@@ -756,6 +756,8 @@ mod tests {
             params: &params,
             examples: &examples,
             target: "y",
+            notation: "Write prefix s-expressions.",
+            frontend: "scheme",
             ..Default::default()
         };
         let p = render_prompt(
@@ -763,6 +765,11 @@ mod tests {
             &v,
         );
         assert_eq!(p.unwrap(), "y of x with a, b:\n(* a x)");
+        let p = render_prompt("{{notation}}\n```{{frontend}}\n{{examples}}\n```", &v);
+        assert_eq!(
+            p.unwrap(),
+            "Write prefix s-expressions.\n```scheme\n(* a x)\n```"
+        );
         assert!(render_prompt("{{nope}}", &v).unwrap_err().contains("nope"));
         assert!(render_prompt("{{inputs", &v).is_err());
         assert_eq!(prompt_hash("abc"), prompt_hash("abc"));
