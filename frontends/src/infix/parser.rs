@@ -9,8 +9,9 @@ use super::lexer::{Tok, Token, tokenize};
 use crate::error::{ParseError, ParseErrorKind};
 use crate::span::Span;
 
-/// The deepest expression nesting the parser follows (each parenthesis, bracket, block, prefix
-/// operator or right operand of `^` is one level; a binary operand is one more).
+/// The deepest expression nesting the parser follows: each expression inside parentheses,
+/// brackets, a block, an argument list, a prefix operator or an operand of a binary operator is
+/// one level deeper than what contains it.
 pub const MAX_DEPTH: usize = 10_000;
 
 /// Binding strengths, loosest first.
@@ -166,17 +167,17 @@ impl Parser<'_, '_> {
         Some(t)
     }
 
-    /// The span to blame for "found …": the next token, or the end of input.
+    /// The span to blame for "found …": the next token, or the end of the last token.
     fn here(&self) -> Span {
-        self.peek().map_or(Span::at(self.src.len()), |t| t.span())
+        match self.peek() {
+            Some(t) => t.span(),
+            None => Span::at(self.toks.last().map_or(self.src.len(), |t| t.end)),
+        }
     }
 
     fn describe_next(&self) -> String {
         match self.peek() {
             None => "the end of input".into(),
-            Some(t) if t.newline_before && self.lines => {
-                format!("a new line (`{}`)", self.text(t))
-            }
             Some(t) => format!("`{}`", self.text(t)),
         }
     }
@@ -311,11 +312,11 @@ impl Parser<'_, '_> {
                 let form = self.params()?;
                 Ok(Stmt::Form { form, params: true })
             }
-            Tok::Keyword if self.text(t) == "let" => {
+            Tok::Keyword if self.text(t) == "let" && !self.star_follows(t) => {
                 self.pos += 1;
                 let binds = self.binds("`let`")?;
                 if self.is_keyword("in") {
-                    let e = self.let_in(t, binds)?;
+                    let e = self.let_in(t, binds, false)?;
                     return Ok(Stmt::Form {
                         form: (e.node, e.span),
                         params: false,
@@ -656,13 +657,11 @@ impl Parser<'_, '_> {
 
     /// The statements of a block whose `{` was just read, up to and including its `}`.
     fn block_forms(&mut self, open: Token) -> Result<Vec<Form>, ParseError> {
-        self.enter(open.span())?;
         let saved = std::mem::replace(&mut self.lines, true);
         let stmts = self.stmts(false, Some("}"));
         self.lines = saved;
         let stmts = stmts?;
         self.close(open, "}", "a new line")?;
-        self.depth -= 1;
         if stmts.is_empty() {
             return Err(err(
                 ParseErrorKind::Expected,
@@ -803,7 +802,6 @@ impl Parser<'_, '_> {
 
     /// Comma-separated expressions up to `close` (a trailing comma is allowed).
     fn list_of(&mut self, open: Token, close: &str) -> Result<(Vec<Expr>, Token), ParseError> {
-        self.enter(open.span())?;
         let saved = std::mem::replace(&mut self.lines, false);
         let mut items = Vec::new();
         let result = loop {
@@ -819,7 +817,6 @@ impl Parser<'_, '_> {
             }
         };
         self.lines = saved;
-        self.depth -= 1;
         Ok((items, result?))
     }
 
@@ -879,7 +876,6 @@ impl Parser<'_, '_> {
             }
             Tok::Punct("(") => {
                 self.pos += 1;
-                self.enter(t.span())?;
                 let saved = std::mem::replace(&mut self.lines, false);
                 let inner = if self.is_punct(")") {
                     Err(self.expected("an expression inside `( )`"))
@@ -889,7 +885,6 @@ impl Parser<'_, '_> {
                 let close = inner
                     .and_then(|inner| Ok((inner, self.close(t, ")", "an operator")?)));
                 self.lines = saved;
-                self.depth -= 1;
                 let (inner, close) = close?;
                 Ok(Expr {
                     node: inner.node,
@@ -929,6 +924,18 @@ impl Parser<'_, '_> {
                     self.text(t)
                 ),
             )),
+            Tok::Punct(p) if BINOPS.iter().any(|op| op.text == p) => {
+                let hint = if t.newline_before {
+                    " (a line cannot start with an operator: end the previous line with it to continue that line)"
+                } else {
+                    ""
+                };
+                Err(err(
+                    ParseErrorKind::Expected,
+                    t.span(),
+                    format!("expected an expression, found the operator `{p}`{hint}"),
+                ))
+            }
             Tok::Punct(_) => Err(self.expected("an expression")),
         }
     }
@@ -961,9 +968,10 @@ impl Parser<'_, '_> {
             }
             "if" => self.if_expr(t),
             "let" => {
-                self.pos += 1;
-                let binds = self.binds("`let`")?;
-                self.let_in(t, binds)
+                let star = self.star_follows(t);
+                self.pos += if star { 2 } else { 1 };
+                let binds = self.binds(if star { "`let*`" } else { "`let`" })?;
+                self.let_in(t, binds, star)
             }
             "fn" => {
                 self.pos += 1;
@@ -1007,15 +1015,28 @@ impl Parser<'_, '_> {
         }
     }
 
-    /// `let a = 1, b = 2 in body` (the bindings are already read).
-    fn let_in(&mut self, kw: Token, binds: Vec<Bind>) -> Result<Expr, ParseError> {
+    /// Whether the `let` at the current position is written `let*` (the `*` right after it).
+    fn star_follows(&self, kw: Token) -> bool {
+        self.toks
+            .get(self.pos + 1)
+            .is_some_and(|s| is_punct(*s, "*") && s.start == kw.end)
+    }
+
+    /// `let a = 1, b = 2 in body` or `let* … in body` (the bindings are already read).
+    fn let_in(&mut self, kw: Token, binds: Vec<Bind>, star: bool) -> Result<Expr, ParseError> {
         if self.eat_keyword("in").is_none() {
-            return Err(self.expected(
-                "`in` and the body (`let x = … in …`; a `let` on its own line scopes over the lines after it)",
-            ));
+            return Err(self.expected(if star {
+                "`in` and the body (`let* x = … in …`)"
+            } else {
+                "`in` and the body (`let x = … in …`; a `let` on its own line scopes over the lines after it)"
+            }));
         }
         let body = self.body()?;
-        let head = self.sym("let", kw.span());
+        let head = if star {
+            self.sym("let*", Span::new(kw.start, kw.end + 1))
+        } else {
+            self.sym("let", kw.span())
+        };
         let form = self.let_form(head, &binds, &body, kw.span());
         Ok(Expr {
             node: form.0,

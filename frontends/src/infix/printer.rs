@@ -48,7 +48,12 @@ pub(crate) fn number_text(x: f64) -> String {
     } else if x == f64::NEG_INFINITY {
         "-inf".into()
     } else {
-        format!("{x:?}")
+        // Shortest round-trip text, without the `.0` of an integral value (`2`, not `2.0`).
+        let text = format!("{x:?}");
+        match text.strip_suffix(".0") {
+            Some(int) => int.to_string(),
+            None => text,
+        }
     }
 }
 
@@ -257,8 +262,9 @@ impl<'h> Printer<'h> {
             [] => Err(cannot(Heap::NIL, "a body with no forms")),
             [one] => {
                 let (text, _) = self.expr(*one, ind)?;
-                // A bare `{ … }` body is a block of statements; `({ … })` is one `begin` form.
-                Ok(if self.head(*one).is_some_and(|(h, _)| h == "begin") {
+                // A body that starts with `{` is a block of statements: `{ a; b }` would be
+                // two body forms where `({ a; b })` is one `begin`, and `{ … } + 1` no body.
+                Ok(if text.starts_with('{') {
                     format!("({text})")
                 } else {
                     text
@@ -441,10 +447,17 @@ impl<'h> Printer<'h> {
                 Ok((format!("let {} in {body}", texts.join(", ")), PREC_OPEN))
             }
             "let*" if args.len() >= 2 => {
-                if self.items(args[0])?.len() < 2 {
-                    return bad("with one binding (it reads back as `let`)");
+                let binds = self.items(args[0])?;
+                if binds.is_empty() {
+                    return bad("with no bindings");
                 }
-                Ok((self.block(&[node], ind)?, PREC_ATOM))
+                if binds.len() >= 2 {
+                    return Ok((self.block(&[node], ind)?, PREC_ATOM));
+                }
+                // One binding: `let* u = … in …` (a `let` line would read back as `let`).
+                let texts = self.bind_texts(&binds, ind)?;
+                let body = self.body(&args[1..], ind)?;
+                Ok((format!("let* {} in {body}", texts.join(", ")), PREC_OPEN))
             }
             "define" => Ok((format!("{{ {} }}", self.define(node, items, ind)?), PREC_ATOM)),
             "lambda" if args.len() >= 2 => {
