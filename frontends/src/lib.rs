@@ -336,7 +336,10 @@ mod tests {
         );
         assert!(registry.by_extension("py").is_none());
         assert_eq!(registry.by_name("infix").map(|f| f.name()), Some("infix"));
-        assert_eq!(registry.by_extension("infix").map(|f| f.name()), Some("infix"));
+        assert_eq!(
+            registry.by_extension("infix").map(|f| f.name()),
+            Some("infix")
+        );
         assert!(registry.by_name("stack").is_none());
 
         struct Upper;

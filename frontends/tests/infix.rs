@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use common::{Failure, lane_bits, opts, run, run_in};
 use ndvm_core::{Dialect, ErrorKind, Heap, Inputs, Node, NodeId, Program, print};
 use ndvm_frontends::infix::{self, Infix, MAX_DEPTH};
-use ndvm_frontends::{Frontend, LineIndex, ParseErrorKind, render_core_error, render_parse_error, scheme};
+use ndvm_frontends::{
+    Frontend, LineIndex, ParseErrorKind, render_core_error, render_parse_error, scheme,
+};
 use proptest::prelude::*;
 
 // ---- helpers ----
@@ -30,7 +32,10 @@ fn read_infix(src: &str) -> (Heap, Program) {
     let mut heap = Heap::new();
     match infix::parse(&mut heap, src) {
         Ok(p) => (heap, p),
-        Err(e) => panic!("{}\n--- source\n{src}", render_parse_error("t.infix", src, &e)),
+        Err(e) => panic!(
+            "{}\n--- source\n{src}",
+            render_parse_error("t.infix", src, &e)
+        ),
     }
 }
 
@@ -95,7 +100,8 @@ fn check_expect(path: &Path, actual: &str) -> Option<String> {
     let expect_path = path.with_extension("expect");
     let actual = format!("{actual}\n");
     if std::env::var_os("UPDATE_EXPECT").is_some_and(|v| v == "1") {
-        fs::write(&expect_path, &actual).unwrap_or_else(|e| panic!("{}: {e}", expect_path.display()));
+        fs::write(&expect_path, &actual)
+            .unwrap_or_else(|e| panic!("{}: {e}", expect_path.display()));
         return None;
     }
     match fs::read_to_string(&expect_path) {
@@ -105,7 +111,10 @@ fn check_expect(path: &Path, actual: &str) -> Option<String> {
             path.display(),
             expect_path.display()
         )),
-        Err(e) => Some(format!("{}: {e} (run with UPDATE_EXPECT=1)", expect_path.display())),
+        Err(e) => Some(format!(
+            "{}: {e} (run with UPDATE_EXPECT=1)",
+            expect_path.display()
+        )),
     }
 }
 
@@ -126,7 +135,10 @@ fn assert_spans_everywhere(heap: &Heap, program: &Program, src_len: usize, ctx: 
         let span = heap
             .span(id)
             .unwrap_or_else(|| panic!("{ctx}: {} has no span", print::display(heap, id)));
-        assert!(span.start <= span.end && span.end as usize <= src_len, "{ctx}: {span:?}");
+        assert!(
+            span.start <= span.end && span.end as usize <= src_len,
+            "{ctx}: {span:?}"
+        );
         if let Node::Pair(a, d) = node {
             stack.push(a);
             stack.push(d);
@@ -201,7 +213,10 @@ fn check_failure(path: &Path) -> Option<String> {
         ));
     }
     if err.message.is_empty() || err.message.ends_with('.') {
-        return Some(format!("{}: message must be non-empty without a trailing period", path.display()));
+        return Some(format!(
+            "{}: message must be non-empty without a trailing period",
+            path.display()
+        ));
     }
     check_expect(path, &render_parse_error(&file_name(path), &src, &err))
 }
@@ -250,14 +265,33 @@ fn every_candidate_round_trips_with_identical_values_and_gradients() {
         let src = o["src"].as_str().expect("src");
         let infix_src =
             round_trip(src).unwrap_or_else(|e| panic!("line {}: {src}: cannot print: {e}", i + 1));
-        let scheme_run = all_lanes(&run(src, opts(Dialect::Default, POINTS), &inputs, true), POINTS);
-        let infix_run = all_lanes(
-            &run_in(&Infix, &infix_src, opts(Dialect::Default, POINTS), &inputs, true),
+        let scheme_run = all_lanes(
+            &run(src, opts(Dialect::Default, POINTS), &inputs, true),
             POINTS,
         );
-        assert_eq!(infix_run, scheme_run, "line {}: {src}\ninfix: {infix_src}", i + 1);
+        let infix_run = all_lanes(
+            &run_in(
+                &Infix,
+                &infix_src,
+                opts(Dialect::Default, POINTS),
+                &inputs,
+                true,
+            ),
+            POINTS,
+        );
+        assert_eq!(
+            infix_run,
+            scheme_run,
+            "line {}: {src}\ninfix: {infix_src}",
+            i + 1
+        );
         // Line 239 applies the number `(-1.0)` (seed-data README): an error in both notations.
-        assert_eq!(scheme_run.is_err(), i + 1 == 239, "line {}: {src}: {scheme_run:?}", i + 1);
+        assert_eq!(
+            scheme_run.is_err(),
+            i + 1 == 239,
+            "line {}: {src}: {scheme_run:?}",
+            i + 1
+        );
         n += 1;
     }
     assert_eq!(n, 247, "candidates compared");
@@ -325,13 +359,23 @@ fn kalman_example_equals_the_oracle_scheme_program() {
     let infix_run = run_in(&Infix, &src, o, &inputs, true).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(lane_bits(&infix_run, 0), lane_bits(&scheme_run, 0));
     let value = common::number(&infix_run, 0).unwrap_or_else(|e| panic!("{e}"));
-    common::assert_close(value, p.result.expect("oracle value"), 1e-2, 2e-3, "kalman value");
+    common::assert_close(
+        value,
+        p.result.expect("oracle value"),
+        1e-2,
+        2e-3,
+        "kalman value",
+    );
     for (name, g) in &p.grads {
-        let ours = infix_run.grad(name).unwrap_or_else(|| panic!("no gradient for {name}"))[0];
+        let ours = infix_run
+            .grad(name)
+            .unwrap_or_else(|| panic!("no gradient for {name}"))[0];
         common::assert_close(ours, *g, 5.0, 2e-2, &format!("kalman d/d{name}"));
     }
     // Printing gives back the example itself, comments aside.
-    let printed = Infix.print(&heap, &program).unwrap_or_else(|e| panic!("{e:?}"));
+    let printed = Infix
+        .print(&heap, &program)
+        .unwrap_or_else(|e| panic!("{e:?}"));
     let code: Vec<&str> = src.lines().filter(|l| !l.starts_with('#')).collect();
     assert_eq!(printed, code.join("\n"));
 }
@@ -354,19 +398,35 @@ fn runtime_errors_render_at_the_infix_line_and_column() {
         rendered.starts_with("model.infix:3:9: error[E001]"),
         "{rendered}"
     );
-    assert!(rendered.ends_with("  3 | u + exp(v) * 2\n    |         ^"), "{rendered}");
+    assert!(
+        rendered.ends_with("  3 | u + exp(v) * 2\n    |         ^"),
+        "{rendered}"
+    );
 }
 
 // ---- nesting limits ----
 
 #[test]
 fn million_deep_input_is_a_depth_error_not_an_overflow() {
-    for (open, close) in [("(", ")"), ("[", "]"), ("-", ""), ("f(", ")"), ("{", "}"), ("not ", "")] {
+    for (open, close) in [
+        ("(", ")"),
+        ("[", "]"),
+        ("-", ""),
+        ("f(", ")"),
+        ("{", "}"),
+        ("not ", ""),
+    ] {
         let src = format!("{}x{}", open.repeat(1_000_000), close.repeat(1_000_000));
         let mut heap = Heap::new();
-        let err = infix::parse(&mut heap, &src).err().unwrap_or_else(|| panic!("{open}: parsed"));
+        let err = infix::parse(&mut heap, &src)
+            .err()
+            .unwrap_or_else(|| panic!("{open}: parsed"));
         assert_eq!(err.kind, ParseErrorKind::TooDeep, "{open}: {err:?}");
-        assert!(err.message.contains("deeper than 10000 levels"), "{}", err.message);
+        assert!(
+            err.message.contains("deeper than 10000 levels"),
+            "{}",
+            err.message
+        );
         let unclosed = open.repeat(1_000_000);
         let err = infix::parse(&mut heap, &unclosed).err().map(|e| e.kind);
         assert_eq!(err, Some(ParseErrorKind::TooDeep), "{open} unclosed");
@@ -406,8 +466,13 @@ fn the_printer_names_forms_it_cannot_spell() {
         ("(let ((u 1)) (params (a free 1.0)) u)", "params"),
         ("(begin 1)", "(begin …)"),
     ] {
-        let err = to_infix(src).err().unwrap_or_else(|| panic!("{src} printed"));
-        assert!(err.contains("cannot be written in infix") && err.contains(says), "{src}: {err}");
+        let err = to_infix(src)
+            .err()
+            .unwrap_or_else(|| panic!("{src} printed"));
+        assert!(
+            err.contains("cannot be written in infix") && err.contains(says),
+            "{src}: {err}"
+        );
     }
 }
 
@@ -418,8 +483,8 @@ fn infix_noise() -> impl Strategy<Value = String> {
     let piece = prop::sample::select(vec![
         "(", ")", "[", "]", "{", "}", ",", ";", ":", "=", "==", "!=", "<", "<=", ">", ">=", "+",
         "-", "*", "/", "^", "#", "`", "\n", " ", "\t", ".", "1", "2.5", "1e", "e-3", "x", "f",
-        "if", "then", "elif", "else", "let", "in", "fn", "loop", "until", "next", "params",
-        "and", "or", "not", "true", "inf", "nan", "?", "λ", "\"", "!", "\r",
+        "if", "then", "elif", "else", "let", "in", "fn", "loop", "until", "next", "params", "and",
+        "or", "not", "true", "inf", "nan", "?", "λ", "\"", "!", "\r",
     ]);
     prop::collection::vec(piece, 0..60).prop_map(|parts| parts.concat())
 }
@@ -427,45 +492,64 @@ fn infix_noise() -> impl Strategy<Value = String> {
 /// An expression of the notation, as Scheme text (built outside any heap so proptest shrinks it).
 fn expr() -> impl Strategy<Value = String> {
     let leaf = prop_oneof![
-        prop::sample::select(vec!["a", "b", "x", "y", "list-ref", "zero?", "if", "#t", "#f"])
-            .prop_map(str::to_string),
-        (-1000i32..1000, -3i32..4).prop_map(|(m, e)| print::number_to_string(
-            f64::from(m) * 10f64.powi(e)
-        )),
+        prop::sample::select(vec![
+            "a", "b", "x", "y", "list-ref", "zero?", "if", "#t", "#f"
+        ])
+        .prop_map(str::to_string),
+        (-1000i32..1000, -3i32..4)
+            .prop_map(|(m, e)| print::number_to_string(f64::from(m) * 10f64.powi(e))),
     ];
     leaf.prop_recursive(5, 48, 4, |inner| {
         let two = (inner.clone(), inner.clone());
         prop_oneof![
-            (prop::sample::select(vec!["+", "*", "and", "or"]), prop::collection::vec(inner.clone(), 2..4))
+            (
+                prop::sample::select(vec!["+", "*", "and", "or"]),
+                prop::collection::vec(inner.clone(), 2..4)
+            )
                 .prop_map(|(op, xs)| format!("({op} {})", xs.join(" "))),
-            (prop::sample::select(vec!["-", "/", "expt", "=", "<", "<=", ">", ">=", "ref", "f"]), two.clone())
+            (
+                prop::sample::select(vec![
+                    "-", "/", "expt", "=", "<", "<=", ">", ">=", "ref", "f"
+                ]),
+                two.clone()
+            )
                 .prop_map(|(op, (a, b))| format!("({op} {a} {b})")),
-            (prop::sample::select(vec!["-", "not", "exp", "g"]), inner.clone())
+            (
+                prop::sample::select(vec!["-", "not", "exp", "g"]),
+                inner.clone()
+            )
                 .prop_map(|(op, a)| format!("({op} {a})")),
             (inner.clone(), two.clone()).prop_map(|(c, (a, b))| format!("(if {c} {a} {b})")),
             (inner.clone(), inner.clone()).prop_map(|(c, a)| format!("(if {c} {a})")),
-            (two.clone(), inner.clone(), prop::option::of(inner.clone())).prop_map(|((t1, a1), t2, e)| {
-                let els = e.map(|e| format!(" (else {e})")).unwrap_or_default();
-                format!("(cond ({t1} {a1}) ({t2} {a1}){els})")
-            }),
-            (inner.clone(), prop::collection::vec(inner.clone(), 1..3)).prop_map(|(v, body)| {
-                format!("(let ((u {v})) {})", body.join(" "))
-            }),
-            (two.clone(), inner.clone()).prop_map(|((a, b), body)| format!("(let* ((u {a}) (w {b})) {body})")),
+            (two.clone(), inner.clone(), prop::option::of(inner.clone())).prop_map(
+                |((t1, a1), t2, e)| {
+                    let els = e.map(|e| format!(" (else {e})")).unwrap_or_default();
+                    format!("(cond ({t1} {a1}) ({t2} {a1}){els})")
+                }
+            ),
+            (inner.clone(), prop::collection::vec(inner.clone(), 1..3))
+                .prop_map(|(v, body)| { format!("(let ((u {v})) {})", body.join(" ")) }),
+            (two.clone(), inner.clone())
+                .prop_map(|((a, b), body)| format!("(let* ((u {a}) (w {b})) {body})")),
             (inner.clone(), inner.clone()).prop_map(|(a, body)| format!("(let* ((u {a})) {body})")),
-            (two.clone(), inner.clone()).prop_map(|((a, b), body)| format!("(let ((u {a}) (w {b})) {body})")),
+            (two.clone(), inner.clone())
+                .prop_map(|((a, b), body)| format!("(let ((u {a}) (w {b})) {body})")),
             (inner.clone(), prop::collection::vec(inner.clone(), 1..3))
                 .prop_map(|(a, body)| format!("((lambda (u) {}) {a})", body.join(" "))),
-            prop::collection::vec(inner.clone(), 0..4).prop_map(|xs| format!("(vec {})", xs.join(" "))),
+            prop::collection::vec(inner.clone(), 0..4)
+                .prop_map(|xs| format!("(vec {})", xs.join(" "))),
             prop::collection::vec(two.clone(), 1..3).prop_map(|rows| {
-                let rows: Vec<String> = rows.iter().map(|(a, b)| format!("(vec {a} {b})")).collect();
+                let rows: Vec<String> =
+                    rows.iter().map(|(a, b)| format!("(vec {a} {b})")).collect();
                 format!("(mat {})", rows.join(" "))
             }),
-            prop::collection::vec(inner.clone(), 2..4).prop_map(|xs| format!("(begin {})", xs.join(" "))),
+            prop::collection::vec(inner.clone(), 2..4)
+                .prop_map(|xs| format!("(begin {})", xs.join(" "))),
             (two.clone(), inner.clone(), inner.clone()).prop_map(|((i, s), stop, step)| {
                 format!("(loop ((k {i}) (s {s})) (if {stop} s (recur (+ k 1) {step})))")
             }),
-            (inner.clone(), inner).prop_map(|(i, body)| format!("(loop ((k {i})) {body} (recur k))")),
+            (inner.clone(), inner)
+                .prop_map(|(i, body)| format!("(loop ((k {i})) {body} (recur k))")),
         ]
     })
 }
@@ -473,7 +557,9 @@ fn expr() -> impl Strategy<Value = String> {
 /// A program: optional declarations and definitions, then expressions.
 fn program() -> impl Strategy<Value = String> {
     (
-        prop::option::of(Just("(params (a positive 2.0) (b free 1.0) (c unit 0.5) (d bounded 1.5 0.0 4.0))")),
+        prop::option::of(Just(
+            "(params (a positive 2.0) (b free 1.0) (c unit 0.5) (d bounded 1.5 0.0 4.0))",
+        )),
         prop::collection::vec(expr(), 0..2),
         prop::collection::vec(expr(), 1..3),
     )

@@ -189,10 +189,7 @@ fn stray(src: &str, start: usize, c: char) -> ParseError {
             start + 1,
             format!("unexpected `{c}`: write `and` / `or` for logic"),
         ),
-        _ => (
-            start + c.len_utf8(),
-            format!("unexpected character `{c}`"),
-        ),
+        _ => (start + c.len_utf8(), format!("unexpected character `{c}`")),
     };
     ParseError::new(ParseErrorKind::StrayToken, Span::new(start, end), message)
 }

@@ -121,7 +121,10 @@ mod tests {
     fn extracts_fenced_whole_and_prose_programs() {
         assert_eq!(extract_program("a * x + b").unwrap(), "a * x + b");
         let fenced = "Try this:\n```infix\nlet u = b * x\na * exp(-u)\n```\nGood luck.";
-        assert_eq!(extract_program(fenced).unwrap(), "let u = b * x\na * exp(-u)");
+        assert_eq!(
+            extract_program(fenced).unwrap(),
+            "let u = b * x\na * exp(-u)"
+        );
         let prose = "The curve decays, so I propose\na * exp(-b * x) + c";
         assert_eq!(extract_program(prose).unwrap(), "a * exp(-b * x) + c");
         assert!(extract_program("no idea.").is_err());

@@ -34,19 +34,71 @@ pub(crate) struct BinOp {
 
 /// Every binary operator. `!=` lowers to `(not (= a b))`.
 pub(crate) const BINOPS: &[BinOp] = &[
-    BinOp { text: "or", head: "or", prec: PREC_OR },
-    BinOp { text: "and", head: "and", prec: PREC_AND },
-    BinOp { text: "==", head: "=", prec: PREC_CMP },
-    BinOp { text: "!=", head: "=", prec: PREC_CMP },
-    BinOp { text: "<", head: "<", prec: PREC_CMP },
-    BinOp { text: "<=", head: "<=", prec: PREC_CMP },
-    BinOp { text: ">", head: ">", prec: PREC_CMP },
-    BinOp { text: ">=", head: ">=", prec: PREC_CMP },
-    BinOp { text: "+", head: "+", prec: PREC_ADD },
-    BinOp { text: "-", head: "-", prec: PREC_ADD },
-    BinOp { text: "*", head: "*", prec: PREC_MUL },
-    BinOp { text: "/", head: "/", prec: PREC_MUL },
-    BinOp { text: "^", head: "expt", prec: PREC_POW },
+    BinOp {
+        text: "or",
+        head: "or",
+        prec: PREC_OR,
+    },
+    BinOp {
+        text: "and",
+        head: "and",
+        prec: PREC_AND,
+    },
+    BinOp {
+        text: "==",
+        head: "=",
+        prec: PREC_CMP,
+    },
+    BinOp {
+        text: "!=",
+        head: "=",
+        prec: PREC_CMP,
+    },
+    BinOp {
+        text: "<",
+        head: "<",
+        prec: PREC_CMP,
+    },
+    BinOp {
+        text: "<=",
+        head: "<=",
+        prec: PREC_CMP,
+    },
+    BinOp {
+        text: ">",
+        head: ">",
+        prec: PREC_CMP,
+    },
+    BinOp {
+        text: ">=",
+        head: ">=",
+        prec: PREC_CMP,
+    },
+    BinOp {
+        text: "+",
+        head: "+",
+        prec: PREC_ADD,
+    },
+    BinOp {
+        text: "-",
+        head: "-",
+        prec: PREC_ADD,
+    },
+    BinOp {
+        text: "*",
+        head: "*",
+        prec: PREC_MUL,
+    },
+    BinOp {
+        text: "/",
+        head: "/",
+        prec: PREC_MUL,
+    },
+    BinOp {
+        text: "^",
+        head: "expt",
+        prec: PREC_POW,
+    },
 ];
 
 impl BinOp {
@@ -458,7 +510,9 @@ impl Parser<'_, '_> {
             if self.eat_punct("=").is_none() {
                 return Err(self.expected(&format!(
                     "`=` after `{}`",
-                    self.src.get(name.1.start as usize..name.1.end as usize).unwrap_or("")
+                    self.src
+                        .get(name.1.start as usize..name.1.end as usize)
+                        .unwrap_or("")
                 )));
             }
             let init = self.expr()?;
@@ -522,7 +576,9 @@ impl Parser<'_, '_> {
         let mut bounds = None;
         if self.eat_punct(":").is_some() {
             let Some(t) = self.peek().filter(|t| t.tok == Tok::Name) else {
-                return Err(self.expected("a parameter kind (free, positive, unit or bounded(lo, hi))"));
+                return Err(
+                    self.expected("a parameter kind (free, positive, unit or bounded(lo, hi))")
+                );
             };
             kind = match self.text(t) {
                 "free" => ("free", t.span()),
@@ -680,7 +736,9 @@ impl Parser<'_, '_> {
             return Err(err(
                 ParseErrorKind::TooDeep,
                 span,
-                format!("expressions nest deeper than {MAX_DEPTH} levels: name some parts with `let`"),
+                format!(
+                    "expressions nest deeper than {MAX_DEPTH} levels: name some parts with `let`"
+                ),
             ));
         }
         Ok(())
@@ -784,8 +842,7 @@ impl Parser<'_, '_> {
             return Ok(self.form(&[head, (operand.node, operand.span)], whole));
         }
         let mut e = self.primary()?;
-        loop {
-            let Some(t) = self.peek() else { break };
+        while let Some(t) = self.peek() {
             if t.newline_before && self.lines {
                 break;
             }
@@ -882,8 +939,7 @@ impl Parser<'_, '_> {
                 } else {
                     self.expr()
                 };
-                let close = inner
-                    .and_then(|inner| Ok((inner, self.close(t, ")", "an operator")?)));
+                let close = inner.and_then(|inner| Ok((inner, self.close(t, ")", "an operator")?)));
                 self.lines = saved;
                 let (inner, close) = close?;
                 Ok(Expr {
@@ -1127,7 +1183,12 @@ impl Parser<'_, '_> {
             let if_sym = self.sym("if", until.span());
             let span = until.span().to(close);
             let form = self.list(
-                &[if_sym, (stop.node, stop.span), (result.node, result.span), update],
+                &[
+                    if_sym,
+                    (stop.node, stop.span),
+                    (result.node, result.span),
+                    update,
+                ],
                 span,
             );
             vec![(form, span)]

@@ -4,7 +4,9 @@
 use ndvm_core::{CoreError, ErrorKind, Heap, Node, NodeId, Program, is_special_form};
 
 use super::lexer::KEYWORDS;
-use super::parser::{PREC_ADD, PREC_AND, PREC_CMP, PREC_MUL, PREC_NOT, PREC_OR, PREC_POW, PREC_UNARY};
+use super::parser::{
+    PREC_ADD, PREC_AND, PREC_CMP, PREC_MUL, PREC_NOT, PREC_OR, PREC_POW, PREC_UNARY,
+};
 
 type Result<T> = std::result::Result<T, CoreError>;
 
@@ -18,6 +20,14 @@ pub const MAX_PRINT_DEPTH: usize = 3000;
 
 /// Printed text and how tightly it binds.
 type Text = (String, u8);
+
+/// A trailing `let` written as lines: the lines, whether they are single-binding lines (which
+/// would merge with a following run of them), and the body forms.
+struct LetLines {
+    lines: Vec<String>,
+    single: bool,
+    body: Vec<NodeId>,
+}
 
 /// The program as infix text, one top-level statement per line.
 pub(crate) fn print_program(heap: &Heap, program: &Program) -> Result<String> {
@@ -61,9 +71,7 @@ pub(crate) fn number_text(x: f64) -> String {
 pub(crate) fn is_plain_name(name: &str) -> bool {
     let body = name.strip_suffix('?').unwrap_or(name);
     let mut chars = body.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_alphabetic() || c == '_')
+    chars.next().is_some_and(|c| c.is_alphabetic() || c == '_')
         && chars.all(|c| c.is_alphanumeric() || c == '_')
         && !KEYWORDS.contains(&name)
 }
@@ -120,13 +128,13 @@ impl<'h> Printer<'h> {
             for &f in init {
                 out.push(self.stmt(f, ind, top && !in_let)?);
             }
-            if let Some((lines, single, body)) = self.let_lines(last, ind)?
-                && !(prev_single && single)
+            if let Some(group) = self.let_lines(last, ind)?
+                && !(prev_single && group.single)
             {
-                out.extend(lines);
-                prev_single = single && body.len() == 1;
+                out.extend(group.lines);
+                prev_single = group.single && group.body.len() == 1;
                 in_let = true;
-                forms = body;
+                forms = group.body;
                 continue;
             }
             out.push(self.stmt(last, ind, top && !in_let)?);
@@ -134,9 +142,8 @@ impl<'h> Printer<'h> {
         }
     }
 
-    /// `let` lines for a `let` (any number of bindings) or a `let*` of two or more: the lines,
-    /// whether they are single-binding lines (which merge with neighbours), and the body.
-    fn let_lines(&mut self, node: NodeId, ind: usize) -> Result<Option<(Vec<String>, bool, Vec<NodeId>)>> {
+    /// `let` lines for a `let` (any number of bindings) or a `let*` of two or more.
+    fn let_lines(&mut self, node: NodeId, ind: usize) -> Result<Option<LetLines>> {
         let Some((head, items)) = self.head(node) else {
             return Ok(None);
         };
@@ -156,7 +163,11 @@ impl<'h> Printer<'h> {
             texts.iter().map(|t| format!("let {t}")).collect()
         };
         let single = head == "let*" || binds.len() == 1;
-        Ok(Some((lines, single, items[2..].to_vec())))
+        Ok(Some(LetLines {
+            lines,
+            single,
+            body: items[2..].to_vec(),
+        }))
     }
 
     /// `name = init` for each `(name init)`.
@@ -168,7 +179,11 @@ impl<'h> Printer<'h> {
                 let [name, init] = pair[..] else {
                     return Err(cannot(b, "a binding that is not (name value)"));
                 };
-                Ok(format!("{} = {}", self.name(name)?, self.expr(init, ind)?.0))
+                Ok(format!(
+                    "{} = {}",
+                    self.name(name)?,
+                    self.expr(init, ind)?.0
+                ))
             })
             .collect()
     }
@@ -230,14 +245,21 @@ impl<'h> Printer<'h> {
                 _ => "",
             };
             let (Some(name), Some(init)) = (parts.first(), num(2)) else {
-                return Err(cannot(entry, "a params entry that is not (name kind init …)"));
+                return Err(cannot(
+                    entry,
+                    "a params entry that is not (name kind init …)",
+                ));
             };
             let mut text = self.name(*name)?;
             let default = match (kind, parts.len(), num(3), num(4)) {
                 ("free" | "positive", 3, _, _) => 1.0,
                 ("unit", 3, _, _) => 0.5,
                 ("bounded", 5, Some(lo), Some(hi)) => {
-                    text.push_str(&format!(": bounded({}, {})", number_text(lo), number_text(hi)));
+                    text.push_str(&format!(
+                        ": bounded({}, {})",
+                        number_text(lo),
+                        number_text(hi)
+                    ));
                     0.5 * (lo + hi)
                 }
                 _ => return Err(cannot(entry, "a params entry of an unknown kind or length")),
@@ -300,7 +322,11 @@ impl<'h> Printer<'h> {
     /// `node` printed so that it binds at least as tightly as `need`.
     fn operand(&mut self, node: NodeId, ind: usize, need: u8) -> Result<String> {
         let (text, prec) = self.expr(node, ind)?;
-        Ok(if prec < need { format!("({text})") } else { text })
+        Ok(if prec < need {
+            format!("({text})")
+        } else {
+            text
+        })
     }
 
     fn expr_inner(&mut self, node: NodeId, ind: usize) -> Result<Text> {
@@ -369,14 +395,18 @@ impl<'h> Printer<'h> {
                     && let Some((_, inner)) = self.head(args[0])
                     && inner.len() == 3
                 {
-                    return self.binary("!=", &inner[1..], PREC_CMP, (PREC_CMP + 1, PREC_CMP + 1), ind);
+                    return self.binary(
+                        "!=",
+                        &inner[1..],
+                        PREC_CMP,
+                        (PREC_CMP + 1, PREC_CMP + 1),
+                        ind,
+                    );
                 }
                 let operand = self.operand(args[0], ind, PREC_CMP)?;
                 Ok((format!("not {operand}"), PREC_NOT))
             }
-            "vec" if !self.all_vec(args) => {
-                Ok((format!("[{}]", self.args(args, ind)?), PREC_ATOM))
-            }
+            "vec" if !self.all_vec(args) => Ok((format!("[{}]", self.args(args, ind)?), PREC_ATOM)),
             "mat" if n >= 1 && self.all_vec(args) => {
                 Ok((format!("[{}]", self.args(args, ind)?), PREC_ATOM))
             }
@@ -435,7 +465,9 @@ impl<'h> Printer<'h> {
         let args = &items[1..];
         let bad = |what: &str| Err(cannot(node, format!("`({head} …)` {what}")));
         match head {
-            "if" if args.len() == 2 || args.len() == 3 => self.if_form(&[(args[0], args[1])], args.get(2).copied(), ind),
+            "if" if args.len() == 2 || args.len() == 3 => {
+                self.if_form(&[(args[0], args[1])], args.get(2).copied(), ind)
+            }
             "cond" => self.cond(node, args, ind),
             "let" if args.len() >= 2 => {
                 let binds = self.items(args[0])?;
@@ -459,7 +491,10 @@ impl<'h> Printer<'h> {
                 let body = self.body(&args[1..], ind)?;
                 Ok((format!("let* {} in {body}", texts.join(", ")), PREC_OPEN))
             }
-            "define" => Ok((format!("{{ {} }}", self.define(node, items, ind)?), PREC_ATOM)),
+            "define" => Ok((
+                format!("{{ {} }}", self.define(node, items, ind)?),
+                PREC_ATOM,
+            )),
             "lambda" if args.len() >= 2 => {
                 let Some(params) = self.heap.list_items(args[0]) else {
                     return bad("with a rest parameter");
@@ -476,7 +511,12 @@ impl<'h> Printer<'h> {
     }
 
     /// `if t then a [elif …] [else e]`; an open-ended arm before `elif`/`else` is parenthesised.
-    fn if_form(&mut self, clauses: &[(NodeId, NodeId)], els: Option<NodeId>, ind: usize) -> Result<Text> {
+    fn if_form(
+        &mut self,
+        clauses: &[(NodeId, NodeId)],
+        els: Option<NodeId>,
+        ind: usize,
+    ) -> Result<Text> {
         let mut text = String::new();
         for (i, &(test, arm)) in clauses.iter().enumerate() {
             let more = i + 1 < clauses.len() || els.is_some();
@@ -540,7 +580,10 @@ impl<'h> Printer<'h> {
                 _ => vec![update],
             };
             let block = self.block(&forms, ind)?;
-            return Ok((format!("{header} until {stop} then {result} {block}"), PREC_ATOM));
+            return Ok((
+                format!("{header} until {stop} then {result} {block}"),
+                PREC_ATOM,
+            ));
         }
         let block = self.block(&args[1..], ind)?;
         Ok((format!("{header} {block}"), PREC_ATOM))
