@@ -574,6 +574,24 @@ fn program() -> impl Strategy<Value = String> {
         })
 }
 
+/// Any s-expression over the special forms' words and a few names and numbers, as Scheme text:
+/// shapes the infix printer must either spell exactly or refuse, never mangle.
+fn any_sexpr() -> impl Strategy<Value = String> {
+    let leaf = prop::sample::select(vec![
+        "if", "cond", "else", "let", "let*", "letrec", "define", "lambda", "begin", "loop",
+        "recur", "params", "and", "or", "not", "quote", "vec", "mat", "ref", "+", "-", "*", "/",
+        "expt", "=", "<", "free", "positive", "unit", "bounded", "x", "y", "f", "1", "-2.5", "0",
+        "()", "#t", "in", "next",
+    ])
+    .prop_map(str::to_string);
+    leaf.prop_recursive(5, 40, 5, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..5).prop_map(|xs| format!("({})", xs.join(" "))),
+            (inner.clone(), inner).prop_map(|(a, d)| format!("({a} . {d})")),
+        ]
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
@@ -591,6 +609,18 @@ proptest! {
         let src = String::from_utf8_lossy(&bytes);
         let mut heap = Heap::new();
         let _ = infix::parse(&mut heap, &src);
+    }
+
+    #[test]
+    fn any_scheme_data_prints_exactly_or_is_refused(forms in prop::collection::vec(any_sexpr(), 1..4)) {
+        let src = forms.join("\n");
+        let mut heap = Heap::new();
+        let program = scheme::parse(&mut heap, &src).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        if let Ok(text) = Infix.print(&heap, &program) {
+            let (h2, back) = read_infix(&text);
+            prop_assert_eq!(sexpr(&h2, &back), sexpr(&heap, &program), "infix:\n{}", text);
+            prop_assert_eq!(Infix.print(&h2, &back).ok(), Some(text));
+        }
     }
 
     #[test]

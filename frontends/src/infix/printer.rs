@@ -537,7 +537,9 @@ impl<'h> Printer<'h> {
         let mut els = None;
         for (i, &c) in clauses.iter().enumerate() {
             let parts = self.items(c)?;
-            let is_else = matches!(self.heap.node(parts[0]), Node::Sym(s) if self.heap.symbol_name(s) == "else");
+            let is_else = parts.first().is_some_and(
+                |&h| matches!(self.heap.node(h), Node::Sym(s) if self.heap.symbol_name(s) == "else"),
+            );
             match parts[..] {
                 [_, e] if is_else && i + 1 == clauses.len() => els = Some(e),
                 [t, a] if !is_else => tests.push((t, a)),
