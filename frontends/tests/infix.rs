@@ -461,6 +461,8 @@ fn the_printer_names_forms_it_cannot_spell() {
         ("(f a . b)", "improper"),
         ("(f ())", "empty list"),
         ("(cond ((< x 0) 1) (else 2))", "fewer than two tests"),
+        // Regression: an empty clause indexed its head and panicked.
+        ("(cond () ((< x 0) 1) (y 2))", "`cond` clause"),
         ("(when c 1)", "(when …)"),
         ("(lambda args 1)", "rest parameter"),
         ("(let ((u 1)) (params (a free 1.0)) u)", "params"),

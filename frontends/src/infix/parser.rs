@@ -659,7 +659,7 @@ impl Parser<'_, '_> {
             return Err(self.expected("`fn`"));
         };
         let name = self.name("a function name")?;
-        let (params, _) = self.param_list(name.1)?;
+        let (params, _) = self.param_list()?;
         let mut target = vec![name];
         target.extend_from_slice(&params);
         let target_span = name.1.to(params.last().map_or(name.1, |p| p.1));
@@ -673,9 +673,8 @@ impl Parser<'_, '_> {
     }
 
     /// `(a, b)` of a function: names only.
-    fn param_list(&mut self, at: Span) -> Result<(Vec<Form>, Span), ParseError> {
+    fn param_list(&mut self) -> Result<(Vec<Form>, Span), ParseError> {
         let Some(open) = self.eat_punct("(") else {
-            let _ = at;
             return Err(self.expected("`(` and the parameter names"));
         };
         let saved = std::mem::replace(&mut self.lines, false);
@@ -955,9 +954,7 @@ impl Parser<'_, '_> {
             Tok::Punct("{") => {
                 self.pos += 1;
                 let forms = self.block_forms(t)?;
-                let end = forms.last().map_or(t.span(), |f| f.1);
                 let close_end = self.toks[self.pos - 1].span();
-                let _ = end;
                 let whole = t.span().to(close_end);
                 if forms.len() == 1 {
                     return Ok(Expr {
@@ -1036,7 +1033,7 @@ impl Parser<'_, '_> {
                         "`(` of an anonymous function `fn(y) = …` (a named `fn f(y) = …` stands on its own line)",
                     ));
                 }
-                let (params, params_span) = self.param_list(t.span())?;
+                let (params, params_span) = self.param_list()?;
                 let params = (self.list(&params, params_span), params_span);
                 let body = self.body_after_eq()?;
                 let head = self.sym("lambda", t.span());
