@@ -19,6 +19,14 @@ pub enum ParseErrorKind {
     EmptyProgram,
     /// The source ends where a datum or a comment end was required, e.g. after `'` (P006).
     UnexpectedEof,
+    /// The next token is not what the grammar allows there, e.g. `a +)` or `let x 1`; the
+    /// message says what was expected (P007).
+    Expected,
+    /// Expressions nest deeper than the parser follows (P008).
+    TooDeep,
+    /// A construct stands where it is not allowed, e.g. `params` inside a block or a chained
+    /// comparison `a < b < c` (P009).
+    Misplaced,
 }
 
 impl ParseErrorKind {
@@ -31,6 +39,9 @@ impl ParseErrorKind {
             ParseErrorKind::StrayToken => "P004",
             ParseErrorKind::EmptyProgram => "P005",
             ParseErrorKind::UnexpectedEof => "P006",
+            ParseErrorKind::Expected => "P007",
+            ParseErrorKind::TooDeep => "P008",
+            ParseErrorKind::Misplaced => "P009",
         }
     }
 
@@ -43,6 +54,9 @@ impl ParseErrorKind {
             ParseErrorKind::StrayToken => "stray token",
             ParseErrorKind::EmptyProgram => "empty program",
             ParseErrorKind::UnexpectedEof => "unexpected end of input",
+            ParseErrorKind::Expected => "unexpected token",
+            ParseErrorKind::TooDeep => "nesting too deep",
+            ParseErrorKind::Misplaced => "misplaced construct",
         }
     }
 }
@@ -93,6 +107,9 @@ mod tests {
             ParseErrorKind::StrayToken,
             ParseErrorKind::EmptyProgram,
             ParseErrorKind::UnexpectedEof,
+            ParseErrorKind::Expected,
+            ParseErrorKind::TooDeep,
+            ParseErrorKind::Misplaced,
         ];
         let codes: std::collections::HashSet<_> = kinds.iter().map(|k| k.code()).collect();
         assert_eq!(codes.len(), kinds.len());

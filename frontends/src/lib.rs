@@ -1,4 +1,4 @@
-//! ndvm-frontends: surface languages to heap programs — the `Frontend` trait, its `Registry`, Scheme, and diagnostics.
+//! ndvm-frontends: surface languages to heap programs — the `Frontend` trait, its `Registry`, Scheme, infix, and diagnostics.
 //!
 //! A front end turns source text into [`Program`] data on a [`Heap`], recording a source span for
 //! every pair and atom so that errors from the evaluator can point back at the text.
@@ -29,6 +29,7 @@
 
 pub mod error;
 pub mod extract;
+pub mod infix;
 pub mod scheme;
 pub mod span;
 
@@ -77,10 +78,11 @@ pub struct Registry {
 }
 
 impl Default for Registry {
-    /// A registry holding the shipped front ends (Scheme).
+    /// A registry holding the shipped front ends (Scheme, infix).
     fn default() -> Self {
         let mut registry = Registry::empty();
         registry.register(Box::new(scheme::Scheme));
+        registry.register(Box::new(infix::Infix));
         registry
     }
 }
@@ -356,7 +358,7 @@ mod tests {
     #[test]
     fn registry_finds_scheme_by_name_and_extension() {
         let registry = Registry::default();
-        assert_eq!(registry.names(), vec!["scheme"]);
+        assert_eq!(registry.names(), vec!["scheme", "infix"]);
         assert_eq!(registry.by_name("scheme").map(|f| f.name()), Some("scheme"));
         assert_eq!(
             registry.by_extension("scm").map(|f| f.name()),
@@ -385,7 +387,14 @@ mod tests {
             ))
         );
         assert!(registry.by_path(Path::new("model")).is_none());
-        assert!(registry.by_name("infix").is_none());
+        assert_eq!(chosen(None, "m/model.infix"), Ok("infix".into()));
+        assert_eq!(chosen(None, "caches/c.infix.jsonl"), Ok("infix".into()));
+        assert_eq!(registry.by_name("infix").map(|f| f.name()), Some("infix"));
+        assert_eq!(
+            registry.by_extension("infix").map(|f| f.name()),
+            Some("infix")
+        );
+        assert!(registry.by_name("stack").is_none());
 
         struct Upper;
         impl Frontend for Upper {
@@ -401,7 +410,7 @@ mod tests {
         }
         let mut registry = Registry::default();
         registry.register(Box::new(Upper));
-        assert_eq!(registry.names(), vec!["scheme"]);
+        assert_eq!(registry.names(), vec!["scheme", "infix"]);
         assert!(registry.by_extension("scm").is_none());
         let mut heap = Heap::new();
         let frontend = registry
@@ -411,7 +420,10 @@ mod tests {
             .parse(&mut heap, "(f x)")
             .unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(frontend.print(&heap, &program), Ok("(F X)".to_string()));
-        assert_eq!(format!("{registry:?}"), "Registry { names: [\"scheme\"] }");
+        assert_eq!(
+            format!("{registry:?}"),
+            "Registry { names: [\"scheme\", \"infix\"] }"
+        );
         assert!(Registry::empty().names().is_empty());
         assert!(Registry::empty().choose(None, None).is_err());
     }

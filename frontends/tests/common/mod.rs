@@ -234,16 +234,28 @@ pub(crate) fn opts(dialect: Dialect, n_lanes: usize) -> EvalOptions {
     EvalOptions::new(n_lanes).with_dialect(dialect)
 }
 
-/// Parses `src` on a fresh heap and evaluates it (`grad` selects `eval_grad`).
+/// Parses `src` as Scheme on a fresh heap and evaluates it (`grad` selects `eval_grad`).
 pub(crate) fn run(
     src: &str,
     opts: EvalOptions,
     inputs: &Inputs,
     grad: bool,
 ) -> Result<Evaluation, Failure> {
+    run_in(&ndvm_frontends::scheme::Scheme, src, opts, inputs, grad)
+}
+
+/// [`run`] with the program read by `frontend`.
+pub(crate) fn run_in(
+    frontend: &dyn ndvm_frontends::Frontend,
+    src: &str,
+    opts: EvalOptions,
+    inputs: &Inputs,
+    grad: bool,
+) -> Result<Evaluation, Failure> {
     let mut heap = Heap::new();
-    let program =
-        ndvm_frontends::scheme::parse(&mut heap, src).map_err(|e| Failure::Parse(e.to_string()))?;
+    let program = frontend
+        .parse(&mut heap, src)
+        .map_err(|e| Failure::Parse(e.to_string()))?;
     let mut ev = Evaluator::new(opts);
     let result = if grad {
         ev.eval_grad(&mut heap, &program, inputs)
