@@ -685,7 +685,27 @@ pub fn load(path: &Path) -> Result<Task> {
 
 /// The unary operators the grammar uses by default.
 pub const DEFAULT_OPERATORS: &[&str] = &["exp", "sin", "cos", "log", "sqrt"];
-const GRAMMAR_OPERATORS: &[&str] = &["exp", "sin", "cos", "log", "sqrt", "tanh", "abs"];
+
+/// Refuses an operator the runtime's vocabulary does not offer (`what`, `known` decide which):
+/// the message lists the unary operators.
+fn check_operators(
+    path: &Path,
+    ops: &[Spanned<String>],
+    what: &str,
+    known: impl Fn(&str) -> bool,
+) -> Result<()> {
+    match ops.iter().find(|o| !known(&o.value)) {
+        None => Ok(()),
+        Some(o) => {
+            let list: Vec<&str> = ndvm_core::unary_operators().collect();
+            Err(task_err(
+                path,
+                Some(o.referenced),
+                format!("unknown {what} `{}` (known: {})", o.value, list.join(", ")),
+            ))
+        }
+    }
+}
 
 /// Refuses `kind: llm` (at `loc`) in a build without the `llm` feature (`built` is false).
 fn llm_feature(path: &Path, loc: Option<Location>, built: bool) -> Result<()> {
@@ -698,6 +718,9 @@ fn llm_feature(path: &Path, loc: Option<Location>, built: bool) -> Result<()> {
 /// Resolves `proposer:` for `kind: llm` (reads the prompt template; contacts nothing).
 fn resolve_llm(path: &Path, base: &Path, spec: &TaskSpec, no_vars: bool) -> Result<LlmConfig> {
     let p = &spec.proposer;
+    if let Some(ops) = &p.operators {
+        check_operators(path, ops, "operator", ndvm_core::is_primitive)?;
+    }
     let err = |loc: Location, msg: String| task_err(path, Some(loc), msg);
     let need = |key: &str| {
         task_err(
@@ -1208,18 +1231,9 @@ fn resolve(path: &Path, text: String, spec: TaskSpec) -> Result<Task> {
             }
             let operators = match &p.operators {
                 Some(ops) => {
-                    for o in ops {
-                        if !GRAMMAR_OPERATORS.contains(&o.value.as_str()) {
-                            return Err(err(
-                                o.referenced,
-                                format!(
-                                    "unknown grammar operator `{}` (known: {})",
-                                    o.value,
-                                    GRAMMAR_OPERATORS.join(", ")
-                                ),
-                            ));
-                        }
-                    }
+                    check_operators(path, ops, "grammar operator", |o| {
+                        ndvm_core::unary_operators().any(|k| k == o)
+                    })?;
                     ops.iter().map(|o| o.value.clone()).collect()
                 }
                 None => DEFAULT_OPERATORS.iter().map(|s| s.to_string()).collect(),
