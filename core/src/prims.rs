@@ -5,6 +5,7 @@
 //! derivative (`deriv` / `partials`) arms exist; tensor ops pair forward and VJP in `linalg.rs`.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
 
 use crate::api::Dialect;
@@ -685,13 +686,42 @@ pub(crate) const PRIMITIVES: &[PrimRow] = &[
 /// Row index by name, and the first row of each opcode (its name in messages, its arity).
 struct Index {
     by_name: HashMap<&'static str, usize>,
-    by_prim: HashMap<Prim, usize>,
+    /// Read when a primitive value is applied (its arity), so hashed with a few multiplies.
+    by_prim: HashMap<Prim, usize, BuildHasherDefault<OpcodeHasher>>,
+}
+
+/// A multiply-rotate hasher for opcodes (a `Prim` hashes as one or two small discriminants).
+#[derive(Default)]
+struct OpcodeHasher(u64);
+
+impl Hasher for OpcodeHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+
+    fn write_isize(&mut self, x: isize) {
+        self.write_u64(x as u64);
+    }
+
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
 }
 
 fn index() -> &'static Index {
     static INDEX: OnceLock<Index> = OnceLock::new();
     INDEX.get_or_init(|| {
-        let mut by_prim = HashMap::new();
+        let mut by_prim = HashMap::default();
         for (i, r) in PRIMITIVES.iter().enumerate() {
             by_prim.entry(r.prim).or_insert(i);
         }

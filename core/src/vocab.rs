@@ -76,7 +76,8 @@ pub struct Word {
     /// Arguments of a primitive; parts after the head of a special form.
     pub arity: Arity,
     /// Whether gradients flow through it from its arguments to its value (a primitive whose
-    /// derivative is zero or undefined everywhere, a comparison, a predicate: false).
+    /// derivative is zero everywhere, a comparison, a predicate: false; a special form: true, the
+    /// values it passes on keep theirs; a keyword or a refused form: false).
     pub differentiable: bool,
 }
 

@@ -1583,4 +1583,26 @@ mod tests {
         );
         assert!(llm_feature(Path::new("t.yaml"), loc, true).is_ok());
     }
+
+    /// Operators come from the runtime's vocabulary: the defaults are among its unary operators,
+    /// and an unknown one is refused at its line with the known ones listed.
+    #[test]
+    fn operators_are_checked_against_the_vocabulary() {
+        let unary: Vec<&str> = ndvm_core::unary_operators().collect();
+        for op in DEFAULT_OPERATORS {
+            assert!(unary.contains(op), "{op}");
+        }
+        let text = "name: t\ndata:\n  generate: {formula: x, from: 0, to: 1, n: 3}\ninputs: [x]\n\
+                    target: y\nproposer:\n  kind: grammar\n  operators: [exp, sigmoid, frob]\n";
+        let spec = parse_spec(Path::new("t.yaml"), text).unwrap();
+        let ops = spec.proposer.operators.as_deref().unwrap_or_default();
+        let known = |o: &str| ndvm_core::unary_operators().any(|k| k == o);
+        let msg = check_operators(Path::new("t.yaml"), ops, "grammar operator", known)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.starts_with("t.yaml:8:"), "{msg}");
+        assert!(msg.contains("unknown grammar operator `frob`"), "{msg}");
+        assert!(msg.contains("sigmoid"), "{msg}");
+        assert!(check_operators(Path::new("t.yaml"), &ops[..2], "grammar operator", known).is_ok());
+    }
 }
