@@ -10,8 +10,9 @@ use std::collections::HashMap;
 use crate::api::Dialect;
 use crate::error::{CoreError, ErrorKind, Result};
 use crate::heap::{Heap, Node, NodeId};
-use crate::prims::Prim;
+use crate::prims::{Compare, Prim};
 use crate::symbol::Symbol;
+use crate::vocab::{FORMS, Form, WordKind, unsupported_reason};
 
 /// Index of one decoded form.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -79,6 +80,17 @@ pub(crate) enum Code {
     },
     /// `params` entry: binds the global unless an input already did.
     DeclareGlobal {
+        slot: u32,
+        value: CodeId,
+    },
+    /// `set!` of a local: assigns on the active lanes, the others keep the old value.
+    SetLocal {
+        depth: u32,
+        slot: u32,
+        value: CodeId,
+    },
+    /// `set!` of a global (an input, a parameter or a top-level define).
+    SetGlobal {
         slot: u32,
         value: CodeId,
     },
@@ -167,96 +179,58 @@ impl Codes {
     }
 }
 
-/// Interned names of the special forms.
+/// Interned names of the special forms and keywords, one per row of [`FORMS`], plus the hidden
+/// name of the decoder's own temporaries (a name no reader can produce, so no program can capture
+/// or shadow it).
 #[derive(Clone, Copy, Debug)]
 struct Forms {
-    quote: Symbol,
-    quasiquote: Symbol,
-    unquote: Symbol,
-    unquote_splicing: Symbol,
-    if_: Symbol,
-    define: Symbol,
-    lambda: Symbol,
-    let_: Symbol,
-    let_star: Symbol,
-    letrec: Symbol,
-    letrec_star: Symbol,
-    begin: Symbol,
-    cond: Symbol,
-    case: Symbol,
-    else_: Symbol,
-    when: Symbol,
-    unless: Symbol,
-    and: Symbol,
-    or: Symbol,
-    loop_: Symbol,
-    recur: Symbol,
-    params: Symbol,
-    arrow: Symbol,
+    syms: [(Symbol, Form); FORMS.len()],
+    hidden: Symbol,
 }
+
+/// The name of the decoder's temporaries (`case` keys, `cond` `=>` tests).
+const HIDDEN: &str = " key";
 
 impl Forms {
     fn new(heap: &mut Heap) -> Self {
         Forms {
-            quote: heap.intern("quote"),
-            quasiquote: heap.intern("quasiquote"),
-            unquote: heap.intern("unquote"),
-            unquote_splicing: heap.intern("unquote-splicing"),
-            if_: heap.intern("if"),
-            define: heap.intern("define"),
-            lambda: heap.intern("lambda"),
-            let_: heap.intern("let"),
-            let_star: heap.intern("let*"),
-            letrec: heap.intern("letrec"),
-            letrec_star: heap.intern("letrec*"),
-            begin: heap.intern("begin"),
-            cond: heap.intern("cond"),
-            case: heap.intern("case"),
-            else_: heap.intern("else"),
-            when: heap.intern("when"),
-            unless: heap.intern("unless"),
-            and: heap.intern("and"),
-            or: heap.intern("or"),
-            loop_: heap.intern("loop"),
-            recur: heap.intern("recur"),
-            params: heap.intern("params"),
-            arrow: heap.intern("=>"),
+            syms: std::array::from_fn(|i| (heap.intern(FORMS[i].name), FORMS[i].form)),
+            hidden: heap.intern(HIDDEN),
         }
     }
 
-    fn is_special(&self, s: Symbol) -> bool {
-        [
-            self.quote,
-            self.quasiquote,
-            self.if_,
-            self.define,
-            self.lambda,
-            self.let_,
-            self.let_star,
-            self.letrec,
-            self.letrec_star,
-            self.begin,
-            self.cond,
-            self.case,
-            self.when,
-            self.unless,
-            self.and,
-            self.or,
-            self.loop_,
-            self.recur,
-            self.params,
-        ]
-        .contains(&s)
+    /// The names as already interned in `heap` (by [`intern_forms`]).
+    fn interned(heap: &Heap) -> Self {
+        let sym = |name: &str| {
+            heap.symbols()
+                .lookup(name)
+                .expect("special forms are interned first")
+        };
+        Forms {
+            syms: std::array::from_fn(|i| (sym(FORMS[i].name), FORMS[i].form)),
+            hidden: sym(HIDDEN),
+        }
     }
-}
 
-/// Whether `name` is a special form of the language (`if`, `let`, `lambda`, `loop`, …); the
-/// auxiliary keywords `else`, `=>` and `unquote` are not forms of their own.
-pub fn is_special_form(name: &str) -> bool {
-    let mut heap = Heap::new();
-    let forms = Forms::new(&mut heap);
-    let s = heap.intern(name);
-    forms.is_special(s)
+    /// The form or keyword `s` names, if any.
+    fn form(&self, s: Symbol) -> Option<Form> {
+        self.syms.iter().find(|p| p.0 == s).map(|p| p.1)
+    }
+
+    /// The symbol of `form` (its first row).
+    fn sym(&self, form: Form) -> Symbol {
+        self.syms
+            .iter()
+            .find(|p| p.1 == form)
+            .map_or(self.hidden, |p| p.0)
+    }
+
+    fn is_special(&self, s: Symbol) -> bool {
+        self.syms
+            .iter()
+            .zip(FORMS)
+            .any(|(p, row)| p.0 == s && row.kind == WordKind::SpecialForm)
+    }
 }
 
 /// One lexical frame under construction.
@@ -312,36 +286,7 @@ impl<'a> Decoder<'a> {
         dialect: Dialect,
         max_depth: u32,
     ) -> Self {
-        let sym = |name: &str| {
-            heap.symbols()
-                .lookup(name)
-                .expect("special forms are interned first")
-        };
-        let forms = Forms {
-            quote: sym("quote"),
-            quasiquote: sym("quasiquote"),
-            unquote: sym("unquote"),
-            unquote_splicing: sym("unquote-splicing"),
-            if_: sym("if"),
-            define: sym("define"),
-            lambda: sym("lambda"),
-            let_: sym("let"),
-            let_star: sym("let*"),
-            letrec: sym("letrec"),
-            letrec_star: sym("letrec*"),
-            begin: sym("begin"),
-            cond: sym("cond"),
-            case: sym("case"),
-            else_: sym("else"),
-            when: sym("when"),
-            unless: sym("unless"),
-            and: sym("and"),
-            or: sym("or"),
-            loop_: sym("loop"),
-            recur: sym("recur"),
-            params: sym("params"),
-            arrow: sym("=>"),
-        };
+        let forms = Forms::interned(heap);
         Decoder {
             heap,
             codes,
@@ -459,7 +404,7 @@ impl<'a> Decoder<'a> {
         depth: u32,
     ) -> Result<()> {
         let f = self.forms;
-        if head == f.define {
+        if head == f.sym(Form::Define) {
             let items = self.items(node)?;
             let target = *items
                 .get(1)
@@ -472,18 +417,22 @@ impl<'a> Decoder<'a> {
                 _ => return Err(syntax(target, "define needs a name")),
             };
             out.push((name, node));
-        } else if head == f.params && top {
+        } else if head == f.sym(Form::Params) && top {
             for entry in self.items(node)?.into_iter().skip(1) {
                 let e = self.items(entry)?;
                 if let Some(s) = e.first().and_then(|&n| self.symbol_of(n)) {
                     out.push((s, entry));
                 }
             }
-        } else if head == f.begin || head == f.if_ || head == f.when || head == f.unless {
+        } else if head == f.sym(Form::Begin)
+            || head == f.sym(Form::If)
+            || head == f.sym(Form::When)
+            || head == f.sym(Form::Unless)
+        {
             for sub in self.items(node)?.into_iter().skip(1) {
                 self.scan_defines(sub, out, top, depth + 1)?;
             }
-        } else if head == f.cond {
+        } else if head == f.sym(Form::Cond) {
             for clause in self.items(node)?.into_iter().skip(1) {
                 if let Some(parts) = self.heap.list_items(clause) {
                     for sub in parts.into_iter().skip(1) {
@@ -553,6 +502,9 @@ impl<'a> Decoder<'a> {
             Node::Num(x) => Ok(self.codes.push(Code::Num(x), node)),
             Node::Sym(s) => match self.lookup(s) {
                 Some(code) => Ok(self.codes.push(code, node)),
+                None if self.forms.form(s) == Some(Form::Unsupported) => {
+                    Err(self.unsupported(s, node))
+                }
                 None => {
                     let name = self.heap.symbol_name(s);
                     let msg = if self.forms.is_special(s) {
@@ -666,119 +618,135 @@ impl<'a> Decoder<'a> {
     }
 
     fn special(&mut self, s: Symbol, node: NodeId, tail: bool) -> Result<Option<CodeId>> {
-        let f = self.forms;
-        let items = self.items(node)?;
-        let n = items.len();
-        let code = if s == f.quote {
-            if n != 2 {
-                return Err(syntax(node, "quote takes one datum"));
-            }
-            self.quote(items[1])
-        } else if s == f.quasiquote {
-            if n != 2 {
-                return Err(syntax(node, "quasiquote takes one template"));
-            }
-            return self.quasi(items[1]).map(Some);
-        } else if s == f.if_ {
-            if !(3..=4).contains(&n) {
-                return Err(syntax(
-                    node,
-                    "if takes a test, a then arm and an optional else arm",
-                ));
-            }
-            let test = self.expr(items[1], false)?;
-            let then = self.expr(items[2], tail)?;
-            let els = if n == 4 {
-                Some(self.expr(items[3], tail)?)
-            } else {
-                None
-            };
-            Code::If { test, then, els }
-        } else if s == f.when || s == f.unless {
-            if n < 3 {
-                return Err(syntax(node, "when/unless take a test and a body"));
-            }
-            let test = self.expr(items[1], false)?;
-            let body = self.sequence(node, &items[2..], tail)?;
-            if s == f.when {
-                Code::If {
-                    test,
-                    then: body,
-                    els: None,
-                }
-            } else {
-                let args = self.one(test);
-                let test = self.codes.push(
-                    Code::PrimCall {
-                        prim: Prim::Not,
-                        args,
-                    },
-                    node,
-                );
-                Code::If {
-                    test,
-                    then: body,
-                    els: None,
-                }
-            }
-        } else if s == f.begin {
-            if n == 1 {
-                return Err(syntax(node, "empty begin"));
-            }
-            return self.sequence(node, &items[1..], tail).map(Some);
-        } else if s == f.define {
-            return self.define(node, &items).map(Some);
-        } else if s == f.params {
-            return self.params(node, &items).map(Some);
-        } else if s == f.lambda {
-            if n < 3 {
-                return Err(syntax(node, "lambda takes parameters and a body"));
-            }
-            return self.lambda(node, items[1], &items[2..]).map(Some);
-        } else if s == f.let_ {
-            return self.let_form(node, &items, tail).map(Some);
-        } else if s == f.let_star || s == f.letrec || s == f.letrec_star {
-            if n < 3 {
-                return Err(syntax(node, "let* and letrec take bindings and a body"));
-            }
-            let rec = s != f.let_star;
-            return self
-                .let_frame(node, items[1], &items[2..], LetKind::Sequential, rec, tail)
-                .map(Some);
-        } else if s == f.cond {
-            return self.cond(node, &items[1..], tail).map(Some);
-        } else if s == f.case {
-            return self.case(node, &items, tail).map(Some);
-        } else if s == f.and || s == f.or {
-            if n == 1 {
-                return Ok(Some(self.codes.push(Code::Bool(s == f.and), node)));
-            }
-            let list = self.exprs(&items[1..])?;
-            if s == f.and {
-                Code::And(list)
-            } else {
-                Code::Or(list)
-            }
-        } else if s == f.loop_ {
-            if n < 3 {
-                return Err(syntax(node, "loop takes bindings and a body"));
-            }
-            return self.loop_form(node, items[1], &items[2..], None).map(Some);
-        } else if s == f.recur {
-            let ctx = match self.loops.last().copied().flatten() {
-                Some(ctx) => ctx,
-                None => return Err(syntax(node, "recur outside of a loop")),
-            };
-            return self.recur(node, &items[1..], tail, ctx).map(Some);
-        } else if s == f.else_ || s == f.arrow || s == f.unquote || s == f.unquote_splicing {
-            return Err(syntax(
-                node,
-                format!("`{}` is not allowed here", self.heap.symbol_name(s)),
-            ));
-        } else {
+        let Some(form) = self.forms.form(s) else {
             return Ok(None);
         };
+        let items = self.items(node)?;
+        let n = items.len();
+        let code = match form {
+            Form::Quote => {
+                if n != 2 {
+                    return Err(syntax(node, "quote takes one datum"));
+                }
+                self.quote(items[1])
+            }
+            Form::Quasiquote => {
+                if n != 2 {
+                    return Err(syntax(node, "quasiquote takes one template"));
+                }
+                return self.quasi(items[1]).map(Some);
+            }
+            Form::If => {
+                if !(3..=4).contains(&n) {
+                    return Err(syntax(
+                        node,
+                        "if takes a test, a then arm and an optional else arm",
+                    ));
+                }
+                let test = self.expr(items[1], false)?;
+                let then = self.expr(items[2], tail)?;
+                let els = if n == 4 {
+                    Some(self.expr(items[3], tail)?)
+                } else {
+                    None
+                };
+                Code::If { test, then, els }
+            }
+            Form::When | Form::Unless => {
+                if n < 3 {
+                    return Err(syntax(node, "when/unless take a test and a body"));
+                }
+                let test = self.expr(items[1], false)?;
+                let body = self.sequence(node, &items[2..], tail)?;
+                let test = if form == Form::When {
+                    test
+                } else {
+                    let args = self.one(test);
+                    self.codes.push(
+                        Code::PrimCall {
+                            prim: Prim::Not,
+                            args,
+                        },
+                        node,
+                    )
+                };
+                Code::If {
+                    test,
+                    then: body,
+                    els: None,
+                }
+            }
+            Form::Begin => {
+                if n == 1 {
+                    return Err(syntax(node, "empty begin"));
+                }
+                return self.sequence(node, &items[1..], tail).map(Some);
+            }
+            Form::Define => return self.define(node, &items).map(Some),
+            Form::Set => return self.set(node, &items).map(Some),
+            Form::Params => return self.params(node, &items).map(Some),
+            Form::Lambda => {
+                if n < 3 {
+                    return Err(syntax(node, "lambda takes parameters and a body"));
+                }
+                return self.lambda(node, items[1], &items[2..]).map(Some);
+            }
+            Form::CaseLambda => return self.case_lambda(node, &items[1..]).map(Some),
+            Form::Let => return self.let_form(node, &items, tail).map(Some),
+            Form::LetStar | Form::Letrec | Form::LetrecStar => {
+                if n < 3 {
+                    return Err(syntax(node, "let* and letrec take bindings and a body"));
+                }
+                let rec = form != Form::LetStar;
+                return self
+                    .let_frame(node, items[1], &items[2..], LetKind::Sequential, rec, tail)
+                    .map(Some);
+            }
+            Form::Cond => return self.cond(node, &items[1..], tail).map(Some),
+            Form::Case => return self.case(node, &items, tail).map(Some),
+            Form::And | Form::Or => {
+                if n == 1 {
+                    return Ok(Some(self.codes.push(Code::Bool(form == Form::And), node)));
+                }
+                let list = self.exprs(&items[1..])?;
+                if form == Form::And {
+                    Code::And(list)
+                } else {
+                    Code::Or(list)
+                }
+            }
+            Form::Do => return self.do_form(node, &items).map(Some),
+            Form::Loop => {
+                if n < 3 {
+                    return Err(syntax(node, "loop takes bindings and a body"));
+                }
+                return self.loop_form(node, items[1], &items[2..], None).map(Some);
+            }
+            Form::Recur => {
+                let ctx = match self.loops.last().copied().flatten() {
+                    Some(ctx) => ctx,
+                    None => return Err(syntax(node, "recur outside of a loop")),
+                };
+                return self.recur(node, &items[1..], tail, ctx).map(Some);
+            }
+            Form::Else | Form::Arrow | Form::Unquote | Form::UnquoteSplicing => {
+                return Err(syntax(
+                    node,
+                    format!("`{}` is not allowed here", self.heap.symbol_name(s)),
+                ));
+            }
+            Form::Unsupported => return Err(self.unsupported(s, node)),
+        };
         Ok(Some(self.codes.push(code, node)))
+    }
+
+    /// The error for a Scheme form outside the language, naming it and why.
+    fn unsupported(&self, s: Symbol, node: NodeId) -> CoreError {
+        let name = self.heap.symbol_name(s);
+        syntax(
+            node,
+            format!("`{name}` is not supported: {}", unsupported_reason(name)),
+        )
     }
 
     fn one(&mut self, id: CodeId) -> CodeList {
@@ -812,7 +780,7 @@ impl<'a> Decoder<'a> {
         let f = self.forms;
         match self.heap.node(t) {
             Node::Pair(h, rest) => {
-                if self.symbol_of(h) == Some(f.unquote) {
+                if self.symbol_of(h) == Some(f.sym(Form::Unquote)) {
                     let items = self.items(t)?;
                     if items.len() != 2 {
                         return Err(syntax(t, "unquote takes one expression"));
@@ -826,7 +794,7 @@ impl<'a> Decoder<'a> {
                 loop {
                     match self.heap.node(cur) {
                         Node::Pair(elem, next) => {
-                            if self.symbol_of(elem) == Some(f.unquote) {
+                            if self.symbol_of(elem) == Some(f.sym(Form::Unquote)) {
                                 // dotted unquote: `(a . ,b)`
                                 let items = self.items(cur)?;
                                 if items.len() == 2 {
@@ -834,7 +802,7 @@ impl<'a> Decoder<'a> {
                                     break;
                                 }
                             }
-                            if self.head_symbol(elem) == Some(f.unquote_splicing) {
+                            if self.head_symbol(elem) == Some(f.sym(Form::UnquoteSplicing)) {
                                 let items = self.items(elem)?;
                                 if items.len() != 2 {
                                     return Err(syntax(
@@ -1232,16 +1200,20 @@ impl<'a> Decoder<'a> {
                     })
                 };
                 match head {
-                    Some(s) if s == f.quote => true,
-                    Some(s) if s == f.if_ => {
+                    Some(s) if s == f.sym(Form::Quote) => true,
+                    Some(s) if s == f.sym(Form::If) => {
                         items.len() >= 2
                             && self.only_tail_calls_at(items[1], name, arity, false, depth)
                             && items[2..]
                                 .iter()
                                 .all(|&a| self.only_tail_calls_at(a, name, arity, tail, depth))
                     }
-                    Some(s) if s == f.begin || s == f.when || s == f.unless => {
-                        (s == f.begin
+                    Some(s)
+                        if s == f.sym(Form::Begin)
+                            || s == f.sym(Form::When)
+                            || s == f.sym(Form::Unless) =>
+                    {
+                        (s == f.sym(Form::Begin)
                             || self.only_tail_calls_at(
                                 items.get(1).copied().unwrap_or(node),
                                 name,
@@ -1249,12 +1221,12 @@ impl<'a> Decoder<'a> {
                                 false,
                                 depth,
                             ))
-                            && all(if s == f.begin { 1 } else { 2 }, tail)
+                            && all(if s == f.sym(Form::Begin) { 1 } else { 2 }, tail)
                     }
-                    Some(s) if s == f.cond => {
+                    Some(s) if s == f.sym(Form::Cond) => {
                         items[1..].iter().all(|&c| match self.heap.list_items(c) {
                             Some(parts) => parts.iter().enumerate().all(|(i, &p)| {
-                                (i == 0 && self.symbol_of(p) == Some(f.else_))
+                                (i == 0 && self.symbol_of(p) == Some(f.sym(Form::Else)))
                                     || self.only_tail_calls_at(
                                         p,
                                         name,
@@ -1266,9 +1238,14 @@ impl<'a> Decoder<'a> {
                             None => false,
                         })
                     }
-                    Some(s) if s == f.let_ || s == f.let_star || s == f.letrec || s == f.loop_ => {
+                    Some(s)
+                        if s == f.sym(Form::Let)
+                            || s == f.sym(Form::LetStar)
+                            || s == f.sym(Form::Letrec)
+                            || s == f.sym(Form::Loop) =>
+                    {
                         // Rebinding the name or a loop (whose tail belongs to it) disqualifies.
-                        if s == f.loop_ {
+                        if s == f.sym(Form::Loop) {
                             return !self.mentions(node, name);
                         }
                         let Some(binds) = items.get(1).and_then(|&b| self.heap.list_items(b))
@@ -1323,7 +1300,7 @@ impl<'a> Decoder<'a> {
         if parts.is_empty() {
             return Err(syntax(first, "empty cond clause"));
         }
-        if self.symbol_of(parts[0]) == Some(self.forms.else_) {
+        if self.symbol_of(parts[0]) == Some(self.forms.sym(Form::Else)) {
             if !rest.is_empty() {
                 return Err(syntax(first, "else must be the last cond clause"));
             }
@@ -1332,8 +1309,8 @@ impl<'a> Decoder<'a> {
             }
             return self.sequence(first, &parts[1..], tail);
         }
-        if parts.len() >= 2 && self.symbol_of(parts[1]) == Some(self.forms.arrow) {
-            return Err(syntax(first, "cond clauses with => are not supported"));
+        if parts.len() >= 2 && self.symbol_of(parts[1]) == Some(self.forms.sym(Form::Arrow)) {
+            return self.cond_arrow(node, first, &parts, rest, tail);
         }
         let test = self.expr(parts[0], false)?;
         let els = if rest.is_empty() {
@@ -1363,6 +1340,299 @@ impl<'a> Decoder<'a> {
         ))
     }
 
+    /// `(test => receiver)`: `(let ((k test)) (if k (receiver k) <rest>))`, the temporary under
+    /// the hidden name.
+    fn cond_arrow(
+        &mut self,
+        node: NodeId,
+        clause: NodeId,
+        parts: &[NodeId],
+        rest: &[NodeId],
+        tail: bool,
+    ) -> Result<CodeId> {
+        if parts.len() != 3 {
+            return Err(syntax(
+                clause,
+                "a cond clause with => is (test => receiver)",
+            ));
+        }
+        let test = self.expr(parts[0], false)?;
+        self.scopes.push(Scope {
+            names: vec![self.forms.hidden],
+            visible: 1,
+        });
+        let arms = self.expr(parts[2], false).and_then(|f| {
+            let els = if rest.is_empty() {
+                self.codes.push(Code::Bool(false), node)
+            } else {
+                self.cond(node, rest, tail)?
+            };
+            Ok((f, els))
+        });
+        self.scopes.pop();
+        let (f, els) = arms?;
+        let k = self.codes.push(Code::Local { depth: 0, slot: 0 }, parts[0]);
+        let args = self.one(k);
+        let then = self.codes.push(Code::App { head: f, args }, clause);
+        let k = self.codes.push(Code::Local { depth: 0, slot: 0 }, parts[0]);
+        let body = self.codes.push(
+            Code::If {
+                test: k,
+                then,
+                els: Some(els),
+            },
+            clause,
+        );
+        let inits = self.one(test);
+        Ok(self.codes.push(
+            Code::Let {
+                kind: LetKind::Parallel,
+                n_slots: 1,
+                inits,
+                body,
+            },
+            clause,
+        ))
+    }
+
+    /// `(set! name value)` on a local or a global; under divergent control only the active lanes
+    /// take the new value.
+    fn set(&mut self, node: NodeId, items: &[NodeId]) -> Result<CodeId> {
+        if items.len() != 3 {
+            return Err(syntax(node, "set! takes a variable and a value"));
+        }
+        let name = self
+            .symbol_of(items[1])
+            .ok_or_else(|| syntax(items[1], "set! needs a variable name"))?;
+        let value = self.expr(items[2], false)?;
+        let code = match self.lookup(name) {
+            Some(Code::Local { depth, slot }) => Code::SetLocal { depth, slot, value },
+            Some(Code::Global(slot)) => Code::SetGlobal { slot, value },
+            Some(_) => {
+                return Err(syntax(
+                    items[1],
+                    format!(
+                        "`{}` is a primitive; set! assigns variables",
+                        self.heap.symbol_name(name)
+                    ),
+                ));
+            }
+            None => {
+                return Err(CoreError::new(
+                    ErrorKind::Unbound,
+                    format!(
+                        "set! of `{}`, which is not bound",
+                        self.heap.symbol_name(name)
+                    ),
+                )
+                .at(items[1]));
+            }
+        };
+        Ok(self.codes.push(code, node))
+    }
+
+    /// `(do ((var init step)…) (test result…) command…)` as a `loop`: each iteration tests, then
+    /// either yields the results or runs the commands and recurs with the steps (a variable
+    /// without a step keeps its value, including what `set!` gave it).
+    fn do_form(&mut self, node: NodeId, items: &[NodeId]) -> Result<CodeId> {
+        const SHAPE: &str = "do takes ((var init step)…), (test result…) and commands";
+        if items.len() < 3 {
+            return Err(syntax(node, SHAPE));
+        }
+        let mut specs = Vec::new();
+        for spec in self.items(items[1])? {
+            let parts = self
+                .heap
+                .list_items(spec)
+                .filter(|p| (2..=3).contains(&p.len()))
+                .ok_or_else(|| syntax(spec, "a do variable is (name init) or (name init step)"))?;
+            let name = self
+                .symbol_of(parts[0])
+                .ok_or_else(|| syntax(parts[0], "a do variable must be a symbol"))?;
+            specs.push((name, parts[1], parts.get(2).copied()));
+        }
+        let exit = self
+            .heap
+            .list_items(items[2])
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| syntax(items[2], "a do exit clause is (test result…)"))?;
+        let mut inits = Vec::with_capacity(specs.len());
+        for &(_, init, _) in &specs {
+            inits.push(self.expr(init, false)?);
+        }
+        let names: Vec<Symbol> = specs.iter().map(|s| s.0).collect();
+        self.scopes.push(Scope {
+            visible: names.len(),
+            names,
+        });
+        self.loops.push(None);
+        let body = self.do_body(node, &specs, &exit, &items[3..]);
+        self.loops.pop();
+        let scope = self.scopes.pop().unwrap_or_default();
+        let body = body?;
+        let inits = self.codes.push_list(&inits);
+        Ok(self.codes.push(
+            Code::Loop {
+                n_slots: scope.names.len() as u32,
+                inits,
+                body,
+            },
+            node,
+        ))
+    }
+
+    /// The loop body of a `do`, in its scope: `(if test (begin result…) (begin command… (recur step…)))`.
+    fn do_body(
+        &mut self,
+        node: NodeId,
+        specs: &[(Symbol, NodeId, Option<NodeId>)],
+        exit: &[NodeId],
+        commands: &[NodeId],
+    ) -> Result<CodeId> {
+        let test = self.expr(exit[0], false)?;
+        let then = if exit.len() == 1 {
+            self.codes.push(Code::Nil, exit[0])
+        } else {
+            self.sequence(node, &exit[1..], false)?
+        };
+        let mut seq = Vec::with_capacity(commands.len() + 1);
+        for &c in commands {
+            seq.push(self.expr(c, false)?);
+        }
+        let mut steps = Vec::with_capacity(specs.len());
+        for (i, &(_, init, step)) in specs.iter().enumerate() {
+            steps.push(match step {
+                Some(st) => self.expr(st, false)?,
+                None => self.codes.push(
+                    Code::Local {
+                        depth: 0,
+                        slot: i as u32,
+                    },
+                    init,
+                ),
+            });
+        }
+        let steps = self.codes.push_list(&steps);
+        seq.push(self.codes.push(Code::Recur(steps), node));
+        let els = if seq.len() == 1 {
+            seq[0]
+        } else {
+            let list = self.codes.push_list(&seq);
+            self.codes.push(Code::Seq(list), node)
+        };
+        Ok(self.codes.push(
+            Code::If {
+                test,
+                then,
+                els: Some(els),
+            },
+            node,
+        ))
+    }
+
+    /// `(case-lambda (formals body…)…)`: the clauses' closures are made once, in a frame, and a
+    /// variadic procedure applies the first whose arity fits the argument count (the last clause
+    /// without a test, so a count no clause takes is that clause's arity error).
+    fn case_lambda(&mut self, node: NodeId, clauses: &[NodeId]) -> Result<CodeId> {
+        if clauses.is_empty() {
+            return Err(syntax(node, "case-lambda takes at least one clause"));
+        }
+        let mut lambdas = Vec::with_capacity(clauses.len());
+        let mut arities = Vec::with_capacity(clauses.len());
+        for &clause in clauses {
+            let parts = self
+                .heap
+                .list_items(clause)
+                .filter(|p| p.len() >= 2)
+                .ok_or_else(|| syntax(clause, "a case-lambda clause is (formals body…)"))?;
+            arities.push(self.formals_arity(parts[0]));
+            lambdas.push(self.lambda(clause, parts[0], &parts[1..])?);
+        }
+        let n = lambdas.len() as u32;
+        let args = |d: &mut Self| d.codes.push(Code::Local { depth: 0, slot: 0 }, node);
+        let apply = |d: &mut Self, i: u32| {
+            let f = d
+                .codes
+                .push(Code::Local { depth: 1, slot: i }, clauses[i as usize]);
+            let a = args(d);
+            let list = d.codes.push_list(&[f, a]);
+            d.codes.push(
+                Code::PrimCall {
+                    prim: Prim::Apply,
+                    args: list,
+                },
+                clauses[i as usize],
+            )
+        };
+        let mut chain = apply(self, n - 1);
+        for i in (0..n - 1).rev() {
+            let (required, rest) = arities[i as usize];
+            let a = args(self);
+            let one = self.one(a);
+            let len = self.codes.push(
+                Code::PrimCall {
+                    prim: Prim::Length,
+                    args: one,
+                },
+                node,
+            );
+            let k = self.codes.push(Code::Num(required as f64), node);
+            let cmp = if rest { Compare::Ge } else { Compare::Eq };
+            let list = self.codes.push_list(&[len, k]);
+            let test = self.codes.push(
+                Code::PrimCall {
+                    prim: Prim::Compare(cmp),
+                    args: list,
+                },
+                clauses[i as usize],
+            );
+            let then = apply(self, i);
+            chain = self.codes.push(
+                Code::If {
+                    test,
+                    then,
+                    els: Some(chain),
+                },
+                clauses[i as usize],
+            );
+        }
+        let dispatch = self.codes.push(
+            Code::Lambda {
+                n_params: 0,
+                rest: true,
+                n_slots: 1,
+                body: chain,
+            },
+            node,
+        );
+        let inits = self.codes.push_list(&lambdas);
+        Ok(self.codes.push(
+            Code::Let {
+                kind: LetKind::Parallel,
+                n_slots: n,
+                inits,
+                body: dispatch,
+            },
+            node,
+        ))
+    }
+
+    /// Required parameters of a formals list, and whether it takes a rest list.
+    fn formals_arity(&self, formals: NodeId) -> (u32, bool) {
+        let mut n = 0;
+        let mut cur = formals;
+        loop {
+            match self.heap.node(cur) {
+                Node::Pair(_, next) => {
+                    n += 1;
+                    cur = next;
+                }
+                Node::Sym(_) => return (n, true),
+                _ => return (n, false),
+            }
+        }
+    }
+
     fn case(&mut self, node: NodeId, items: &[NodeId], tail: bool) -> Result<CodeId> {
         if items.len() < 2 {
             return Err(syntax(node, "case takes a key and clauses"));
@@ -1370,7 +1640,7 @@ impl<'a> Decoder<'a> {
         let key = self.expr(items[1], false)?;
         // (let ((k key)) (if (or (eqv? k d)...) body (if ... )))
         self.scopes.push(Scope {
-            names: vec![self.forms.case],
+            names: vec![self.forms.hidden],
             visible: 1,
         });
         let chain = self.case_clauses(node, &items[2..], tail);
@@ -1400,7 +1670,7 @@ impl<'a> Decoder<'a> {
             return Err(syntax(first, "a case clause is ((datum...) body...)"));
         }
         let body = self.sequence(first, &parts[1..], tail)?;
-        if self.symbol_of(parts[0]) == Some(self.forms.else_) {
+        if self.symbol_of(parts[0]) == Some(self.forms.sym(Form::Else)) {
             return Ok(body);
         }
         let datums = self.items(parts[0])?;

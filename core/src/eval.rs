@@ -92,6 +92,10 @@ pub struct Evaluator {
     /// reservation since, so most reservations need no measurement.
     mem_seen: std::cell::Cell<u64>,
     depth: u32,
+    /// The lowest slot index a `set!` assigned since a loop last looked (0 for a global,
+    /// `usize::MAX` for none): an iteration that assigned a slot older than itself cannot release
+    /// its allocations, which that slot may now hold.
+    lowest_set: usize,
     scratch_a: Vec<u32>,
     scratch_b: Vec<u32>,
     lane_buf: Vec<u32>,
@@ -200,6 +204,7 @@ impl Evaluator {
             next_check: 0,
             mem_seen: std::cell::Cell::new(u64::MAX),
             depth: 0,
+            lowest_set: usize::MAX,
             scratch_a: Vec::new(),
             scratch_b: Vec::new(),
             lane_buf: Vec::new(),
@@ -324,6 +329,7 @@ impl Evaluator {
         // Unknown until the first periodic look: reservations measure until then.
         self.mem_seen.set(u64::MAX);
         self.depth = 0;
+        self.lowest_set = usize::MAX;
         self.false_p = self.lanes.scalar(0.0);
         self.true_p = self.lanes.scalar(1.0);
     }
@@ -794,6 +800,27 @@ impl Evaluator {
                     let v = self.eval_value(value, env)?;
                     let old = self.globals[slot as usize];
                     self.globals[slot as usize] = self.assign(old, v, code)?;
+                    Value::Nil
+                }
+                Code::SetLocal { depth, slot, value } => {
+                    let v = self.eval_value(value, env)?;
+                    let i = self.slot_index(env, depth, slot);
+                    let old = self.slots[i];
+                    if old == Value::Unassigned {
+                        return Err(self.unassigned(code));
+                    }
+                    self.slots[i] = self.assign(old, v, code)?;
+                    self.lowest_set = self.lowest_set.min(i);
+                    Value::Nil
+                }
+                Code::SetGlobal { slot, value } => {
+                    let v = self.eval_value(value, env)?;
+                    let old = self.globals[slot as usize];
+                    if old == Value::Unassigned {
+                        return Err(self.unassigned(code));
+                    }
+                    self.globals[slot as usize] = self.assign(old, v, code)?;
+                    self.lowest_set = 0;
                     Value::Nil
                 }
                 Code::DeclareGlobal { slot, value } => {
@@ -1329,11 +1356,13 @@ impl Evaluator {
         // Everything an iteration allocates lies above `floor`; when the carried values are plain
         // numbers, the next iteration starts from the floor again with just those values copied down.
         let floor = self.mark();
+        let mut assigned_older = false;
         let result = loop {
             let frame = self.new_frame(env, n_slots);
             let fb = self.frames[frame as usize].base as usize;
             self.slots[fb..fb + n].copy_from_slice(&carried);
             let rbase = self.recur_args.len();
+            let lowest_before = std::mem::replace(&mut self.lowest_set, usize::MAX);
             let flow = match self.walk(body, frame) {
                 Ok(f) => f,
                 Err(e) => {
@@ -1341,6 +1370,9 @@ impl Evaluator {
                     return Err(e);
                 }
             };
+            // Once a slot older than the loop holds this iteration's values, none is released.
+            assigned_older |= self.lowest_set < floor.slots;
+            self.lowest_set = self.lowest_set.min(lowest_before);
             let (done, recur) = Self::parts(flow, self.mask);
             if let Some((v, dm)) = done {
                 acc = Some(match acc {
@@ -1363,6 +1395,7 @@ impl Evaluator {
             self.recur_args.truncate(rbase);
             self.mask = rm;
             if !self.recording
+                && !assigned_older
                 && carried.iter().all(|v| v.is_plain())
                 && acc.is_none_or(|a| a.0.is_plain())
             {

@@ -19,12 +19,14 @@ pub mod print;
 pub mod symbol;
 mod tape;
 mod value;
+mod vocab;
 
 pub use api::{Dialect, EvalOptions, Evaluation, Gradient, Input, InputValue, Inputs, Output};
-pub use decode::is_special_form;
 pub use error::{CoreError, ErrorKind, Result};
 pub use eval::Evaluator;
 pub use heap::{Heap, Node, NodeId, Program, SrcSpan};
 pub use params::{ParamDecl, ParamKind};
-pub use prims::is_primitive;
 pub use symbol::{Interner, Symbol};
+pub use vocab::{
+    Arity, Group, Word, WordKind, is_primitive, is_special_form, unary_operators, vocabulary, word,
+};

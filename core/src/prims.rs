@@ -1,9 +1,15 @@
-//! The closed set of primitives: names, arities, and each scalar op's forward beside its derivative.
+//! The closed set of primitives: one row per name (`PRIMITIVES`: opcode, arity, family,
+//! differentiable), and each scalar op's forward beside its derivative.
 //!
 //! Adding a `Unary` or `Binary` variant does not compile until both its forward (`apply`) and its
 //! derivative (`deriv` / `partials`) arms exist; tensor ops pair forward and VJP in `linalg.rs`.
 
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::OnceLock;
+
 use crate::api::Dialect;
+use crate::vocab::Group;
 
 /// Elementwise one-argument numeric ops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -116,7 +122,7 @@ impl Unary {
     }
 
     /// Whether the op has a nonzero derivative anywhere (piecewise-constant ops record nothing).
-    pub(crate) fn differentiable(self) -> bool {
+    pub(crate) const fn differentiable(self) -> bool {
         !matches!(
             self,
             Unary::Floor | Unary::Ceiling | Unary::Round | Unary::Truncate
@@ -221,7 +227,7 @@ impl Binary {
         }
     }
 
-    pub(crate) fn differentiable(self) -> bool {
+    pub(crate) const fn differentiable(self) -> bool {
         !matches!(self, Binary::Quotient)
     }
 }
@@ -479,268 +485,286 @@ pub(crate) enum Prim {
 /// Argument count bounds: `(min, max)`, `max = u32::MAX` for variadic.
 const ANY: u32 = u32::MAX;
 
-/// Whether `name` is a primitive of the runtime. Both dialects know the same names (they differ
-/// only in what some of them compute), so no dialect is asked for.
-pub fn is_primitive(name: &str) -> bool {
-    Prim::lookup(name, Dialect::Default).is_some()
+/// One primitive of the vocabulary: its name, the opcode it decodes to (and the reference
+/// dialect's variant), how many arguments it takes, its family and whether gradients flow through
+/// it. The opcode's forward sits beside its derivative (`Unary::apply`/`deriv`,
+/// `Binary::apply`/`partials`, tensor ops in `linalg.rs`), in exhaustive matches, so an opcode
+/// without a derivative does not compile.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PrimRow {
+    pub(crate) name: &'static str,
+    pub(crate) prim: Prim,
+    /// What the name denotes in the reference dialect (`prim` unless the dialects differ).
+    pub(crate) reference: Prim,
+    pub(crate) arity: (u32, u32),
+    pub(crate) group: Group,
+    pub(crate) differentiable: bool,
+}
+
+/// Gradients flow through (`D`) or not (`N`).
+const D: bool = true;
+const N: bool = false;
+
+const fn p(name: &'static str, prim: Prim, arity: (u32, u32), group: Group, d: bool) -> PrimRow {
+    PrimRow {
+        name,
+        prim,
+        reference: prim,
+        arity,
+        group,
+        differentiable: d,
+    }
+}
+
+/// A row whose name denotes `reference` in the reference dialect.
+const fn pd(name: &'static str, prim: Prim, reference: Prim, group: Group, d: bool) -> PrimRow {
+    let arity = match prim {
+        Prim::Binary(_) => (2, 2),
+        _ => (1, 1),
+    };
+    PrimRow {
+        name,
+        prim,
+        reference,
+        arity,
+        group,
+        differentiable: d,
+    }
+}
+
+const fn u(name: &'static str, op: Unary) -> PrimRow {
+    p(
+        name,
+        Prim::Unary(op),
+        (1, 1),
+        Group::Elementwise,
+        op.differentiable(),
+    )
+}
+
+const fn b(name: &'static str, op: Binary) -> PrimRow {
+    p(
+        name,
+        Prim::Binary(op),
+        (2, 2),
+        Group::Arithmetic,
+        op.differentiable(),
+    )
+}
+
+use Group::{Arithmetic, Comparison, HigherOrder, List, Predicate, Quotation, Tensor};
+
+/// Every primitive, one row per name (aliases are rows of their own). Adding a primitive is one
+/// row here plus its opcode's forward and derivative.
+pub(crate) const PRIMITIVES: &[PrimRow] = &[
+    p("+", Prim::Add, (0, ANY), Arithmetic, D),
+    p("-", Prim::Sub, (1, ANY), Arithmetic, D),
+    p("*", Prim::Mul, (0, ANY), Arithmetic, D),
+    p("/", Prim::Div, (1, ANY), Arithmetic, D),
+    p("min", Prim::Min, (1, ANY), Arithmetic, D),
+    p("max", Prim::Max, (1, ANY), Arithmetic, D),
+    u("sin", Unary::Sin),
+    u("cos", Unary::Cos),
+    u("tan", Unary::Tan),
+    u("exp", Unary::Exp),
+    pd(
+        "log",
+        Prim::Unary(Unary::Log),
+        Prim::Unary(Unary::LogClamped),
+        Group::Elementwise,
+        D,
+    ),
+    pd(
+        "sqrt",
+        Prim::Unary(Unary::Sqrt),
+        Prim::Unary(Unary::SqrtClamped),
+        Group::Elementwise,
+        D,
+    ),
+    u("abs", Unary::Abs),
+    u("tanh", Unary::Tanh),
+    u("sinh", Unary::Sinh),
+    u("cosh", Unary::Cosh),
+    u("asin", Unary::Asin),
+    u("acos", Unary::Acos),
+    p(
+        "atan",
+        Prim::Unary(Unary::Atan),
+        (1, 2),
+        Group::Elementwise,
+        D,
+    ),
+    u("square", Unary::Square),
+    u("sigmoid", Unary::Sigmoid),
+    u("floor", Unary::Floor),
+    u("ceiling", Unary::Ceiling),
+    u("round", Unary::Round),
+    u("truncate", Unary::Truncate),
+    b("pow", Binary::Pow),
+    b("expt", Binary::Pow),
+    b("atan2", Binary::Atan2),
+    pd(
+        "modulo",
+        Prim::Binary(Binary::FloorMod),
+        Prim::Binary(Binary::TruncMod),
+        Arithmetic,
+        D,
+    ),
+    pd(
+        "remainder",
+        Prim::Binary(Binary::TruncMod),
+        Prim::Binary(Binary::FloorMod),
+        Arithmetic,
+        D,
+    ),
+    b("quotient", Binary::Quotient),
+    p("=", Prim::Compare(Compare::Eq), (1, ANY), Comparison, N),
+    p("<", Prim::Compare(Compare::Lt), (1, ANY), Comparison, N),
+    p(">", Prim::Compare(Compare::Gt), (1, ANY), Comparison, N),
+    p("<=", Prim::Compare(Compare::Le), (1, ANY), Comparison, N),
+    p(">=", Prim::Compare(Compare::Ge), (1, ANY), Comparison, N),
+    p("not", Prim::Not, (1, 1), Predicate, N),
+    p("zero?", Prim::ZeroP, (1, 1), Predicate, N),
+    p("positive?", Prim::PositiveP, (1, 1), Predicate, N),
+    p("negative?", Prim::NegativeP, (1, 1), Predicate, N),
+    p("number?", Prim::NumberP, (1, 1), Predicate, N),
+    p("boolean?", Prim::BooleanP, (1, 1), Predicate, N),
+    p("symbol?", Prim::SymbolP, (1, 1), Predicate, N),
+    p("null?", Prim::NullP, (1, 1), Predicate, N),
+    p("pair?", Prim::PairP, (1, 1), Predicate, N),
+    p("procedure?", Prim::ProcedureP, (1, 1), Predicate, N),
+    p("vector?", Prim::VectorP, (1, 1), Predicate, N),
+    p("eq?", Prim::EqP, (2, 2), Predicate, N),
+    p("eqv?", Prim::EqP, (2, 2), Predicate, N),
+    p("equal?", Prim::EqualP, (2, 2), Predicate, N),
+    p("cons", Prim::Cons, (2, 2), List, D),
+    p("car", Prim::Car, (1, 1), List, D),
+    p("cdr", Prim::Cdr, (1, 1), List, D),
+    p("cadr", Prim::Cadr, (1, 1), List, D),
+    p("cddr", Prim::Cddr, (1, 1), List, D),
+    p("caar", Prim::Caar, (1, 1), List, D),
+    p("cdar", Prim::Cdar, (1, 1), List, D),
+    p("caddr", Prim::Caddr, (1, 1), List, D),
+    p("list", Prim::List, (0, ANY), List, D),
+    p("length", Prim::Length, (1, 1), List, N),
+    p("append", Prim::Append, (0, ANY), List, D),
+    p("reverse", Prim::Reverse, (1, 1), List, D),
+    p("list-ref", Prim::ListRef, (2, 2), List, D),
+    p("apply", Prim::Apply, (2, ANY), HigherOrder, D),
+    p("map", Prim::Map, (2, ANY), HigherOrder, D),
+    p("filter", Prim::Filter, (2, 2), HigherOrder, D),
+    p("fold-left", Prim::FoldLeft, (3, 3), HigherOrder, D),
+    p("fold", Prim::FoldLeft, (3, 3), HigherOrder, D),
+    p("fold-right", Prim::FoldRight, (3, 3), HigherOrder, D),
+    p("eval", Prim::Eval, (1, 1), Quotation, D),
+    p("vec", Prim::Vec, (0, ANY), Tensor, D),
+    p("vector", Prim::Vec, (0, ANY), Tensor, D),
+    p("mat", Prim::Mat, (0, ANY), Tensor, D),
+    p("ref", Prim::Ref, (2, 3), Tensor, D),
+    p("vector-ref", Prim::Ref, (2, 3), Tensor, D),
+    p("dot", Prim::Dot, (2, 2), Tensor, D),
+    p("cross", Prim::Cross, (2, 2), Tensor, D),
+    p("norm", Prim::Norm, (1, 1), Tensor, D),
+    p("normalize", Prim::Normalize, (1, 1), Tensor, D),
+    p("vsum", Prim::VSum, (1, 1), Tensor, D),
+    p("vlen", Prim::VLen, (1, 1), Tensor, N),
+    p("vector-length", Prim::VLen, (1, 1), Tensor, N),
+    p("scale", Prim::Scale, (2, 2), Tensor, D),
+    p("matvec", Prim::MatVec, (2, 2), Tensor, D),
+    p("matmul", Prim::MatMul, (2, 2), Tensor, D),
+    p("transpose", Prim::Transpose, (1, 1), Tensor, D),
+    p("trace", Prim::Trace, (1, 1), Tensor, D),
+    p("det", Prim::Det, (1, 1), Tensor, D),
+    p("logdet", Prim::LogDet, (1, 1), Tensor, D),
+    p("inv", Prim::Inv, (1, 1), Tensor, D),
+    p("outer", Prim::Outer, (2, 2), Tensor, D),
+    p("eye", Prim::Eye, (1, 1), Tensor, N),
+    p("zeros", Prim::Zeros, (1, 1), Tensor, N),
+    p("ones", Prim::Ones, (1, 1), Tensor, N),
+];
+
+/// Row index by name, and the first row of each opcode (its name in messages, its arity).
+struct Index {
+    by_name: HashMap<&'static str, usize>,
+    /// Read when a primitive value is applied (its arity), so hashed with a few multiplies.
+    by_prim: HashMap<Prim, usize, BuildHasherDefault<OpcodeHasher>>,
+}
+
+/// A multiply-rotate hasher for opcodes (a `Prim` hashes as one or two small discriminants).
+#[derive(Default)]
+struct OpcodeHasher(u64);
+
+impl Hasher for OpcodeHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+
+    fn write_isize(&mut self, x: isize) {
+        self.write_u64(x as u64);
+    }
+
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+}
+
+fn index() -> &'static Index {
+    static INDEX: OnceLock<Index> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        let mut by_prim = HashMap::default();
+        for (i, r) in PRIMITIVES.iter().enumerate() {
+            by_prim.entry(r.prim).or_insert(i);
+        }
+        for (i, r) in PRIMITIVES.iter().enumerate() {
+            by_prim.entry(r.reference).or_insert(i);
+        }
+        Index {
+            by_name: PRIMITIVES
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.name, i))
+                .collect(),
+            by_prim,
+        }
+    })
 }
 
 impl Prim {
     /// The primitive a global name denotes in `dialect`, if any.
     pub(crate) fn lookup(name: &str, dialect: Dialect) -> Option<Prim> {
-        let reference = dialect == Dialect::Reference;
-        Some(match name {
-            "+" => Prim::Add,
-            "-" => Prim::Sub,
-            "*" => Prim::Mul,
-            "/" => Prim::Div,
-            "min" => Prim::Min,
-            "max" => Prim::Max,
-            "sin" => Prim::Unary(Unary::Sin),
-            "cos" => Prim::Unary(Unary::Cos),
-            "tan" => Prim::Unary(Unary::Tan),
-            "exp" => Prim::Unary(Unary::Exp),
-            "log" if reference => Prim::Unary(Unary::LogClamped),
-            "log" => Prim::Unary(Unary::Log),
-            "sqrt" if reference => Prim::Unary(Unary::SqrtClamped),
-            "sqrt" => Prim::Unary(Unary::Sqrt),
-            "abs" => Prim::Unary(Unary::Abs),
-            "tanh" => Prim::Unary(Unary::Tanh),
-            "sinh" => Prim::Unary(Unary::Sinh),
-            "cosh" => Prim::Unary(Unary::Cosh),
-            "asin" => Prim::Unary(Unary::Asin),
-            "acos" => Prim::Unary(Unary::Acos),
-            "atan" => Prim::Unary(Unary::Atan),
-            "square" => Prim::Unary(Unary::Square),
-            "sigmoid" => Prim::Unary(Unary::Sigmoid),
-            "floor" => Prim::Unary(Unary::Floor),
-            "ceiling" => Prim::Unary(Unary::Ceiling),
-            "round" => Prim::Unary(Unary::Round),
-            "truncate" => Prim::Unary(Unary::Truncate),
-            "pow" | "expt" => Prim::Binary(Binary::Pow),
-            "atan2" => Prim::Binary(Binary::Atan2),
-            "modulo" if reference => Prim::Binary(Binary::TruncMod),
-            "modulo" => Prim::Binary(Binary::FloorMod),
-            "remainder" if reference => Prim::Binary(Binary::FloorMod),
-            "remainder" => Prim::Binary(Binary::TruncMod),
-            "quotient" => Prim::Binary(Binary::Quotient),
-            "=" => Prim::Compare(Compare::Eq),
-            "<" => Prim::Compare(Compare::Lt),
-            ">" => Prim::Compare(Compare::Gt),
-            "<=" => Prim::Compare(Compare::Le),
-            ">=" => Prim::Compare(Compare::Ge),
-            "not" => Prim::Not,
-            "zero?" => Prim::ZeroP,
-            "positive?" => Prim::PositiveP,
-            "negative?" => Prim::NegativeP,
-            "number?" => Prim::NumberP,
-            "boolean?" => Prim::BooleanP,
-            "symbol?" => Prim::SymbolP,
-            "null?" => Prim::NullP,
-            "pair?" => Prim::PairP,
-            "procedure?" => Prim::ProcedureP,
-            "vector?" => Prim::VectorP,
-            "eq?" | "eqv?" => Prim::EqP,
-            "equal?" => Prim::EqualP,
-            "cons" => Prim::Cons,
-            "car" => Prim::Car,
-            "cdr" => Prim::Cdr,
-            "cadr" => Prim::Cadr,
-            "cddr" => Prim::Cddr,
-            "caar" => Prim::Caar,
-            "cdar" => Prim::Cdar,
-            "caddr" => Prim::Caddr,
-            "list" => Prim::List,
-            "length" => Prim::Length,
-            "append" => Prim::Append,
-            "reverse" => Prim::Reverse,
-            "list-ref" => Prim::ListRef,
-            "apply" => Prim::Apply,
-            "map" => Prim::Map,
-            "filter" => Prim::Filter,
-            "fold-left" | "fold" => Prim::FoldLeft,
-            "fold-right" => Prim::FoldRight,
-            "eval" => Prim::Eval,
-            "vec" | "vector" => Prim::Vec,
-            "mat" => Prim::Mat,
-            "ref" | "vector-ref" => Prim::Ref,
-            "dot" => Prim::Dot,
-            "cross" => Prim::Cross,
-            "norm" => Prim::Norm,
-            "normalize" => Prim::Normalize,
-            "vsum" => Prim::VSum,
-            "vlen" | "vector-length" => Prim::VLen,
-            "scale" => Prim::Scale,
-            "matvec" => Prim::MatVec,
-            "matmul" => Prim::MatMul,
-            "transpose" => Prim::Transpose,
-            "trace" => Prim::Trace,
-            "det" => Prim::Det,
-            "logdet" => Prim::LogDet,
-            "inv" => Prim::Inv,
-            "outer" => Prim::Outer,
-            "eye" => Prim::Eye,
-            "zeros" => Prim::Zeros,
-            "ones" => Prim::Ones,
-            _ => return None,
+        let row = &PRIMITIVES[*index().by_name.get(name)?];
+        Some(match dialect {
+            Dialect::Reference => row.reference,
+            _ => row.prim,
         })
+    }
+
+    fn row(self) -> Option<&'static PrimRow> {
+        index().by_prim.get(&self).map(|&i| &PRIMITIVES[i])
     }
 
     /// Allowed argument counts.
     pub(crate) fn arity(self) -> (u32, u32) {
-        match self {
-            Prim::Add | Prim::Mul | Prim::List | Prim::Append | Prim::Vec | Prim::Mat => (0, ANY),
-            Prim::Sub | Prim::Div | Prim::Min | Prim::Max => (1, ANY),
-            Prim::Compare(_) => (1, ANY),
-            Prim::Unary(Unary::Atan) => (1, 2),
-            Prim::Unary(_) => (1, 1),
-            Prim::Binary(_) => (2, 2),
-            Prim::Map => (2, ANY),
-            Prim::Apply => (2, ANY),
-            Prim::Filter => (2, 2),
-            Prim::FoldLeft | Prim::FoldRight => (3, 3),
-            Prim::Ref => (2, 3),
-            Prim::Cons
-            | Prim::EqP
-            | Prim::EqualP
-            | Prim::ListRef
-            | Prim::Dot
-            | Prim::Cross
-            | Prim::Scale
-            | Prim::MatVec
-            | Prim::MatMul
-            | Prim::Outer => (2, 2),
-            Prim::Not
-            | Prim::ZeroP
-            | Prim::PositiveP
-            | Prim::NegativeP
-            | Prim::NumberP
-            | Prim::BooleanP
-            | Prim::SymbolP
-            | Prim::NullP
-            | Prim::PairP
-            | Prim::ProcedureP
-            | Prim::VectorP
-            | Prim::Car
-            | Prim::Cdr
-            | Prim::Cadr
-            | Prim::Cddr
-            | Prim::Caar
-            | Prim::Cdar
-            | Prim::Caddr
-            | Prim::Length
-            | Prim::Reverse
-            | Prim::Eval
-            | Prim::Norm
-            | Prim::Normalize
-            | Prim::VSum
-            | Prim::VLen
-            | Prim::Transpose
-            | Prim::Trace
-            | Prim::Det
-            | Prim::LogDet
-            | Prim::Inv
-            | Prim::Eye
-            | Prim::Zeros
-            | Prim::Ones => (1, 1),
+        match self.row() {
+            Some(r) => r.arity,
+            None if matches!(self, Prim::Binary(_)) => (2, 2),
+            None => (1, 1),
         }
     }
 
     /// The name of the primitive, for messages.
     pub(crate) fn name(self) -> &'static str {
-        match self {
-            Prim::Add => "+",
-            Prim::Sub => "-",
-            Prim::Mul => "*",
-            Prim::Div => "/",
-            Prim::Min => "min",
-            Prim::Max => "max",
-            Prim::Unary(Unary::Sin) => "sin",
-            Prim::Unary(Unary::Cos) => "cos",
-            Prim::Unary(Unary::Tan) => "tan",
-            Prim::Unary(Unary::Exp) => "exp",
-            Prim::Unary(Unary::LogClamped) => "log",
-            Prim::Unary(Unary::Log) => "log",
-            Prim::Unary(Unary::SqrtClamped) => "sqrt",
-            Prim::Unary(Unary::Sqrt) => "sqrt",
-            Prim::Unary(Unary::Abs) => "abs",
-            Prim::Unary(Unary::Tanh) => "tanh",
-            Prim::Unary(Unary::Sinh) => "sinh",
-            Prim::Unary(Unary::Cosh) => "cosh",
-            Prim::Unary(Unary::Asin) => "asin",
-            Prim::Unary(Unary::Acos) => "acos",
-            Prim::Unary(Unary::Atan) => "atan",
-            Prim::Unary(Unary::Square) => "square",
-            Prim::Unary(Unary::Sigmoid) => "sigmoid",
-            Prim::Unary(Unary::Floor) => "floor",
-            Prim::Unary(Unary::Ceiling) => "ceiling",
-            Prim::Unary(Unary::Round) => "round",
-            Prim::Unary(Unary::Truncate) => "truncate",
-            Prim::Binary(Binary::Pow) => "pow",
-            Prim::Binary(Binary::Atan2) => "atan2",
-            Prim::Binary(Binary::TruncMod) => "modulo",
-            Prim::Binary(Binary::FloorMod) => "modulo",
-            Prim::Binary(Binary::Quotient) => "quotient",
-            Prim::Compare(Compare::Eq) => "=",
-            Prim::Compare(Compare::Lt) => "<",
-            Prim::Compare(Compare::Gt) => ">",
-            Prim::Compare(Compare::Le) => "<=",
-            Prim::Compare(Compare::Ge) => ">=",
-            Prim::Not => "not",
-            Prim::ZeroP => "zero?",
-            Prim::PositiveP => "positive?",
-            Prim::NegativeP => "negative?",
-            Prim::NumberP => "number?",
-            Prim::BooleanP => "boolean?",
-            Prim::SymbolP => "symbol?",
-            Prim::NullP => "null?",
-            Prim::PairP => "pair?",
-            Prim::ProcedureP => "procedure?",
-            Prim::VectorP => "vector?",
-            Prim::EqP => "eq?",
-            Prim::EqualP => "equal?",
-            Prim::Cons => "cons",
-            Prim::Car => "car",
-            Prim::Cdr => "cdr",
-            Prim::Cadr => "cadr",
-            Prim::Cddr => "cddr",
-            Prim::Caar => "caar",
-            Prim::Cdar => "cdar",
-            Prim::Caddr => "caddr",
-            Prim::List => "list",
-            Prim::Length => "length",
-            Prim::Append => "append",
-            Prim::Reverse => "reverse",
-            Prim::ListRef => "list-ref",
-            Prim::Apply => "apply",
-            Prim::Map => "map",
-            Prim::Filter => "filter",
-            Prim::FoldLeft => "fold-left",
-            Prim::FoldRight => "fold-right",
-            Prim::Eval => "eval",
-            Prim::Vec => "vec",
-            Prim::Mat => "mat",
-            Prim::Ref => "ref",
-            Prim::Dot => "dot",
-            Prim::Cross => "cross",
-            Prim::Norm => "norm",
-            Prim::Normalize => "normalize",
-            Prim::VSum => "vsum",
-            Prim::VLen => "vlen",
-            Prim::Scale => "scale",
-            Prim::MatVec => "matvec",
-            Prim::MatMul => "matmul",
-            Prim::Transpose => "transpose",
-            Prim::Trace => "trace",
-            Prim::Det => "det",
-            Prim::LogDet => "logdet",
-            Prim::Inv => "inv",
-            Prim::Outer => "outer",
-            Prim::Eye => "eye",
-            Prim::Zeros => "zeros",
-            Prim::Ones => "ones",
-            Prim::Unary(_) | Prim::Binary(_) => "numeric primitive",
-        }
+        self.row().map_or("numeric primitive", |r| r.name)
     }
 }
 
@@ -816,6 +840,29 @@ mod tests {
             assert!((fx - dx).abs() < 1e-6, "{op:?} dx {dx} vs {fx}");
             assert!((fy - dy).abs() < 1e-6, "{op:?} dy {dy} vs {fy}");
         }
+    }
+
+    /// A row's differentiable flag is its opcode's (the tape records exactly those ops).
+    #[test]
+    fn rows_agree_with_their_opcodes() {
+        for r in PRIMITIVES {
+            match r.prim {
+                Prim::Unary(op) => assert_eq!(r.differentiable, op.differentiable(), "{}", r.name),
+                Prim::Binary(op) => assert_eq!(r.differentiable, op.differentiable(), "{}", r.name),
+                Prim::Compare(_) => assert!(!r.differentiable, "{}", r.name),
+                _ => {}
+            }
+            assert_eq!(Prim::lookup(r.name, Dialect::Default), Some(r.prim));
+            assert_eq!(Prim::lookup(r.name, Dialect::Reference), Some(r.reference));
+            assert!(
+                r.prim.arity() == r.arity || r.prim.name() != r.name,
+                "{}",
+                r.name
+            );
+        }
+        assert_eq!(Prim::Unary(Unary::LogClamped).name(), "log");
+        assert_eq!(Prim::Binary(Binary::Pow).name(), "pow");
+        assert_eq!(Prim::Unary(Unary::Neg).name(), "numeric primitive");
     }
 
     #[test]

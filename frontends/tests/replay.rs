@@ -171,6 +171,29 @@ fn loop_trip_count_on_a_parameter_is_guarded() {
     assert_eq!(r, [false, true, false, true]);
 }
 
+/// `set!` under a branch on a parameter (the assignment is a select over the lanes on the path)
+/// and in a `do` loop whose trip count depends on it: replays equal walks bit for bit, and a
+/// changed lane pattern or trip count falls back to a walk.
+#[test]
+fn set_under_branches_and_do_loops_replays_bit_for_bit() {
+    let src = "(let ((y a) (s 0.0))
+                 (if (< a 0.0) (set! y (* y y)) (set! y (- (* 3.0 y))))
+                 (do ((x a (* x 0.5))) ((< x 1.0) (+ y s)) (set! s (+ s x))))";
+    let four = |xs: &[f64]| Inputs::new().param_lanes("a", lanes(xs));
+    let r = check_sequence(
+        "set! and do on a, four lanes",
+        src,
+        opts(Dialect::Default, 4),
+        &[
+            four(&[3.0, -1.0, 5.0, -2.0]),
+            four(&[3.1, -1.1, 5.1, -2.1]),
+            four(&[-3.1, -1.1, 5.1, -2.1]),
+            four(&[-3.1, -1.1, 9.0, -2.1]),
+        ],
+    );
+    assert_eq!(r, [false, true, false, false]);
+}
+
 #[test]
 fn non_differentiable_ops_are_guarded() {
     // floor, zero?, positive? and quotient of parameters decide values and an index.

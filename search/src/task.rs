@@ -712,7 +712,27 @@ fn resolve_frontend(path: &Path, spec: &TaskSpec, frontends: &Registry) -> Resul
 
 /// The unary operators the grammar uses by default.
 pub const DEFAULT_OPERATORS: &[&str] = &["exp", "sin", "cos", "log", "sqrt"];
-const GRAMMAR_OPERATORS: &[&str] = &["exp", "sin", "cos", "log", "sqrt", "tanh", "abs"];
+
+/// Refuses an operator the runtime's vocabulary does not offer (`what`, `known` decide which):
+/// the message lists the unary operators.
+fn check_operators(
+    path: &Path,
+    ops: &[Spanned<String>],
+    what: &str,
+    known: impl Fn(&str) -> bool,
+) -> Result<()> {
+    match ops.iter().find(|o| !known(&o.value)) {
+        None => Ok(()),
+        Some(o) => {
+            let list: Vec<&str> = ndvm_core::unary_operators().collect();
+            Err(task_err(
+                path,
+                Some(o.referenced),
+                format!("unknown {what} `{}` (known: {})", o.value, list.join(", ")),
+            ))
+        }
+    }
+}
 
 /// Refuses `kind: llm` (at `loc`) in a build without the `llm` feature (`built` is false).
 fn llm_feature(path: &Path, loc: Option<Location>, built: bool) -> Result<()> {
@@ -725,6 +745,9 @@ fn llm_feature(path: &Path, loc: Option<Location>, built: bool) -> Result<()> {
 /// Resolves `proposer:` for `kind: llm` (reads the prompt template; contacts nothing).
 fn resolve_llm(path: &Path, base: &Path, spec: &TaskSpec, no_vars: bool) -> Result<LlmConfig> {
     let p = &spec.proposer;
+    if let Some(ops) = &p.operators {
+        check_operators(path, ops, "operator", ndvm_core::is_primitive)?;
+    }
     let err = |loc: Location, msg: String| task_err(path, Some(loc), msg);
     let need = |key: &str| {
         task_err(
@@ -1236,18 +1259,9 @@ fn resolve(path: &Path, text: String, spec: TaskSpec, frontends: Arc<Registry>) 
             }
             let operators = match &p.operators {
                 Some(ops) => {
-                    for o in ops {
-                        if !GRAMMAR_OPERATORS.contains(&o.value.as_str()) {
-                            return Err(err(
-                                o.referenced,
-                                format!(
-                                    "unknown grammar operator `{}` (known: {})",
-                                    o.value,
-                                    GRAMMAR_OPERATORS.join(", ")
-                                ),
-                            ));
-                        }
-                    }
+                    check_operators(path, ops, "grammar operator", |o| {
+                        ndvm_core::unary_operators().any(|k| k == o)
+                    })?;
                     ops.iter().map(|o| o.value.clone()).collect()
                 }
                 None => DEFAULT_OPERATORS.iter().map(|s| s.to_string()).collect(),
@@ -1618,5 +1632,27 @@ mod tests {
             "{msg}"
         );
         assert!(llm_feature(Path::new("t.yaml"), loc, true).is_ok());
+    }
+
+    /// Operators come from the runtime's vocabulary: the defaults are among its unary operators,
+    /// and an unknown one is refused at its line with the known ones listed.
+    #[test]
+    fn operators_are_checked_against_the_vocabulary() {
+        let unary: Vec<&str> = ndvm_core::unary_operators().collect();
+        for op in DEFAULT_OPERATORS {
+            assert!(unary.contains(op), "{op}");
+        }
+        let text = "name: t\ndata:\n  generate: {formula: x, from: 0, to: 1, n: 3}\ninputs: [x]\n\
+                    target: y\nproposer:\n  kind: grammar\n  operators: [exp, sigmoid, frob]\n";
+        let spec = parse_spec(Path::new("t.yaml"), text).unwrap();
+        let ops = spec.proposer.operators.as_deref().unwrap_or_default();
+        let known = |o: &str| ndvm_core::unary_operators().any(|k| k == o);
+        let msg = check_operators(Path::new("t.yaml"), ops, "grammar operator", known)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.starts_with("t.yaml:8:"), "{msg}");
+        assert!(msg.contains("unknown grammar operator `frob`"), "{msg}");
+        assert!(msg.contains("sigmoid"), "{msg}");
+        assert!(check_operators(Path::new("t.yaml"), &ops[..2], "grammar operator", known).is_ok());
     }
 }

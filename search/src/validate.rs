@@ -4,14 +4,16 @@
 
 use std::collections::BTreeSet;
 
-use ndvm_core::{Heap, Node, NodeId, Program, print};
+use ndvm_core::{Heap, Node, NodeId, Program, WordKind, print};
 use ndvm_frontends::Frontend;
 
-/// Auxiliary keywords that head a clause inside a special form (`(else …)` in `cond`/`case`,
-/// `(unquote …)` in `quasiquote`) without being forms of their own; the forms themselves and the
-/// primitive operators come from ndvm-core ([`ndvm_core::is_special_form`],
-/// [`ndvm_core::is_primitive`]), so the validator accepts exactly what the runtime knows.
-const AUXILIARY_KEYWORDS: &[&str] = &["else", "=>", "unquote", "unquote-splicing"];
+/// Whether `name` is a special form or an auxiliary keyword (`else`, `=>`, `unquote`) of the
+/// runtime's vocabulary ([`ndvm_core::vocabulary`]); the primitive operators come from the same
+/// rows ([`ndvm_core::is_primitive`]), so the validator accepts exactly what the runtime knows.
+fn is_syntax_word(name: &str) -> bool {
+    ndvm_core::word(name)
+        .is_some_and(|w| matches!(w.kind, WordKind::SpecialForm | WordKind::Keyword))
+}
 
 /// Longest candidate source accepted, in bytes (64 KiB). Real candidates are a few hundred bytes;
 /// the bound keeps a runaway answer from costing parse time and memory on every rerun.
@@ -58,7 +60,7 @@ struct Walk<'a> {
     used: BTreeSet<String>,
     env: Vec<String>,
     complexity: usize,
-    /// Memo of [`ndvm_core::is_special_form`] by name.
+    /// Memo of [`is_syntax_word`] by name.
     forms: std::collections::HashMap<String, bool>,
 }
 
@@ -78,7 +80,7 @@ impl Walk<'_> {
         if let Some(&known) = self.forms.get(name) {
             return known;
         }
-        let known = AUXILIARY_KEYWORDS.contains(&name) || ndvm_core::is_special_form(name);
+        let known = is_syntax_word(name);
         self.forms.insert(name.to_string(), known);
         known
     }
@@ -101,7 +103,10 @@ impl Walk<'_> {
                 } else if self.params.contains(&name) || self.declared.contains(&name) {
                     self.used.insert(name);
                     "P".to_string()
-                } else if self.inputs.contains(&name) || ndvm_core::is_primitive(&name) {
+                } else if self.inputs.contains(&name)
+                    || ndvm_core::is_primitive(&name)
+                    || ndvm_core::word(&name).is_some_and(|w| w.kind == WordKind::Keyword)
+                {
                     name
                 } else if operator {
                     return Err(reject(
@@ -195,6 +200,71 @@ impl Walk<'_> {
         Ok(format!("({})", out.join(" ")))
     }
 
+    /// Binds a formals list, proper or dotted (`(u v . rest)`), or a lone rest symbol.
+    fn formals(&mut self, formals: Option<NodeId>) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut cur = formals;
+        while let Some(id) = cur {
+            cur = match self.heap.node(id) {
+                Node::Pair(p, next) => {
+                    let s = self.sym(p).map(str::to_string);
+                    names.push(self.bind(s.as_deref()));
+                    Some(next)
+                }
+                Node::Sym(s) => {
+                    let s = self.heap.symbol_name(s).to_string();
+                    names.push(self.bind(Some(&s)));
+                    None
+                }
+                _ => None,
+            };
+        }
+        names
+    }
+
+    /// `(do ((v init step)…) (test result…) command…)`: inits outside, the rest with the
+    /// variables bound.
+    fn do_form(&mut self, items: &[NodeId]) -> Result<String, Rejection> {
+        let specs: Vec<Vec<NodeId>> = items
+            .get(1)
+            .and_then(|&s| self.heap.list_items(s))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|s| self.heap.list_items(s).unwrap_or_default())
+            .collect();
+        let mut inits = Vec::new();
+        for p in &specs {
+            inits.push(p.get(1).map(|&i| self.expr(i)).transpose()?);
+        }
+        let names: Vec<String> = specs
+            .iter()
+            .map(|p| {
+                let n = p.first().and_then(|&n| self.sym(n)).map(str::to_string);
+                self.bind(n.as_deref())
+            })
+            .collect();
+        let mut out = Vec::new();
+        for ((p, name), init) in specs.iter().zip(names).zip(inits) {
+            let step = match p.get(2) {
+                Some(&st) => format!(" {}", self.expr(st)?),
+                None => String::new(),
+            };
+            out.push(format!("({name} {}{step})", init.unwrap_or_default()));
+        }
+        let exit = items
+            .get(2)
+            .and_then(|&e| self.heap.list_items(e))
+            .unwrap_or_default();
+        let exit = self.body(&exit)?;
+        let commands = self.body(items.get(3..).unwrap_or(&[]))?;
+        Ok(format!(
+            "(do ({}) ({}) {})",
+            out.join(" "),
+            exit.join(" "),
+            commands.join(" ")
+        ))
+    }
+
     fn body(&mut self, items: &[NodeId]) -> Result<Vec<String>, Rejection> {
         items.iter().map(|&i| self.expr(i)).collect()
     }
@@ -252,6 +322,18 @@ impl Walk<'_> {
                 let b = self.bindings(binds, f == "let*", f.starts_with("letrec"))?;
                 let body = self.body(body)?;
                 Ok(format!("({f} {named}{b} {})", body.join(" ")))
+            }
+            Some("do") => self.do_form(&items),
+            Some("case-lambda") => {
+                let mut clauses = Vec::new();
+                for &c in &items[1..] {
+                    let parts = self.heap.list_items(c).unwrap_or_default();
+                    let names = self.formals(parts.first().copied());
+                    let body = self.body(parts.get(1..).unwrap_or(&[]))?;
+                    self.env.truncate(depth);
+                    clauses.push(format!("(({}) {})", names.join(" "), body.join(" ")));
+                }
+                Ok(format!("(case-lambda {})", clauses.join(" ")))
             }
             Some("lambda") => {
                 let params = items.get(1).copied();
@@ -539,40 +621,46 @@ mod tests {
         );
     }
 
-    /// The names core's `Prim::lookup` matches, read from its source so the test follows it.
-    fn core_primitive_names() -> Vec<String> {
-        let src = include_str!("../../core/src/prims.rs");
-        let start = src.find("fn lookup(").expect("core has Prim::lookup");
-        let end = start + src[start..].find("_ => return None").expect("lookup ends");
-        let mut names = Vec::new();
-        for line in src[start..end].lines().filter(|l| l.contains("=> Prim")) {
-            let pattern = line.split("=>").next().unwrap_or("");
-            for (i, part) in pattern.split('"').enumerate() {
-                if i % 2 == 1 {
-                    names.push(part.to_string());
+    /// The validator accepts exactly the runtime's vocabulary: every primitive as an operator,
+    /// every special form and keyword, and no refused or unknown word.
+    #[test]
+    fn the_validator_accepts_exactly_the_vocabulary() {
+        let words = ndvm_core::vocabulary();
+        assert!(words.len() > 80, "{words:?}");
+        for w in words {
+            let r = skel(&format!("({} a x)", w.name));
+            match w.kind {
+                WordKind::Primitive => assert!(r.is_ok(), "`{}` rejected: {r:?}", w.name),
+                WordKind::SpecialForm | WordKind::Keyword => {
+                    assert!(is_syntax_word(w.name), "{}", w.name);
+                }
+                WordKind::Unsupported => {
+                    assert!(!is_syntax_word(w.name), "{}", w.name);
+                    assert_eq!(r.unwrap_err().class, "unknown-operator", "{}", w.name);
                 }
             }
         }
-        names.sort();
-        names.dedup();
-        names
-    }
-
-    #[test]
-    fn every_core_primitive_is_accepted_and_unknown_names_are_not() {
-        let names = core_primitive_names();
-        assert!(names.len() > 80, "{names:?}");
-        for name in &names {
-            assert!(ndvm_core::is_primitive(name), "{name}");
-            let r = skel(&format!("({name} a x)"));
-            assert!(r.is_ok(), "`{name}` rejected: {r:?}");
-        }
-        for name in ["softplus", "log1p", "expm1", "set!", "frobnicate"] {
-            assert!(!names.contains(&name.to_string()), "{name}");
+        for name in ["softplus", "log1p", "expm1", "frobnicate"] {
+            assert!(ndvm_core::word(name).is_none(), "{name}");
             let r = skel(&format!("({name} a x)")).unwrap_err();
             assert_eq!(r.class, "unknown-operator", "{name}: {r:?}");
         }
         assert!(skel("(cond ((< x a) x) (else a))").is_ok());
+        assert!(skel("(cond ((* x a) => (lambda (v) (* v v))) (else a))").is_ok());
+        assert!(
+            skel("(let ((s 0.0)) (do ((i 0 (+ i 1))) ((= i 3) s) (set! s (+ s (* a x)))))").is_ok()
+        );
+        let cl = skel("((case-lambda ((u) (* a u)) ((u . r) (apply + u r))) x)").unwrap();
+        assert_eq!(
+            cl.skeleton,
+            "((case-lambda ((v0) (* P v0)) ((v0 v1) (apply + v0 v1))) x)"
+        );
+        assert_eq!(
+            skel("(do ((i 0 (+ i 1))) ((= i 3) j) (* a x))")
+                .unwrap_err()
+                .class,
+            "free-variable"
+        );
     }
 
     fn nested(depth: usize) -> String {

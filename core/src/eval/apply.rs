@@ -14,6 +14,35 @@ use crate::prims::{Binary, Compare, Prim, Unary};
 use crate::tape::TapeOp;
 use crate::value::Value;
 
+/// What an operation is called in its error messages: a primitive's name is looked up in the
+/// vocabulary only when an error is raised, never on the numeric path.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum What {
+    Prim(Prim),
+    Text(&'static str),
+}
+
+impl What {
+    fn name(self) -> &'static str {
+        match self {
+            What::Prim(p) => p.name(),
+            What::Text(s) => s,
+        }
+    }
+}
+
+impl From<Prim> for What {
+    fn from(p: Prim) -> Self {
+        What::Prim(p)
+    }
+}
+
+impl From<&'static str> for What {
+    fn from(s: &'static str) -> Self {
+        What::Text(s)
+    }
+}
+
 #[cold]
 fn type_error(what: &str, expected: &str, got: Value) -> Box<CoreError> {
     err(
@@ -36,10 +65,10 @@ impl Evaluator {
     #[inline(never)]
     pub(super) fn call_prim1(&mut self, p: Prim, x: Value, at: CodeId) -> Result<Value> {
         let res = match p {
-            Prim::Add | Prim::Mul | Prim::Min | Prim::Max => self.numeric(x, p.name()).map(|_| x),
+            Prim::Add | Prim::Mul | Prim::Min | Prim::Max => self.numeric(x, p).map(|_| x),
             Prim::Sub => self.unary(Unary::Neg, x, "-"),
             Prim::Div => self.unary(Unary::Recip, x, "/"),
-            Prim::Unary(u) => self.unary(u, x, p.name()),
+            Prim::Unary(u) => self.unary(u, x, p),
             Prim::Det | Prim::LogDet | Prim::Inv => self.det_family(p, x),
             Prim::Eye | Prim::Zeros | Prim::Ones => self.prim_fill(p, x),
             _ => {
@@ -67,11 +96,7 @@ impl Evaluator {
             Prim::Binary(b) => b,
             _ => return self.call_prim2_other(p, x, y, at),
         };
-        let what = match p {
-            Prim::Unary(Unary::Atan) => "atan",
-            _ => p.name(),
-        };
-        self.binary(op, x, y, what)
+        self.binary(op, x, y, p)
             .map_err(|e| e.at(self.codes.node(at)))
     }
 
@@ -220,7 +245,7 @@ impl Evaluator {
                 } else {
                     Binary::Mul
                 };
-                self.fold(op, base, n, name())
+                self.fold(op, base, n, p)
             }
             Prim::Sub | Prim::Div => {
                 if n == 1 {
@@ -229,22 +254,22 @@ impl Evaluator {
                     } else {
                         Unary::Recip
                     };
-                    return self.unary(u, self.arg(base, 0), name());
+                    return self.unary(u, self.arg(base, 0), p);
                 }
                 let op = if p == Prim::Sub {
                     Binary::Sub
                 } else {
                     Binary::Div
                 };
-                self.fold(op, base, n, name())
+                self.fold(op, base, n, p)
             }
             Prim::Min => self.fold(Binary::Min, base, n, "min"),
             Prim::Max => self.fold(Binary::Max, base, n, "max"),
             Prim::Unary(Unary::Atan) if n == 2 => {
                 self.binary(Binary::Atan2, self.arg(base, 0), self.arg(base, 1), "atan")
             }
-            Prim::Unary(u) => self.unary(u, self.arg(base, 0), name()),
-            Prim::Binary(b) => self.binary(b, self.arg(base, 0), self.arg(base, 1), name()),
+            Prim::Unary(u) => self.unary(u, self.arg(base, 0), p),
+            Prim::Binary(b) => self.binary(b, self.arg(base, 0), self.arg(base, 1), p),
             Prim::Compare(c) => self.compare_chain(c, base, n),
             Prim::Not => {
                 let v = self.arg(base, 0);
@@ -499,13 +524,13 @@ impl Evaluator {
 
     // ------------------------------------------------------------ numbers
 
-    fn numeric(&self, v: Value, what: &str) -> Result<(PayloadId, Shape)> {
+    fn numeric(&self, v: Value, what: impl Into<What>) -> Result<(PayloadId, Shape)> {
         match v {
             Value::Num(p) => Ok((p, Shape::Scalar)),
             Value::Bool(p) if self.opts.dialect == Dialect::Reference => Ok((p, Shape::Scalar)),
             Value::Vector(p, n) => Ok((p, Shape::Vector(n))),
             Value::Matrix(p, r, c) => Ok((p, Shape::Matrix(r, c))),
-            _ => Err(type_error(what, "numbers", v)),
+            _ => Err(type_error(what.into().name(), "numbers", v)),
         }
     }
 
@@ -517,7 +542,8 @@ impl Evaluator {
         }
     }
 
-    fn fold(&mut self, op: Binary, base: usize, n: usize, what: &str) -> Result<Value> {
+    fn fold(&mut self, op: Binary, base: usize, n: usize, what: impl Into<What>) -> Result<Value> {
+        let what = what.into();
         let mut acc = self.arg(base, 0);
         if n == 1 {
             self.numeric(acc, what)?;
@@ -532,7 +558,7 @@ impl Evaluator {
         Ok(acc)
     }
 
-    pub(super) fn unary(&mut self, op: Unary, v: Value, what: &str) -> Result<Value> {
+    pub(super) fn unary(&mut self, op: Unary, v: Value, what: impl Into<What>) -> Result<Value> {
         let (a, shape) = self.numeric(v, what)?;
         let ma = self.lanes.meta(a);
         let grad = self.recording && ma.grad && op.differentiable();
@@ -553,13 +579,20 @@ impl Evaluator {
         Ok(shape.value(out))
     }
 
-    pub(super) fn binary(&mut self, op: Binary, x: Value, y: Value, what: &str) -> Result<Value> {
+    pub(super) fn binary(
+        &mut self,
+        op: Binary,
+        x: Value,
+        y: Value,
+        what: impl Into<What>,
+    ) -> Result<Value> {
+        let what = what.into();
         let (a, sa) = self.numeric(x, what)?;
         let (bq, sb) = self.numeric(y, what)?;
         let shape = match (sa, sb) {
             _ if sa == sb => sa,
             (Shape::Scalar, s) | (s, Shape::Scalar) => s,
-            _ => return Err(shape_error(what, sa, sb)),
+            _ => return Err(shape_error(what.name(), sa, sb)),
         };
         let ma = self.lanes.meta(a);
         let mb = self.lanes.meta(bq);
