@@ -740,7 +740,7 @@ impl<'a> Decoder<'a> {
         Ok(Some(self.codes.push(code, node)))
     }
 
-    /// The error for a Scheme form outside the language, naming it and why.
+    /// The error for a known form outside the language, naming it and why.
     fn unsupported(&self, s: Symbol, node: NodeId) -> CoreError {
         let name = self.heap.symbol_name(s);
         syntax(

@@ -17,7 +17,7 @@ pub enum WordKind {
     SpecialForm,
     /// An auxiliary keyword inside a special form (`else`, `=>`, `unquote`): not a form of its own.
     Keyword,
-    /// A Scheme form NDVM knows and refuses with a clear error (`call/cc`, `define-syntax`, …).
+    /// A form NDVM knows of and refuses with a clear error (`call/cc`, `define-syntax`, …).
     Unsupported,
 }
 
@@ -110,7 +110,7 @@ pub(crate) enum Form {
     Loop,
     Recur,
     Params,
-    /// A known Scheme form outside the language (refused with a clear error).
+    /// A known form outside the language (refused with a clear error).
     Unsupported,
 }
 
