@@ -10,14 +10,13 @@
 mod common;
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use common::cases::{cases, check_expect, check_failure, file_name, run_cases};
 use common::{Failure, lane_bits, opts, run, run_in};
 use ndvm_core::{Dialect, ErrorKind, Heap, Inputs, Node, NodeId, Program, print};
 use ndvm_frontends::infix::{self, Infix, MAX_DEPTH};
-use ndvm_frontends::{
-    Frontend, LineIndex, ParseErrorKind, render_core_error, render_parse_error, scheme,
-};
+use ndvm_frontends::{Frontend, ParseErrorKind, render_core_error, render_parse_error, scheme};
 use proptest::prelude::*;
 
 // ---- helpers ----
@@ -78,52 +77,6 @@ fn all_lanes(
     }
 }
 
-fn data_dir(kind: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/infix")
-        .join(kind)
-}
-
-fn cases(kind: &str) -> Vec<PathBuf> {
-    let dir = data_dir(kind);
-    let mut files: Vec<PathBuf> = fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|path| path.extension().is_some_and(|ext| ext == "infix"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no .infix files in {}", dir.display());
-    files
-}
-
-fn check_expect(path: &Path, actual: &str) -> Option<String> {
-    let expect_path = path.with_extension("expect");
-    let actual = format!("{actual}\n");
-    if std::env::var_os("UPDATE_EXPECT").is_some_and(|v| v == "1") {
-        fs::write(&expect_path, &actual)
-            .unwrap_or_else(|e| panic!("{}: {e}", expect_path.display()));
-        return None;
-    }
-    match fs::read_to_string(&expect_path) {
-        Ok(expected) if expected == actual => None,
-        Ok(expected) => Some(format!(
-            "{}: output differs from {}\n--- expected\n{expected}--- actual\n{actual}",
-            path.display(),
-            expect_path.display()
-        )),
-        Err(e) => Some(format!(
-            "{}: {e} (run with UPDATE_EXPECT=1)",
-            expect_path.display()
-        )),
-    }
-}
-
-fn file_name(path: &Path) -> String {
-    path.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
 /// Every pair and atom reachable from the program's forms has a span inside the source.
 fn assert_spans_everywhere(heap: &Heap, program: &Program, src_len: usize, ctx: &str) {
     let mut stack: Vec<NodeId> = program.forms().to_vec();
@@ -182,63 +135,16 @@ fn check_success(path: &Path) -> Option<String> {
     check_expect(path, &lowered)
 }
 
-fn check_failure(path: &Path) -> Option<String> {
-    let src = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let header = src.lines().next().and_then(|l| l.strip_prefix("# error: "));
-    let Some((code, at)) = header.and_then(|h| h.split_once(" at ")) else {
-        return Some(format!(
-            "{}: first line must be `# error: P00N at LINE:COL`",
-            path.display()
-        ));
-    };
-    let mut heap = Heap::new();
-    let err = match infix::parse(&mut heap, &src) {
-        Ok(program) => {
-            return Some(format!(
-                "{}: expected {code}, parsed as\n{}",
-                path.display(),
-                sexpr(&heap, &program)
-            ));
-        }
-        Err(err) => err,
-    };
-    let (line, col) = LineIndex::new(&src).line_col(err.span.start);
-    let actual = format!("{} at {line}:{col}", err.kind.code());
-    let expected = format!("{code} at {}", at.trim());
-    if actual != expected {
-        return Some(format!(
-            "{}: expected {expected}, got {actual}: {}",
-            path.display(),
-            err.message
-        ));
-    }
-    if err.message.is_empty() || err.message.ends_with('.') {
-        return Some(format!(
-            "{}: message must be non-empty without a trailing period",
-            path.display()
-        ));
-    }
-    check_expect(path, &render_parse_error(&file_name(path), &src, &err))
-}
-
-fn run_cases(kind: &str, check: fn(&Path) -> Option<String>) {
-    let failures: Vec<String> = cases(kind).iter().filter_map(|p| check(p)).collect();
-    assert!(
-        failures.is_empty(),
-        "{} failing case(s):\n\n{}",
-        failures.len(),
-        failures.join("\n\n")
-    );
-}
-
 #[test]
 fn success_files_lower_as_expected_and_round_trip() {
-    run_cases("success", check_success);
+    run_cases(&cases("infix", "success", "infix"), check_success);
 }
 
 #[test]
 fn failure_files_report_the_expected_diagnostic() {
-    run_cases("failure", check_failure);
+    run_cases(&cases("infix", "failure", "infix"), |path| {
+        check_failure(&Infix, "#", path)
+    });
 }
 
 // ---- the seed data: Scheme → infix → heap ----

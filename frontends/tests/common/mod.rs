@@ -4,6 +4,8 @@
 //! path when the file is missing: a missing oracle is a failure, never a silent skip (STYLE 19).
 #![allow(dead_code)] // each test binary uses a different subset of these helpers
 
+pub(crate) mod cases;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 

@@ -489,12 +489,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 from,
                 to,
             })?;
-            let mut stdout = io::stdout().lock();
-            stdout
-                .write_all(text.as_bytes())
-                .and_then(|()| stdout.flush())
-                .map_err(|source| SearchError::Write { source })?;
-            Ok(())
+            write_stdout(&text)
         }
         Command::Calibrate(args) => calibrate(args),
         Command::Worker => {
@@ -539,6 +534,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// Writes `text` to standard output and flushes it.
+fn write_stdout(text: &str) -> anyhow::Result<()> {
+    let mut stdout = io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|source| SearchError::Write { source })?;
+    Ok(())
+}
+
 fn calibrate(args: CalibrateCli) -> anyhow::Result<()> {
     let report = calibratecmd::run(&CalibrateArgs {
         program: args.file,
@@ -562,12 +567,7 @@ fn calibrate(args: CalibrateCli) -> anyhow::Result<()> {
     } else {
         report.to_human()
     };
-    let mut stdout = io::stdout().lock();
-    stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        .map_err(|source| SearchError::Write { source })?;
-    Ok(())
+    write_stdout(&text)
 }
 
 fn eval(args: EvalCli) -> anyhow::Result<()> {
@@ -620,12 +620,7 @@ fn eval(args: EvalCli) -> anyhow::Result<()> {
     } else {
         report.to_human()
     };
-    let mut stdout = io::stdout().lock();
-    stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        .map_err(|source| SearchError::Write { source })?;
-    Ok(())
+    write_stdout(&text)
 }
 
 #[cfg(test)]
