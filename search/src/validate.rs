@@ -24,6 +24,10 @@ pub const MAX_SOURCE_BYTES: usize = 64 * 1024;
 /// the stack limit; real candidates nest fewer than 20 levels.
 pub const MAX_DEPTH: usize = 256;
 
+/// Stack left below which the skeleton walk continues on a fresh segment, and that segment's size.
+const STACK_RED_ZONE: usize = 64 * 1024;
+const STACK_GROWTH: usize = 1024 * 1024;
+
 /// Most cells (atoms and pairs) a candidate may have (20,000; a 64 KiB source can hold about
 /// 32,000). Bounds the work of the canonical form and of every evaluation.
 pub const MAX_CELLS: usize = 20_000;
@@ -269,7 +273,14 @@ impl Walk<'_> {
         items.iter().map(|&i| self.expr(i)).collect()
     }
 
+    /// The skeleton of `id`. The walk recurses once per nesting level, at most [`MAX_DEPTH`]
+    /// (deeper programs were rejected by `measure`), on a stack grown on demand so that no
+    /// build's frame size can overflow a worker thread's stack.
     fn expr(&mut self, id: NodeId) -> Result<String, Rejection> {
+        stacker::maybe_grow(STACK_RED_ZONE, STACK_GROWTH, || self.expr_here(id))
+    }
+
+    fn expr_here(&mut self, id: NodeId) -> Result<String, Rejection> {
         let Node::Pair(head, _) = self.heap.node(id) else {
             return self.atom(id, false);
         };
