@@ -303,9 +303,14 @@ pub fn check(path: &Path, frontend: Option<&str>) -> Result<String> {
                 .into(),
         });
     }
-    let t = task::load(path)?;
+    let t = task::load_to_check(path)?;
+    let unbuilt = if t.llm.is_some() && !cfg!(feature = "llm") {
+        " (running it needs a build with the `llm` feature: cargo install --path search --features llm)"
+    } else {
+        ""
+    };
     Ok(format!(
-        "{}: task `{}`: {} train / {} validation rows, {} test tables, {} parameters, proposer {}",
+        "{}: task `{}`: {} train / {} validation rows, {} test tables, {} parameters, proposer {}{unbuilt}",
         path.display(),
         t.name,
         t.train.n_rows(),

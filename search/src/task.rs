@@ -690,13 +690,30 @@ pub fn load(path: &Path) -> Result<Task> {
 
 /// As [`load`], with the front ends of `frontends` (a registry with a front end of your own).
 pub fn load_with(path: &Path, frontends: Arc<Registry>) -> Result<Task> {
+    load_for(path, frontends, Purpose::Run)
+}
+
+/// As [`load`], for `check`: a task with `kind: llm` is valid in a build without the `llm`
+/// feature too (only running it needs the feature).
+pub fn load_to_check(path: &Path) -> Result<Task> {
+    load_for(path, Arc::new(Registry::default()), Purpose::Check)
+}
+
+/// What a task is loaded for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Purpose {
+    Run,
+    Check,
+}
+
+fn load_for(path: &Path, frontends: Arc<Registry>, purpose: Purpose) -> Result<Task> {
     let text = textfile::read(
         path,
         textfile::MAX_TASK_BYTES,
         "a task is a few KiB of YAML (put data in CSV files)",
     )?;
     let spec = parse_spec(path, &text)?;
-    resolve(path, text, spec, frontends)
+    resolve(path, text, spec, frontends, purpose)
 }
 
 /// The task's front end: `frontend:`, else the one for the cache's file name, else the
@@ -863,7 +880,13 @@ fn resolve_llm(path: &Path, base: &Path, spec: &TaskSpec, no_vars: bool) -> Resu
     })
 }
 
-fn resolve(path: &Path, text: String, spec: TaskSpec, frontends: Arc<Registry>) -> Result<Task> {
+fn resolve(
+    path: &Path,
+    text: String,
+    spec: TaskSpec,
+    frontends: Arc<Registry>,
+    purpose: Purpose,
+) -> Result<Task> {
     let frontend = resolve_frontend(path, &spec, &frontends)?;
     let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
     let rel = |s: &str| base.join(s);
@@ -1286,7 +1309,7 @@ fn resolve(path: &Path, text: String, spec: TaskSpec, frontends: Arc<Registry>) 
             llm_feature(
                 path,
                 p.kind.as_ref().map(|k| k.referenced),
-                cfg!(feature = "llm"),
+                cfg!(feature = "llm") || purpose == Purpose::Check,
             )?;
             let cache = config.cache.clone();
             llm = Some(config);
@@ -1615,6 +1638,33 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.starts_with("t.yaml:6:1: "), "{msg}");
         assert!(msg.contains("budgit"), "{msg}");
+    }
+
+    #[test]
+    fn the_front_end_is_named_checked_at_its_line_or_taken_from_the_cache_name() {
+        let registry = Registry::default();
+        let spec = |extra: &str| {
+            let text = format!(
+                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 3}}\ninputs: [x]\ntarget: y\n{extra}"
+            );
+            parse_spec(Path::new("t.yaml"), &text).unwrap()
+        };
+        let chosen = |extra: &str| resolve_frontend(Path::new("t.yaml"), &spec(extra), &registry);
+        assert_eq!(chosen("").unwrap(), "scheme");
+        assert_eq!(chosen("frontend: infix\n").unwrap(), "infix");
+        assert_eq!(
+            chosen("proposer: {cache: c/m.infix.jsonl}\n").unwrap(),
+            "infix"
+        );
+        assert_eq!(
+            chosen("frontend: scheme\nproposer: {cache: m.infix.jsonl}\n").unwrap(),
+            "scheme"
+        );
+        let msg = chosen("frontend: cobol\n").unwrap_err().to_string();
+        assert!(
+            msg.starts_with("t.yaml:6:11: unknown front end `cobol` (known: scheme, infix"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -330,14 +330,17 @@ fn every_shipped_task_checks() {
             let is_llm = std::fs::read_to_string(&path)
                 .unwrap()
                 .contains("kind: llm");
+            let out = String::from_utf8(run_ok(&["check", p(&path)]).stdout).unwrap();
             if is_llm && !cfg!(feature = "llm") {
-                // A build without the `llm` feature refuses it, saying how to build one with it.
-                let out = ndvm().args(["check", p(&path)]).output().unwrap();
-                let err = String::from_utf8_lossy(&out.stderr);
-                assert_eq!(out.status.code(), Some(1), "{err}");
+                // Valid, but a build without the `llm` feature cannot run it, and says how to
+                // build one that can; running it is refused (`run` of the same task).
+                assert!(out.contains("--features llm"), "{out}");
+                let run = ndvm().args(["run", p(&path), "-q"]).output().unwrap();
+                let err = String::from_utf8_lossy(&run.stderr);
+                assert_eq!(run.status.code(), Some(1), "{err}");
                 assert!(err.contains("--features llm"), "{err}");
             } else {
-                run_ok(&["check", p(&path)]);
+                assert!(!out.contains("--features llm"), "{out}");
             }
         }
     }
