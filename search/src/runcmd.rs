@@ -23,8 +23,9 @@ pub struct RunArgs {
     pub resume: Option<PathBuf>,
     /// The run folder to create (default `<output>/<task>-<timestamp>`).
     pub out: Option<PathBuf>,
-    /// Calibration threads.
-    pub threads: usize,
+    /// Calibration threads (default: the task's `threads:`, else every core). Results do not
+    /// depend on it.
+    pub threads: Option<usize>,
     /// Slice of the stream.
     pub shard: Option<Shard>,
     /// Budget override, seconds.
@@ -137,7 +138,11 @@ pub fn run(args: &RunArgs, log: &mut dyn FnMut(&str)) -> Result<RunReport> {
     if let Some(llm) = task.llm.as_mut() {
         llm.failure_log = Some(dir.join(crate::propose::LLM_FAILURES_FILE));
     }
-    let mut opts = RunOptions::new(args.threads);
+    let threads = args
+        .threads
+        .or(task.threads)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    let mut opts = RunOptions::new(threads);
     opts.shard = meta.shard;
     if let Some(interrupt) = &args.interrupt {
         interrupt.set_run_dir(&dir);
@@ -169,7 +174,7 @@ pub fn run(args: &RunArgs, log: &mut dyn FnMut(&str)) -> Result<RunReport> {
     // Events were appended as calibrations finished; the finished run's log is in index order.
     drop(event_log);
     results::write_events(&dir, &outcome.events)?;
-    let run = RunSection::new(&outcome, args.threads, meta.shard);
+    let run = RunSection::new(&outcome, threads, meta.shard);
     let summary = Summary::new(&task, &outcome, run);
     let markdown = results::write_summary(&dir, &summary)?;
     plots::write_all(&dir, &task, &outcome.events, &summary)?;

@@ -28,6 +28,8 @@ pub const MAX_STARTS: usize = 10_000;
 pub const MAX_ITERS: usize = 1_000_000;
 /// Most candidates per round (each round holds them all in memory).
 pub const MAX_BATCH: usize = 10_000;
+/// Most calibration threads a task may ask for.
+pub const MAX_THREADS: usize = 1024;
 /// Most additive terms of a grammar candidate.
 pub const MAX_TERMS: usize = 64;
 /// Most llm requests in flight at once.
@@ -118,6 +120,10 @@ pub struct TaskSpec {
     /// Parent folder of run folders (default `results`, relative to the working directory).
     #[serde(default)]
     pub output: Option<String>,
+    /// Calibration threads (default: every core; `--threads` overrides it). Results do not
+    /// depend on it.
+    #[serde(default)]
+    pub threads: Option<Spanned<usize>>,
 }
 
 /// `data:`: a seeded generator, or CSV files.
@@ -631,6 +637,8 @@ pub struct Task {
     pub forbidden_forms: Vec<String>,
     /// Parent of run folders.
     pub output: PathBuf,
+    /// Calibration threads the task asks for (`--threads` overrides it).
+    pub threads: Option<usize>,
     /// The front ends programs may be written for.
     pub frontends: Arc<Registry>,
     /// The name of the front end of the task's programs (a cache line may name another).
@@ -1361,6 +1369,16 @@ fn resolve(
         None => None,
     };
     let limits = resolve_limits(path, &spec.limits, &mut calibrate)?;
+    let threads = match &spec.threads {
+        Some(t) if t.value == 0 || t.value > MAX_THREADS => {
+            return Err(err(
+                t.referenced,
+                format!("`threads` must be at least 1 and at most {MAX_THREADS}"),
+            ));
+        }
+        Some(t) => Some(t.value),
+        None => None,
+    };
     let metric = spec.success.metric.unwrap_or(if program_loss {
         MetricName::Loss
     } else {
@@ -1410,6 +1428,7 @@ fn resolve(
         isolation: spec.isolation,
         forbidden_forms: spec.forbidden_forms.clone(),
         output: PathBuf::from(spec.output.as_deref().unwrap_or("results")),
+        threads,
         frontends,
         frontend,
         train,
@@ -1665,6 +1684,28 @@ mod tests {
             msg.starts_with("t.yaml:6:11: unknown front end `cobol` (known: scheme, infix"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn threads_are_checked_at_their_line() {
+        let dir = std::env::temp_dir().join(format!("ndvm-task-threads-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let load_text = |extra: &str| {
+            let path = dir.join("t.yaml");
+            let text = format!(
+                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 3}}\ninputs: [x]\ntarget: y\nparams: [{{name: a}}]\n{extra}"
+            );
+            std::fs::write(&path, text).unwrap();
+            load(&path)
+        };
+        assert_eq!(load_text("").unwrap().threads, None);
+        assert_eq!(load_text("threads: 3\n").unwrap().threads, Some(3));
+        let msg = load_text("threads: 0\n").unwrap_err().to_string();
+        assert!(
+            msg.contains("t.yaml:7:10: `threads` must be at least 1"),
+            "{msg}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

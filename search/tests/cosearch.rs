@@ -91,6 +91,28 @@ fn symreg_finds_validation_r2_above_099_within_its_default_budget() {
 }
 
 #[test]
+fn the_task_sets_the_threads_and_the_command_line_overrides_them() {
+    let dir = scratch("threads");
+    let text = std::fs::read_to_string(root().join("tasks/symreg.yaml")).unwrap();
+    let task = dir.join("symreg-1.yaml");
+    std::fs::write(&task, format!("{text}\nthreads: 1\n")).unwrap();
+    let threads = |out: &Path| summary(out)["run"]["threads"].as_u64();
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    let budget = ["--budget-calibrations", "4", "-q"];
+    run_ok(&[&["run", p(&task), "--out", p(&a)], &budget[..]].concat());
+    assert_eq!(threads(&a), Some(1));
+    run_ok(
+        &[
+            &["run", p(&task), "--out", p(&b), "--threads", "2"],
+            &budget[..],
+        ]
+        .concat(),
+    );
+    assert_eq!(threads(&b), Some(2));
+    assert_eq!(events_core(&a), events_core(&b));
+}
+
+#[test]
 fn replay_is_reproducible_across_threads_and_runs() {
     common::testdata("seed-data/cosearch_candidates_valid.jsonl");
     let dir = scratch("replay");

@@ -53,7 +53,7 @@ pub fn replay(
             task: Some(replay_task()),
             resume: None,
             out: Some(out.clone()),
-            threads: n_threads,
+            threads: Some(n_threads),
             shard: None,
             budget_seconds: None,
             budget_calibrations: budget,

@@ -311,7 +311,8 @@ struct RunCli {
     /// The run folder to create (default `<output>/<task>-<timestamp>/`).
     #[arg(long, value_name = "DIR", conflicts_with = "resume")]
     out: Option<PathBuf>,
-    /// Calibration threads (default: all cores). Results do not depend on it.
+    /// Calibration threads (default: the task's `threads:`, else all cores). Results do not
+    /// depend on it.
     #[arg(long)]
     threads: Option<usize>,
     /// Run slice i of n of the candidate stream (default from SLURM_ARRAY_TASK_ID/COUNT).
@@ -353,9 +354,6 @@ fn run_task(args: RunCli) -> anyhow::Result<()> {
         Some(s) => Some(s),
         None => ndvm_search::runcmd::shard_from_env()?,
     };
-    let threads = args
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     let quiet = args.quiet;
     let mut log = |line: &str| {
         if !quiet {
@@ -368,7 +366,7 @@ fn run_task(args: RunCli) -> anyhow::Result<()> {
             task: args.task,
             resume: args.resume,
             out: args.out,
-            threads,
+            threads: args.threads,
             shard,
             budget_seconds: args.budget_seconds,
             budget_calibrations: args.budget_calibrations,
