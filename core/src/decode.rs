@@ -1061,17 +1061,33 @@ impl<'a> Decoder<'a> {
             inits.push(self.expr(b.1, false)?);
         }
         let names: Vec<Symbol> = binds.iter().map(|b| b.0).collect();
-        let arity = names.len();
+        let ctx = Some(LoopCtx {
+            arity: names.len(),
+            alias,
+        });
+        self.loop_code(node, names, &inits, ctx, |d| d.body(node, body, true))
+    }
+
+    /// A `Code::Loop` over slots `names` with `inits`: the body is decoded by `body` in a new
+    /// scope of those names, inside loop context `ctx` (`None`: `recur` does not target it).
+    fn loop_code(
+        &mut self,
+        node: NodeId,
+        names: Vec<Symbol>,
+        inits: &[CodeId],
+        ctx: Option<LoopCtx>,
+        body: impl FnOnce(&mut Self) -> Result<CodeId>,
+    ) -> Result<CodeId> {
         self.scopes.push(Scope {
             visible: names.len(),
             names,
         });
-        self.loops.push(Some(LoopCtx { arity, alias }));
-        let body = self.body(node, body, true);
+        self.loops.push(ctx);
+        let body = body(self);
         self.loops.pop();
         let scope = self.scopes.pop().unwrap_or_default();
         let body = body?;
-        let inits = self.codes.push_list(&inits);
+        let inits = self.codes.push_list(inits);
         Ok(self.codes.push(
             Code::Loop {
                 n_slots: scope.names.len() as u32,
@@ -1461,24 +1477,9 @@ impl<'a> Decoder<'a> {
             inits.push(self.expr(init, false)?);
         }
         let names: Vec<Symbol> = specs.iter().map(|s| s.0).collect();
-        self.scopes.push(Scope {
-            visible: names.len(),
-            names,
-        });
-        self.loops.push(None);
-        let body = self.do_body(node, &specs, &exit, &items[3..]);
-        self.loops.pop();
-        let scope = self.scopes.pop().unwrap_or_default();
-        let body = body?;
-        let inits = self.codes.push_list(&inits);
-        Ok(self.codes.push(
-            Code::Loop {
-                n_slots: scope.names.len() as u32,
-                inits,
-                body,
-            },
-            node,
-        ))
+        self.loop_code(node, names, &inits, None, |d| {
+            d.do_body(node, &specs, &exit, &items[3..])
+        })
     }
 
     /// The loop body of a `do`, in its scope: `(if test (begin result…) (begin command… (recur step…)))`.

@@ -58,16 +58,9 @@ fn summary(dir: &Path) -> Value {
 
 /// `events.jsonl` without the wall-clock fields (`wall_ms`, `finished_s`), line by line.
 fn events_core(dir: &Path) -> Vec<String> {
-    std::fs::read_to_string(dir.join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let mut v: Value = serde_json::from_str(l).unwrap();
-            let o = v.as_object_mut().unwrap();
-            o.remove("wall_ms");
-            o.remove("finished_s");
-            v.to_string()
-        })
+    common::events_without(dir, &["wall_ms", "finished_s"])
+        .iter()
+        .map(Value::to_string)
         .collect()
 }
 

@@ -51,18 +51,7 @@ fn to_infix(src: &str) -> String {
 
 /// Each line of `events.jsonl` without the fields that name the notation or the clock.
 fn events_without_notation(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let mut v: Value = serde_json::from_str(l).unwrap();
-            let o = v.as_object_mut().unwrap();
-            for key in ["wall_ms", "finished_s", "src", "frontend"] {
-                o.remove(key);
-            }
-            v
-        })
-        .collect()
+    common::events_without(dir, &["wall_ms", "finished_s", "src", "frontend"])
 }
 
 fn summary(dir: &Path) -> Value {

@@ -35,3 +35,22 @@ pub(crate) fn scratch(suite: &str, name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// Each line of `events.jsonl` in `dir` as JSON, without the fields named in `drop` (the
+/// wall-clock ones, say, to compare two runs).
+#[allow(dead_code)] // each test binary compiles this module and uses part of it
+pub(crate) fn events_without(dir: &Path, drop: &[&str]) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            if let Some(o) = v.as_object_mut() {
+                for key in drop {
+                    o.remove(*key);
+                }
+            }
+            v
+        })
+        .collect()
+}
