@@ -23,6 +23,18 @@ pub enum ParamKind {
     },
 }
 
+impl ParamKind {
+    /// Whether `v` lies strictly inside this kind's domain (a valid starting value).
+    pub fn admits(self, v: f64) -> bool {
+        match self {
+            ParamKind::Free => v.is_finite(),
+            ParamKind::Positive => v.is_finite() && v > 0.0,
+            ParamKind::Unit => v > 0.0 && v < 1.0,
+            ParamKind::Bounded { lo, hi } => v > lo && v < hi,
+        }
+    }
+}
+
 /// One declared parameter.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParamDecl {
@@ -113,4 +125,19 @@ pub fn declarations(heap: &Heap, program: &Program) -> Result<Vec<ParamDecl>> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ParamKind;
+
+    #[test]
+    fn admits_only_the_open_domain() {
+        assert!(ParamKind::Free.admits(-3.0));
+        assert!(!ParamKind::Free.admits(f64::NAN));
+        assert!(ParamKind::Positive.admits(1e-9) && !ParamKind::Positive.admits(0.0));
+        assert!(ParamKind::Unit.admits(0.5) && !ParamKind::Unit.admits(1.0));
+        let b = ParamKind::Bounded { lo: -1.0, hi: 2.0 };
+        assert!(b.admits(1.9) && !b.admits(2.0) && !b.admits(-1.0) && !b.admits(f64::NAN));
+    }
 }

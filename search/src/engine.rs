@@ -404,9 +404,7 @@ pub fn run(task: &Task, opts: &RunOptions, observer: &mut dyn Observer) -> Resul
                     None => continue,
                 },
             };
-            if let Some(score) = ev.score(task.metric) {
-                proposer.feedback(ev.id, score);
-            }
+            proposer.feedback(&ev, ev.score(task.metric));
             if ev.is_success(task.metric, task.threshold) {
                 round_success = true;
                 if first_success.is_none() {
@@ -656,6 +654,15 @@ pub(crate) fn calibrate_one(task: &Task, p: &Pending, deadline: Option<Instant>)
         .params
         .iter()
         .filter_map(|n| task.params.iter().find(|s| &s.name == n).cloned())
+        .map(|mut spec| {
+            // An inherited fitted value is the first start (if it is a valid start for its kind).
+            if let Some(&v) = p.cand.init.get(&spec.name) {
+                if spec.kind.admits(v) {
+                    spec.init = v;
+                }
+            }
+            spec
+        })
         .collect::<Vec<ParamSpec>>();
     let own = Duration::from_secs_f64(task.limits.seconds);
     let time_limit = match deadline {

@@ -293,16 +293,8 @@ fn good_answers_land_in_the_cache_with_provenance() {
     assert_eq!(
         cands,
         [
-            Candidate {
-                id: 0,
-                src: "(* a (exp (* b x)))".into(),
-                frontend: "scheme".into(),
-            },
-            Candidate {
-                id: 1,
-                src: "(+ (* a x) b)".into(),
-                frontend: "scheme".into(),
-            }
+            Candidate::new(0, "(* a (exp (* b x)))".into(), "scheme".into()),
+            Candidate::new(1, "(+ (* a x) b)".into(), "scheme".into()),
         ]
     );
     assert_eq!(p.requests(), 2);

@@ -157,11 +157,7 @@ impl Proposer for Grammar {
         let mut out = Vec::with_capacity(n);
         for _ in 0..n {
             let src = self.source()?;
-            out.push(Candidate {
-                id: self.next,
-                src,
-                frontend: self.frontend.clone(),
-            });
+            out.push(Candidate::new(self.next, src, self.frontend.clone()));
             self.next += 1;
         }
         Ok(out)

@@ -547,11 +547,7 @@ impl LlmProposer {
         if frontend == self.frontend {
             self.by_id.insert(self.next_id, src.clone());
         }
-        out.push(Candidate {
-            id: self.next_id,
-            src,
-            frontend,
-        });
+        out.push(Candidate::new(self.next_id, src, frontend));
         self.next_id += 1;
     }
 
@@ -727,11 +723,11 @@ impl Proposer for LlmProposer {
         "llm"
     }
 
-    fn feedback(&mut self, id: u64, score: f64) {
-        if !score.is_finite() {
+    fn feedback(&mut self, event: &crate::engine::Event, score: Option<f64>) {
+        let Some(score) = score.filter(|s| s.is_finite()) else {
             return;
-        }
-        if let Some(src) = self.by_id.get(&id) {
+        };
+        if let Some(src) = self.by_id.get(&event.id) {
             if self.scored.iter().any(|(_, s)| s == src) {
                 return;
             }

@@ -9,6 +9,9 @@ pub mod grammar;
 pub mod llm;
 pub mod replay;
 
+use std::collections::BTreeMap;
+
+use crate::engine::Event;
 use crate::error::Result;
 use crate::task::{ProposerConfig, Task};
 
@@ -21,6 +24,22 @@ pub struct Candidate {
     pub src: String,
     /// The name of the front end that reads `src`.
     pub frontend: String,
+    /// Starting values for some of its parameters (an evolved child inherits its parent's
+    /// fitted constants): the calibrator's first start uses them instead of the task's `init`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub init: BTreeMap<String, f64>,
+}
+
+impl Candidate {
+    /// A candidate with no inherited starting values.
+    pub fn new(id: u64, src: String, frontend: String) -> Candidate {
+        Candidate {
+            id,
+            src,
+            frontend,
+            init: BTreeMap::new(),
+        }
+    }
 }
 
 /// A source of candidates. Deterministic: the same task gives the same stream.
@@ -47,11 +66,12 @@ pub trait Proposer {
     /// A short name (`replay`, `grammar`, `llm`).
     fn name(&self) -> &'static str;
 
-    /// Feedback from the engine: candidate `id` reached `score` (higher is better; validation R²
-    /// or the negated loss). The `llm` proposer shows the best ones as examples in later prompts;
-    /// the others ignore it.
-    fn feedback(&mut self, id: u64, score: f64) {
-        let _ = (id, score);
+    /// Feedback from the engine, for every calibrated candidate in index order: its event and
+    /// its ranking score (higher is better: validation R² or the negated loss; `None` when it
+    /// failed). The `llm` proposer shows the best ones as examples in later prompts; `evolve`
+    /// breeds from them; the others ignore it.
+    fn feedback(&mut self, event: &Event, score: Option<f64>) {
+        let _ = (event, score);
     }
 }
 

@@ -216,10 +216,12 @@ impl Proposer for CacheReplay {
     fn propose(&mut self, n: usize) -> Result<Vec<Candidate>> {
         let end = (self.next + n).min(self.sources.len());
         let out = (self.next..end)
-            .map(|i| Candidate {
-                id: i as u64,
-                src: self.sources[i].src.clone(),
-                frontend: self.sources[i].frontend.clone().unwrap_or_default(),
+            .map(|i| {
+                Candidate::new(
+                    i as u64,
+                    self.sources[i].src.clone(),
+                    self.sources[i].frontend.clone().unwrap_or_default(),
+                )
             })
             .collect();
         self.next = end;
