@@ -108,6 +108,17 @@ pub fn run(args: &RunArgs, log: &mut dyn FnMut(&str)) -> Result<RunReport> {
             let mut task = task::load(path)?;
             apply_overrides(&mut task, args.budget_seconds, args.budget_calibrations);
             let shard = args.shard.unwrap_or(Shard::ALL);
+            if shard.count > 1 && matches!(task.proposer, task::ProposerConfig::Evolve { .. }) {
+                return Err(SearchError::BadArgument {
+                    arg: format!("--shard {}/{}", shard.index, shard.count),
+                    message: format!(
+                        "{}: the evolve proposer breeds from every calibration, so its stream \
+                         cannot be split into shards; give the task `proposer.kind: grammar` or a \
+                         cache to replay for a sharded run",
+                        path.display()
+                    ),
+                });
+            }
             let dir = match &args.out {
                 Some(d) => d.clone(),
                 None if shard.count > 1 => results::new_run_dir(
@@ -323,6 +334,8 @@ pub fn check(path: &Path, frontend: Option<&str>) -> Result<String> {
         t.tests.len(),
         t.params.len(),
         match t.proposer {
+            task::ProposerConfig::Evolve { .. } if t.llm.is_some() => "evolve (seeded by llm)",
+            task::ProposerConfig::Evolve { .. } => "evolve",
             _ if t.llm.is_some() => "llm",
             task::ProposerConfig::Replay { .. } => "replay",
             task::ProposerConfig::Grammar { .. } => "grammar",

@@ -32,6 +32,13 @@ pub const MAX_BATCH: usize = 10_000;
 pub const MAX_THREADS: usize = 1024;
 /// Most additive terms of a grammar candidate.
 pub const MAX_TERMS: usize = 64;
+/// Largest `proposer.max_depth` (nesting of a tree grammar's factor).
+pub const MAX_TREE_DEPTH: usize = 16;
+/// Largest `proposer.max_size` (nodes of an evolved program; the validator refuses past 256
+/// levels or 20,000 cells anyway).
+pub const MAX_TREE_SIZE: usize = 2_000;
+/// Largest `proposer.population`.
+pub const MAX_POPULATION: usize = 100_000;
 /// Most llm requests in flight at once.
 pub const MAX_CONCURRENCY: usize = 256;
 /// Longest llm attempt, in seconds (one hour).
@@ -329,6 +336,22 @@ pub struct ProposerSpec {
     /// Grammar: most additive terms per candidate.
     #[serde(default)]
     pub max_terms: Option<Spanned<usize>>,
+    /// Grammar and evolve: two-argument operators (`+ - * / pow`).
+    #[serde(default)]
+    pub binary: Option<Vec<Spanned<String>>>,
+    /// Grammar and evolve: most levels of nesting of a term's factor (grammar: given, it
+    /// switches to the tree grammar).
+    #[serde(default)]
+    pub max_depth: Option<Spanned<usize>>,
+    /// Evolve: most nodes of a program.
+    #[serde(default)]
+    pub max_size: Option<Spanned<usize>>,
+    /// Evolve: programs kept over all islands.
+    #[serde(default)]
+    pub population: Option<Spanned<usize>>,
+    /// Evolve: subpopulations exchanging their best.
+    #[serde(default)]
+    pub islands: Option<Spanned<usize>>,
     /// Candidates calibrated per round (the success check runs after each round).
     #[serde(default)]
     pub batch: Option<Spanned<usize>>,
@@ -381,6 +404,8 @@ pub enum ProposerName {
     Replay,
     /// Seeded random programs.
     Grammar,
+    /// Evolution of calibrated programs.
+    Evolve,
     /// An OpenAI-compatible chat endpoint.
     Llm,
 }
@@ -520,7 +545,36 @@ pub enum ProposerConfig {
         operators: Vec<String>,
         /// Most additive terms.
         max_terms: usize,
+        /// The tree grammar (`max_depth` given): its shape; `None` is the sum-of-terms grammar.
+        tree: Option<TreeShape>,
     },
+    /// Evolution of calibrated programs, seeded from random programs of the tree grammar, the
+    /// cache (replayed first) or an LLM (`Task::llm`).
+    Evolve {
+        /// Unary operators.
+        operators: Vec<String>,
+        /// The tree grammar's shape.
+        tree: TreeShape,
+        /// Population and islands.
+        population: usize,
+        /// Subpopulations.
+        islands: usize,
+        /// A cache whose programs are proposed first and join the population.
+        seeds: Option<PathBuf>,
+    },
+}
+
+/// The tree grammar's shape (`binary`, `max_terms`, `max_depth`, `max_size`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TreeShape {
+    /// Two-argument operators by name (`+ - * / pow`).
+    pub binary: Vec<String>,
+    /// Most additive terms of a random program.
+    pub max_terms: usize,
+    /// Most levels of nesting of a term's factor.
+    pub max_depth: usize,
+    /// Most nodes of an evolved program.
+    pub max_size: usize,
 }
 
 /// Settings of the `llm` proposer, resolved from the task (the prompt template already read).
@@ -757,6 +811,100 @@ fn check_operators(
             ))
         }
     }
+}
+
+/// The cache file `file` (named at `at`), which must exist.
+fn existing_cache(path: &Path, file: &Path, at: &Spanned<String>) -> Result<PathBuf> {
+    if !file.is_file() {
+        return Err(task_err(
+            path,
+            Some(at.referenced),
+            format!("cache {} does not exist", file.display()),
+        ));
+    }
+    Ok(file.to_path_buf())
+}
+
+/// Refuses a generating proposer (`what`) without inputs or parameters to build from.
+fn needs_vocabulary(
+    path: &Path,
+    what: &str,
+    inputs: &[String],
+    params: &[ParamSpec],
+) -> Result<()> {
+    if inputs.is_empty() || params.is_empty() {
+        return Err(task_err(
+            path,
+            None,
+            format!("the {what} proposer needs `inputs` and `params`"),
+        ));
+    }
+    Ok(())
+}
+
+/// A whole-number key `key` in 1..=`max`, `default` when absent.
+fn count_key(
+    path: &Path,
+    value: Option<&Spanned<usize>>,
+    key: &str,
+    max: usize,
+    default: usize,
+) -> Result<usize> {
+    match value {
+        Some(v) if v.value == 0 || v.value > max => Err(task_err(
+            path,
+            Some(v.referenced),
+            format!("`{key}` must be at least 1 and at most {max}"),
+        )),
+        Some(v) => Ok(v.value),
+        None => Ok(default.min(max)),
+    }
+}
+
+/// The unary operators of a grammar or evolve proposer (checked against the vocabulary).
+fn resolve_unary(path: &Path, p: &ProposerSpec) -> Result<Vec<String>> {
+    Ok(match &p.operators {
+        Some(ops) => {
+            check_operators(path, ops, "grammar operator", |o| {
+                ndvm_core::unary_operators().any(|k| k == o)
+            })?;
+            ops.iter().map(|o| o.value.clone()).collect()
+        }
+        None => DEFAULT_OPERATORS.iter().map(|s| s.to_string()).collect(),
+    })
+}
+
+/// The two-argument operators a tree grammar may use.
+pub const BINARY_OPERATORS: &[&str] = &["+", "-", "*", "/", "pow", "expt"];
+
+/// The tree grammar's shape from `binary`, `max_terms`, `max_depth` and `max_size`.
+fn resolve_shape(path: &Path, p: &ProposerSpec) -> Result<TreeShape> {
+    let binary = match &p.binary {
+        Some(ops) => {
+            if let Some(o) = ops
+                .iter()
+                .find(|o| !BINARY_OPERATORS.contains(&o.value.as_str()))
+            {
+                return Err(task_err(
+                    path,
+                    Some(o.referenced),
+                    format!(
+                        "unknown binary operator `{}` (known: {})",
+                        o.value,
+                        BINARY_OPERATORS.join(", ")
+                    ),
+                ));
+            }
+            ops.iter().map(|o| o.value.clone()).collect()
+        }
+        None => ["+", "-", "*", "/", "pow"].map(String::from).to_vec(),
+    };
+    Ok(TreeShape {
+        binary,
+        max_terms: count_key(path, p.max_terms.as_ref(), "max_terms", MAX_TERMS, 3)?,
+        max_depth: count_key(path, p.max_depth.as_ref(), "max_depth", MAX_TREE_DEPTH, 3)?,
+        max_size: count_key(path, p.max_size.as_ref(), "max_size", MAX_TREE_SIZE, 40)?,
+    })
 }
 
 /// Refuses `kind: llm` (at `loc`) in a build without the `llm` feature (`built` is false).
@@ -1259,7 +1407,7 @@ fn resolve(
         .unwrap_or(if p.cache.is_some() {
             ProposerName::Replay
         } else {
-            ProposerName::Grammar
+            ProposerName::Evolve
         });
     let mut llm = None;
     let proposer = match kind {
@@ -1271,45 +1419,52 @@ fn resolve(
                     "`proposer.kind: replay` needs `proposer.cache`",
                 ));
             };
-            let file = rel(&cache.value);
-            if !file.is_file() {
-                return Err(err(
-                    cache.referenced,
-                    format!("cache {} does not exist", file.display()),
-                ));
+            ProposerConfig::Replay {
+                cache: existing_cache(path, &rel(&cache.value), cache)?,
             }
-            ProposerConfig::Replay { cache: file }
         }
         ProposerName::Grammar => {
-            if inputs.is_empty() || params.is_empty() {
-                return Err(task_err(
-                    path,
-                    None,
-                    "the grammar proposer needs `inputs` and `params`",
-                ));
-            }
-            let operators = match &p.operators {
-                Some(ops) => {
-                    check_operators(path, ops, "grammar operator", |o| {
-                        ndvm_core::unary_operators().any(|k| k == o)
-                    })?;
-                    ops.iter().map(|o| o.value.clone()).collect()
-                }
-                None => DEFAULT_OPERATORS.iter().map(|s| s.to_string()).collect(),
-            };
-            let max_terms = match &p.max_terms {
-                Some(m) if m.value == 0 || m.value > MAX_TERMS => {
-                    return Err(err(
-                        m.referenced,
-                        format!("`max_terms` must be at least 1 and at most {MAX_TERMS}"),
-                    ));
-                }
-                Some(m) => m.value,
-                None => 2,
+            needs_vocabulary(path, "grammar", &inputs, &params)?;
+            let tree = match &p.max_depth {
+                Some(_) => Some(resolve_shape(path, p)?),
+                None => None,
             };
             ProposerConfig::Grammar {
-                operators,
-                max_terms,
+                operators: resolve_unary(path, p)?,
+                max_terms: count_key(path, p.max_terms.as_ref(), "max_terms", MAX_TERMS, 2)?,
+                tree,
+            }
+        }
+        ProposerName::Evolve => {
+            needs_vocabulary(path, "evolve", &inputs, &params)?;
+            let population = count_key(
+                path,
+                p.population.as_ref(),
+                "population",
+                MAX_POPULATION,
+                64,
+            )?;
+            let islands = count_key(path, p.islands.as_ref(), "islands", population, 4)?;
+            let seeds = match (&p.cache, &p.base_url) {
+                (_, Some(_)) => {
+                    let config = resolve_llm(path, &base, &spec, false)?;
+                    llm_feature(
+                        path,
+                        p.kind.as_ref().map(|k| k.referenced),
+                        cfg!(feature = "llm") || purpose == Purpose::Check,
+                    )?;
+                    llm = Some(config);
+                    None
+                }
+                (Some(cache), None) => Some(existing_cache(path, &rel(&cache.value), cache)?),
+                (None, None) => None,
+            };
+            ProposerConfig::Evolve {
+                operators: resolve_unary(path, p)?,
+                tree: resolve_shape(path, p)?,
+                population,
+                islands,
+                seeds,
             }
         }
         ProposerName::Llm => {
@@ -1324,7 +1479,7 @@ fn resolve(
             ProposerConfig::Replay { cache }
         }
     };
-    if kind != ProposerName::Llm {
+    if kind != ProposerName::Llm && llm.is_none() {
         let llm_only = [
             p.base_url.as_ref().map(|v| ("base_url", v.referenced)),
             p.model.as_ref().map(|v| ("model", v.referenced)),

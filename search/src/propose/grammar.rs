@@ -12,6 +12,8 @@ use std::sync::Arc;
 use ndvm_core::{Heap, NodeId, Program};
 use ndvm_frontends::Registry;
 
+use super::sampler::Sampler;
+use super::tree::Names;
 use super::{Candidate, Proposer};
 use crate::error::{Result, SearchError};
 
@@ -23,6 +25,8 @@ pub struct Grammar {
     params: Vec<String>,
     operators: Vec<String>,
     max_terms: usize,
+    /// The tree grammar, when the task gives `max_depth` (else the sum-of-terms grammar).
+    tree: Option<Sampler>,
     next: u64,
     frontends: Arc<Registry>,
     frontend: String,
@@ -30,12 +34,13 @@ pub struct Grammar {
 
 impl Grammar {
     /// A generator seeded with `seed`.
-    pub fn new(
+    pub(crate) fn new(
         seed: u64,
         inputs: Vec<String>,
         params: Vec<String>,
         operators: Vec<String>,
         max_terms: usize,
+        tree: Option<Sampler>,
         frontends: Arc<Registry>,
         frontend: String,
     ) -> Result<Grammar> {
@@ -45,6 +50,7 @@ impl Grammar {
             params,
             operators,
             max_terms: max_terms.max(1),
+            tree,
             next: 0,
             frontends,
             frontend,
@@ -128,7 +134,21 @@ impl Grammar {
     /// One random program, as text in the task's notation.
     fn source(&mut self) -> Result<String> {
         let mut heap = Heap::new();
-        let root = self.program(&mut heap);
+        let root = match &self.tree {
+            Some(sampler) => {
+                let tree = sampler.program(&mut self.rng);
+                let names = Names {
+                    inputs: &self.inputs,
+                    params: &self.params,
+                };
+                tree.to_heap(&mut heap, &names)
+                    .ok_or_else(|| SearchError::Proposer {
+                        proposer: "grammar",
+                        message: "a tree grammar program has more parameters than names".into(),
+                    })?
+            }
+            None => self.program(&mut heap),
+        };
         let program = Program::new(&heap, vec![root]);
         let frontend = self
             .frontends
@@ -180,6 +200,7 @@ mod tests {
             s(&["a", "b", "c", "d", "e", "f"]),
             s(&["exp", "cos"]),
             2,
+            None,
             Arc::new(Registry::default()),
             "scheme".to_string(),
         )
@@ -197,6 +218,7 @@ mod tests {
             s(&["a", "b", "c", "d", "e", "f"]),
             s(&["exp", "sin", "cos", "log", "sqrt"]),
             2,
+            None,
             Arc::new(Registry::default()),
             "scheme".to_string(),
         )
@@ -221,6 +243,7 @@ mod tests {
             vec![],
             vec![],
             1,
+            None,
             Arc::new(Registry::default()),
             "cobol".into(),
         )

@@ -4,16 +4,19 @@
 //! the cache so that replaying it later gives the same stream offline. The `llm` proposer exists
 //! only in a build with the `llm` cargo feature.
 
+pub mod evolve;
 pub mod grammar;
 #[cfg(feature = "llm")]
 pub mod llm;
 pub mod replay;
+mod sampler;
+mod tree;
 
 use std::collections::BTreeMap;
 
 use crate::engine::Event;
 use crate::error::Result;
-use crate::task::{ProposerConfig, Task};
+use crate::task::{ProposerConfig, Task, TreeShape};
 
 /// One proposed program, numbered by its position in the proposer's stream.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -99,6 +102,93 @@ pub const LLM_FEATURE_MISSING: &str = "`kind: llm` needs an ndvm-search built wi
 
 /// The proposer a task asks for.
 pub fn for_task(task: &Task) -> Result<Box<dyn Proposer>> {
+    let llm = llm_for_task(task)?;
+    Ok(match (&task.proposer, llm) {
+        (
+            ProposerConfig::Evolve {
+                operators,
+                tree,
+                population,
+                islands,
+                seeds,
+            },
+            llm,
+        ) => {
+            let seeds = match (llm, seeds) {
+                (Some(llm), _) => Some(llm),
+                (None, Some(cache)) => Some(replay(task, cache)?),
+                (None, None) => None,
+            };
+            Box::new(evolve::Evolve::new(
+                task.seed,
+                sampler_for(task, operators, tree),
+                evolve::EvolveSettings {
+                    population: *population,
+                    islands: *islands,
+                    max_size: tree.max_size,
+                    chunk: task.batch,
+                },
+                task.inputs.clone(),
+                task.params.iter().map(|p| p.name.clone()).collect(),
+                seeds,
+                task.frontends.clone(),
+                task.frontend.clone(),
+            )?)
+        }
+        (_, Some(llm)) => llm,
+        (ProposerConfig::Replay { cache }, None) => replay(task, cache)?,
+        (
+            ProposerConfig::Grammar {
+                operators,
+                max_terms,
+                tree,
+            },
+            None,
+        ) => Box::new(grammar::Grammar::new(
+            task.seed,
+            task.inputs.clone(),
+            task.params.iter().map(|p| p.name.clone()).collect(),
+            operators.clone(),
+            *max_terms,
+            tree.as_ref().map(|t| sampler_for(task, operators, t)),
+            task.frontends.clone(),
+            task.frontend.clone(),
+        )?),
+    })
+}
+
+/// The replay of `cache` in the task's notation.
+fn replay(task: &Task, cache: &std::path::Path) -> Result<Box<dyn Proposer>> {
+    Ok(Box::new(replay::CacheReplay::open(
+        cache,
+        &task.frontends,
+        &task.frontend,
+    )?))
+}
+
+/// The tree grammar of a task's `operators` and tree shape.
+fn sampler_for(task: &Task, operators: &[String], tree: &TreeShape) -> sampler::Sampler {
+    let unary = ndvm_core::unary_operators()
+        .filter(|u| operators.iter().any(|o| o == u))
+        .collect();
+    let mut binary: Vec<tree::BinOp> = Vec::new();
+    for op in tree.binary.iter().filter_map(|b| tree::BinOp::named(b)) {
+        if !binary.contains(&op) {
+            binary.push(op);
+        }
+    }
+    sampler::Sampler {
+        n_inputs: task.inputs.len(),
+        unary,
+        binary,
+        max_depth: tree.max_depth,
+        max_terms: tree.max_terms,
+        max_params: task.params.len(),
+    }
+}
+
+/// The `llm` proposer when the task asks for one.
+fn llm_for_task(task: &Task) -> Result<Option<Box<dyn Proposer>>> {
     #[cfg(not(feature = "llm"))]
     if task.llm.is_some() {
         return Err(crate::error::SearchError::Proposer {
@@ -108,7 +198,7 @@ pub fn for_task(task: &Task) -> Result<Box<dyn Proposer>> {
     }
     #[cfg(feature = "llm")]
     if let Some(config) = &task.llm {
-        return Ok(Box::new(llm::LlmProposer::new(
+        return Ok(Some(Box::new(llm::LlmProposer::new(
             config.clone(),
             // Shared inputs (matrices) are variables a program may read, as in the engine.
             task.inputs
@@ -120,25 +210,7 @@ pub fn for_task(task: &Task) -> Result<Box<dyn Proposer>> {
             task.forbidden_forms.clone(),
             task.frontends.clone(),
             task.frontend.clone(),
-        )?));
+        )?)));
     }
-    Ok(match &task.proposer {
-        ProposerConfig::Replay { cache } => Box::new(replay::CacheReplay::open(
-            cache,
-            &task.frontends,
-            &task.frontend,
-        )?),
-        ProposerConfig::Grammar {
-            operators,
-            max_terms,
-        } => Box::new(grammar::Grammar::new(
-            task.seed,
-            task.inputs.clone(),
-            task.params.iter().map(|p| p.name.clone()).collect(),
-            operators.clone(),
-            *max_terms,
-            task.frontends.clone(),
-            task.frontend.clone(),
-        )?),
-    })
+    Ok(None)
 }

@@ -1,0 +1,729 @@
+//! `Evolve`: the evolutionary proposer. Islands of calibrated programs (as [`Tree`]s) breed
+//! children by mutation (subtree replacement, operator swap, term insertion and removal,
+//! parameter insertion, leaf change, simplification) and crossover; parents are picked by
+//! tournament on the validation score, or from the island's score/complexity Pareto front (the
+//! complexity pressure). A child inherits its parents' fitted constants as its first start. The
+//! best of each island migrates to the next; an island that stops improving restarts from random
+//! programs around its best. Seeds (a replayed cache, an LLM) join the population as they are
+//! calibrated. Everything flows from the task seed through ChaCha and from the engine's feedback,
+//! which arrives in index order: the same task gives the same stream at any thread count.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use ndvm_core::{Heap, Program};
+use ndvm_frontends::Registry;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::sampler::{self, Sampler};
+use super::tree::{BinOp, Names, Node, Tree};
+use super::{Candidate, Proposer, RequestStats};
+use crate::engine::Event;
+use crate::error::{Result, SearchError};
+
+/// How evolution runs (from the task's `proposer:` keys).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvolveSettings {
+    /// Individuals kept over all islands.
+    pub population: usize,
+    /// Islands (subpopulations that exchange their best).
+    pub islands: usize,
+    /// Most nodes of a child.
+    pub max_size: usize,
+    /// Candidates per `propose` call (the engine's round: feedback arrives between calls).
+    pub chunk: usize,
+}
+
+/// One calibrated program of an island.
+#[derive(Clone, Debug)]
+struct Individual {
+    tree: Tree,
+    score: f64,
+    complexity: usize,
+}
+
+/// A subpopulation.
+#[derive(Clone, Debug, Default)]
+struct Island {
+    members: Vec<Individual>,
+    best: f64,
+    since_improved: usize,
+}
+
+/// A proposed candidate waiting for its calibration.
+#[derive(Clone, Debug)]
+struct Waiting {
+    /// The tree it was printed from (`None` for a seed, read back from its source).
+    tree: Option<Tree>,
+    island: usize,
+    /// Its id in the seed proposer's stream.
+    inner_id: Option<u64>,
+}
+
+/// Feedbacks between migrations.
+const MIGRATE_EVERY: u64 = 50;
+/// Children an island makes without improving before it restarts.
+const STAGNATION: usize = 200;
+/// Most remembered sources (for avoiding repeats); past it new ones are not remembered.
+const MAX_SEEN: usize = 1 << 20;
+/// Tries at a new child before a random program is taken.
+const TRIES: usize = 32;
+
+/// The evolutionary proposer.
+pub struct Evolve {
+    rng: ChaCha8Rng,
+    sampler: Sampler,
+    settings: EvolveSettings,
+    inputs: Vec<String>,
+    params: Vec<String>,
+    /// Every unary operator of the vocabulary (a seed may use any).
+    vocabulary: Vec<&'static str>,
+    islands: Vec<Island>,
+    waiting: BTreeMap<u64, Waiting>,
+    seen: HashSet<String>,
+    next: u64,
+    feedbacks: u64,
+    seeds: Option<Box<dyn Proposer>>,
+    /// The seed proposer's stream has ended.
+    seeds_done: bool,
+    frontends: Arc<Registry>,
+    frontend: String,
+}
+
+impl std::fmt::Debug for Evolve {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Evolve")
+            .field("settings", &self.settings)
+            .field("next", &self.next)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Evolve {
+    /// An evolutionary proposer over `sampler`'s grammar, seeded with `seed`; `seeds` (a cache
+    /// or an LLM) proposes first and its programs join the population.
+    pub(crate) fn new(
+        seed: u64,
+        sampler: Sampler,
+        settings: EvolveSettings,
+        inputs: Vec<String>,
+        params: Vec<String>,
+        seeds: Option<Box<dyn Proposer>>,
+        frontends: Arc<Registry>,
+        frontend: String,
+    ) -> Result<Evolve> {
+        if frontends.by_name(&frontend).is_none() {
+            return Err(SearchError::UnknownFrontend {
+                message: frontends.unknown(&frontend),
+            });
+        }
+        let islands = settings.islands.max(1);
+        Ok(Evolve {
+            rng: ChaCha8Rng::seed_from_u64(seed ^ 0x6576_6f6c_7665_0000),
+            sampler,
+            settings,
+            inputs,
+            params,
+            vocabulary: ndvm_core::unary_operators().collect(),
+            islands: vec![Island::default(); islands],
+            waiting: BTreeMap::new(),
+            seen: HashSet::new(),
+            next: 0,
+            feedbacks: 0,
+            seeds,
+            seeds_done: false,
+            frontends,
+            frontend,
+        })
+    }
+
+    fn names(&self) -> Names<'_> {
+        Names {
+            inputs: &self.inputs,
+            params: &self.params,
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        (self.settings.population / self.islands.len()).max(4)
+    }
+
+    /// Members an island needs before it breeds (fewer: it gets random programs).
+    fn min_members(&self) -> usize {
+        (self.capacity() / 4).max(3)
+    }
+
+    /// The tree printed by the task's front end, or `None` when it cannot be.
+    fn print(&self, tree: &Tree) -> Option<String> {
+        let mut heap = Heap::new();
+        let root = tree.to_heap(&mut heap, &self.names())?;
+        let program = Program::new(&heap, vec![root]);
+        let frontend = self.frontends.by_name(&self.frontend)?;
+        frontend.print(&heap, &program).ok()
+    }
+
+    /// The next child (or random program) for the island of the next id.
+    fn child(&mut self) -> Candidate {
+        let island = (self.next % self.islands.len() as u64) as usize;
+        let mut last = None;
+        for _ in 0..TRIES {
+            let breed = self.islands[island].members.len() >= self.min_members()
+                && self.rng.random_bool(0.95);
+            let tree = if breed {
+                self.breed(island)
+            } else {
+                self.sampler.program(&mut self.rng)
+            };
+            let tree = self.sampler.cap_params(tree);
+            if tree.len() > self.settings.max_size {
+                continue;
+            }
+            let Some(src) = self.print(&tree) else {
+                continue;
+            };
+            let novel = !self.seen.contains(&src);
+            last = Some((tree, src));
+            if novel {
+                break;
+            }
+        }
+        let (tree, src) = last.unwrap_or_else(|| {
+            let tree = sampler::param();
+            let src = self.print(&tree).unwrap_or_default();
+            (tree, src)
+        });
+        if self.seen.len() < MAX_SEEN {
+            self.seen.insert(src.clone());
+        }
+        let init = tree.inherited(&self.names()).into_iter().collect();
+        let id = self.next;
+        self.next += 1;
+        self.waiting.insert(
+            id,
+            Waiting {
+                tree: Some(tree),
+                island,
+                inner_id: None,
+            },
+        );
+        Candidate {
+            id,
+            src,
+            frontend: self.frontend.clone(),
+            init,
+        }
+    }
+
+    /// A parent of `island`: the tournament winner of three (ties to the simpler), or one of the
+    /// island's Pareto front.
+    fn select(&mut self, island: usize) -> Tree {
+        let members = &self.islands[island].members;
+        if self.rng.random_bool(0.2) {
+            let front = pareto_front(members);
+            let pick = front[self.rng.random_range(0..front.len())];
+            return members[pick].tree.clone();
+        }
+        let mut best = self.rng.random_range(0..members.len());
+        for _ in 0..2 {
+            let other = self.rng.random_range(0..members.len());
+            let (a, b) = (&members[other], &members[best]);
+            if a.score > b.score || (a.score == b.score && a.complexity < b.complexity) {
+                best = other;
+            }
+        }
+        members[best].tree.clone()
+    }
+
+    /// A child of `island`: crossover (one time in five) or a mutation, then simplified.
+    fn breed(&mut self, island: usize) -> Tree {
+        let parent = self.select(island);
+        let child = if self.rng.random_bool(0.2) {
+            let other = self.select(island);
+            let i = self.rng.random_range(0..parent.len());
+            let j = self.rng.random_range(0..other.len());
+            parent.replace(i, &other.subtree(j))
+        } else {
+            self.mutate(&parent)
+        };
+        child.simplify()
+    }
+
+    /// One random mutation of `t`.
+    fn mutate(&mut self, t: &Tree) -> Tree {
+        let rng = &mut self.rng;
+        let i = rng.random_range(0..t.len());
+        match rng.random_range(0..7) {
+            // Subtree replacement.
+            0 => {
+                let depth = rng.random_range(1..=self.sampler.max_depth.max(1));
+                t.replace(i, &self.sampler.subtree(rng, depth))
+            }
+            // Operator swap (at the nearest operator from a random place).
+            1 => match (i..t.len()).chain(0..i).find(|&k| t.nodes[k].is_operator()) {
+                Some(k) => self.swap_operator(t, k),
+                None => t.clone(),
+            },
+            // Term insertion.
+            2 => {
+                let depth = rng.random_range(1..=self.sampler.max_depth.max(1));
+                let factor = self.sampler.subtree(rng, depth);
+                let term = Tree::binary(BinOp::Mul, &sampler::param(), &factor);
+                Tree::binary(BinOp::Add, t, &term)
+            }
+            // Term removal: a sum or difference keeps one side.
+            3 => {
+                let sums: Vec<usize> = (0..t.len())
+                    .filter(|&k| matches!(t.nodes[k], Node::Binary(BinOp::Add | BinOp::Sub)))
+                    .collect();
+                if sums.is_empty() {
+                    return t.clone();
+                }
+                let k = sums[rng.random_range(0..sums.len())];
+                let first = k + 1;
+                let second = t.end(first);
+                let keep = if rng.random_bool(0.5) { first } else { second };
+                t.replace(k, &t.subtree(keep))
+            }
+            // Parameter insertion: a subtree scaled or shifted by a new parameter.
+            4 => {
+                let s = t.subtree(i);
+                let p = sampler::param();
+                let with = if rng.random_bool(0.5) {
+                    Tree::binary(BinOp::Mul, &p, &s)
+                } else {
+                    Tree::binary(BinOp::Add, &s, &p)
+                };
+                t.replace(i, &with)
+            }
+            // Leaf change: another input, a parameter or a literal.
+            5 => match (i..t.len())
+                .chain(0..i)
+                .find(|&k| !t.nodes[k].is_operator())
+            {
+                Some(k) => t.replace(k, &self.sampler.leaf(rng)),
+                None => t.clone(),
+            },
+            // Simplification (done after every mutation too): a no-op here is fine.
+            _ => t.simplify(),
+        }
+    }
+
+    /// `t` with the operator at `k` replaced by another of the same arity, domain-safe.
+    fn swap_operator(&mut self, t: &Tree, k: usize) -> Tree {
+        match t.nodes[k] {
+            Node::Unary(_) if !self.sampler.unary.is_empty() => {
+                let op = self.sampler.unary[self.rng.random_range(0..self.sampler.unary.len())];
+                t.replace(k, &sampler::protect_unary(op, t.subtree(k + 1)))
+            }
+            Node::Binary(_) if !self.sampler.binary.is_empty() => {
+                let op = self.sampler.binary[self.rng.random_range(0..self.sampler.binary.len())];
+                let a = t.subtree(k + 1);
+                let b = t.subtree(t.end(k + 1));
+                t.replace(k, &sampler::protect_binary(op, a, b))
+            }
+            _ => t.clone(),
+        }
+    }
+
+    /// A calibrated program joins `island` (if it is not there already); the worst member that
+    /// is off the Pareto front leaves when the island is full.
+    fn admit(&mut self, island: usize, ind: Individual) {
+        let capacity = self.capacity();
+        let isle = &mut self.islands[island];
+        if isle.members.iter().any(|m| m.tree == ind.tree) {
+            return;
+        }
+        if isle.members.is_empty() || ind.score > isle.best {
+            isle.best = ind.score;
+            isle.since_improved = 0;
+        }
+        isle.members.push(ind);
+        if isle.members.len() > capacity {
+            let front = pareto_front(&isle.members);
+            let worst = (0..isle.members.len())
+                .filter(|k| !front.contains(k))
+                .min_by(|&a, &b| isle.members[a].score.total_cmp(&isle.members[b].score));
+            let worst = worst.unwrap_or_else(|| {
+                (0..isle.members.len())
+                    .min_by(|&a, &b| isle.members[a].score.total_cmp(&isle.members[b].score))
+                    .unwrap_or(0)
+            });
+            isle.members.remove(worst);
+        }
+    }
+
+    /// Every [`MIGRATE_EVERY`] feedbacks, each island's best joins the next island; an island
+    /// that has not improved for [`STAGNATION`] children keeps only its best (and so refills
+    /// with random programs).
+    fn tend(&mut self) {
+        let n = self.islands.len();
+        if self.feedbacks.is_multiple_of(MIGRATE_EVERY) && n > 1 {
+            let bests: Vec<Option<Individual>> = self.islands.iter().map(best_of).collect();
+            for (k, best) in bests.into_iter().enumerate() {
+                if let Some(b) = best {
+                    self.admit((k + 1) % n, b);
+                }
+            }
+        }
+        for isle in &mut self.islands {
+            if isle.since_improved > STAGNATION {
+                let best = best_of(isle);
+                isle.members = best.into_iter().collect();
+                isle.since_improved = 0;
+            }
+        }
+    }
+
+    /// Seeds from the seed proposer: all of a chunk while the population is empty, else half.
+    fn take_seeds(
+        &mut self,
+        n: usize,
+        report: &mut dyn FnMut(&RequestStats),
+    ) -> Result<Vec<Candidate>> {
+        let Some(seeds) = self.seeds.as_mut().filter(|_| !self.seeds_done) else {
+            return Ok(Vec::new());
+        };
+        let empty = self.islands.iter().all(|i| i.members.is_empty());
+        let want = if empty { n } else { n.div_ceil(2) };
+        let got = seeds.propose_reporting(want, report)?;
+        self.seeds_done = got.is_empty();
+        let mut out = Vec::with_capacity(got.len());
+        for c in got {
+            let id = self.next;
+            self.next += 1;
+            if self.seen.len() < MAX_SEEN {
+                self.seen.insert(c.src.clone());
+            }
+            self.waiting.insert(
+                id,
+                Waiting {
+                    tree: None,
+                    island: (id % self.islands.len() as u64) as usize,
+                    inner_id: Some(c.id),
+                },
+            );
+            out.push(Candidate { id, ..c });
+        }
+        Ok(out)
+    }
+
+    /// A seed's program read back as a tree, valued by its fit (`None` if it is not an
+    /// expression a tree can hold).
+    fn read_seed(&self, event: &Event) -> Option<Tree> {
+        let frontend = self.frontends.by_name(&event.frontend)?;
+        let mut heap = Heap::new();
+        let program = frontend.parse(&mut heap, &event.src).ok()?;
+        let [root] = program.forms() else {
+            return None;
+        };
+        Tree::from_heap(
+            &heap,
+            *root,
+            &self.names(),
+            &self.vocabulary,
+            |name| event.params.get(name).copied(),
+            4 * self.settings.max_size,
+        )
+    }
+}
+
+impl Node {
+    fn is_operator(self) -> bool {
+        matches!(self, Node::Unary(_) | Node::Binary(_))
+    }
+}
+
+/// The member with the highest score.
+fn best_of(isle: &Island) -> Option<Individual> {
+    isle.members
+        .iter()
+        .max_by(|a, b| a.score.total_cmp(&b.score))
+        .cloned()
+}
+
+/// Positions of the members no other member beats on both score and complexity.
+fn pareto_front(members: &[Individual]) -> Vec<usize> {
+    (0..members.len())
+        .filter(|&i| {
+            let a = &members[i];
+            !members.iter().any(|b| {
+                b.score >= a.score
+                    && b.complexity <= a.complexity
+                    && (b.score > a.score || b.complexity < a.complexity)
+            })
+        })
+        .collect()
+}
+
+impl Proposer for Evolve {
+    fn propose(&mut self, n: usize) -> Result<Vec<Candidate>> {
+        self.propose_reporting(n, &mut |_| {})
+    }
+
+    fn propose_reporting(
+        &mut self,
+        n: usize,
+        report: &mut dyn FnMut(&RequestStats),
+    ) -> Result<Vec<Candidate>> {
+        let n = n.min(self.settings.chunk).max(1);
+        let mut out = self.take_seeds(n, report)?;
+        while out.len() < n {
+            out.push(self.child());
+        }
+        Ok(out)
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        self.seeds
+            .as_ref()
+            .map(|s| s.warnings())
+            .unwrap_or_default()
+    }
+
+    fn name(&self) -> &'static str {
+        "evolve"
+    }
+
+    fn feedback(&mut self, event: &Event, score: Option<f64>) {
+        let Some(waiting) = self.waiting.remove(&event.id) else {
+            return;
+        };
+        // Ids below this one got no feedback: rejected, duplicates or another shard's.
+        self.waiting = self.waiting.split_off(&event.id);
+        if let (Some(inner), Some(seeds)) = (waiting.inner_id, self.seeds.as_mut()) {
+            let mut forwarded = event.clone();
+            forwarded.id = inner;
+            seeds.feedback(&forwarded, score);
+        }
+        self.feedbacks += 1;
+        let island = waiting.island;
+        self.islands[island].since_improved += 1;
+        if let Some(score) = score.filter(|s| s.is_finite()) {
+            let tree = match waiting.tree {
+                Some(mut tree) => {
+                    let names = self.names();
+                    tree.set_params(&names, |name| event.params.get(name).copied());
+                    Some(tree)
+                }
+                None => self.read_seed(event),
+            };
+            if let Some(tree) = tree {
+                let complexity = event.complexity;
+                self.admit(
+                    island,
+                    Individual {
+                        tree,
+                        score,
+                        complexity,
+                    },
+                );
+            }
+        }
+        self.tend();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::EventStatus;
+    use crate::propose::tree::BinOp;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn evolve(seed: u64, seeds: Option<Box<dyn Proposer>>) -> Evolve {
+        let sampler = Sampler {
+            n_inputs: 1,
+            unary: vec!["exp", "sin", "log"],
+            binary: BinOp::ALL.to_vec(),
+            max_depth: 3,
+            max_terms: 2,
+            max_params: 4,
+        };
+        let settings = EvolveSettings {
+            population: 16,
+            islands: 2,
+            max_size: 30,
+            chunk: 8,
+        };
+        Evolve::new(
+            seed,
+            sampler,
+            settings,
+            strings(&["x"]),
+            strings(&["a", "b", "c", "d"]),
+            seeds,
+            Arc::new(Registry::default()),
+            "scheme".into(),
+        )
+        .unwrap()
+    }
+
+    /// The event of a calibrated candidate: every parameter fitted to `value`.
+    fn event(c: &Candidate, value: f64) -> Event {
+        Event {
+            index: c.id,
+            id: c.id,
+            src: c.src.clone(),
+            frontend: c.frontend.clone(),
+            skeleton: c.src.clone(),
+            complexity: c.src.len(),
+            seed: 0,
+            params: ["a", "b", "c", "d"]
+                .iter()
+                .map(|n| (n.to_string(), value))
+                .collect(),
+            train_loss: Some(1.0),
+            validation_r2: Some(0.5),
+            validation_nmse: Some(0.5),
+            status: EventStatus::Ok,
+            stop_reason: None,
+            error: None,
+            error_class: None,
+            limit: None,
+            n_evals: 1,
+            wall_ms: 0.0,
+            finished_s: None,
+        }
+    }
+
+    /// Proposes `rounds` chunks, feeding each candidate back with its `score`.
+    fn run(e: &mut Evolve, rounds: usize, score: fn(&Candidate) -> f64) -> Vec<Candidate> {
+        let mut all = Vec::new();
+        for _ in 0..rounds {
+            let chunk = e.propose(64).unwrap();
+            assert!(!chunk.is_empty() && chunk.len() <= 8);
+            for c in &chunk {
+                e.feedback(&event(c, 1.25), Some(score(c)));
+            }
+            all.extend(chunk);
+        }
+        all
+    }
+
+    #[test]
+    fn same_seed_and_feedback_same_stream() {
+        let score = |c: &Candidate| -(c.src.len() as f64);
+        let a = run(&mut evolve(1, None), 20, score);
+        assert_eq!(a, run(&mut evolve(1, None), 20, score));
+        assert_ne!(a, run(&mut evolve(2, None), 20, score));
+        // Ids number the stream; sources rarely repeat.
+        assert!(a.iter().enumerate().all(|(i, c)| c.id == i as u64));
+        let distinct: HashSet<&str> = a.iter().map(|c| c.src.as_str()).collect();
+        assert!(distinct.len() > a.len() * 9 / 10, "{}", distinct.len());
+    }
+
+    #[test]
+    fn children_inherit_fitted_constants_and_selection_prefers_the_better() {
+        let mut e = evolve(3, None);
+        // Scores favouring programs with parameters (at equal scores the simpler wins).
+        let all = run(&mut e, 30, |c| {
+            c.src.matches(['a', 'b', 'c', 'd']).count() as f64
+        });
+        // Members carry their fit.
+        let names = e.names();
+        for isle in &e.islands {
+            assert!(isle.members.len() <= e.capacity());
+            for m in &isle.members {
+                assert!(m.tree.inherited(&names).iter().all(|(_, v)| *v == 1.25));
+            }
+        }
+        // Children (after the random start) start from their parents' values.
+        let later = &all[all.len() / 2..];
+        let inheriting = later.iter().filter(|c| !c.init.is_empty()).count();
+        assert!(
+            inheriting > later.len() / 2,
+            "{inheriting} of {}",
+            later.len()
+        );
+        assert!(
+            later
+                .iter()
+                .flat_map(|c| c.init.values())
+                .any(|v| *v == 1.25)
+        );
+        // Scores favouring short programs: the population keeps the shortest.
+        let mut e = evolve(3, None);
+        let all = run(&mut e, 30, |c| -(c.src.len() as f64));
+        let kept: Vec<usize> = e
+            .islands
+            .iter()
+            .flat_map(|i| &i.members)
+            .map(|m| e.print(&m.tree).unwrap().len())
+            .collect();
+        let mean_kept = kept.iter().sum::<usize>() as f64 / kept.len() as f64;
+        let mean_all = all.iter().map(|c| c.src.len()).sum::<usize>() as f64 / all.len() as f64;
+        assert!(mean_kept < mean_all / 2.0, "{mean_kept} {mean_all}");
+    }
+
+    /// A seed proposer: two fixed programs, then nothing; records the feedback it gets.
+    struct Fixed {
+        next: usize,
+        heard: std::rc::Rc<std::cell::RefCell<Vec<(u64, String)>>>,
+    }
+
+    impl Proposer for Fixed {
+        fn propose(&mut self, n: usize) -> Result<Vec<Candidate>> {
+            let srcs = ["(* a (exp (* b x)))", "(+ (* c (sin x)) d)"];
+            let out: Vec<Candidate> = (self.next..srcs.len().min(self.next + n))
+                .map(|i| Candidate::new(100 + i as u64, srcs[i].into(), "scheme".into()))
+                .collect();
+            self.next += out.len();
+            Ok(out)
+        }
+
+        fn name(&self) -> &'static str {
+            "fixed"
+        }
+
+        fn feedback(&mut self, event: &Event, _: Option<f64>) {
+            self.heard.borrow_mut().push((event.id, event.src.clone()));
+        }
+    }
+
+    #[test]
+    fn seeds_come_first_and_join_the_population() {
+        let heard = Default::default();
+        let fixed = Fixed {
+            next: 0,
+            heard: std::rc::Rc::clone(&heard),
+        };
+        let mut e = evolve(5, Some(Box::new(fixed)));
+        let first = e.propose(8).unwrap();
+        assert_eq!(first[0].src, "(* a (exp (* b x)))");
+        assert_eq!(first[1].src, "(+ (* c (sin x)) d)");
+        assert_eq!((first[0].id, first[1].id, first[2].id), (0, 1, 2));
+        for c in &first {
+            e.feedback(&event(c, 0.75), Some(1.0));
+        }
+        // The seed proposer hears of its own candidates, by its own ids.
+        assert_eq!(
+            *heard.borrow(),
+            [
+                (100, "(* a (exp (* b x)))".to_string()),
+                (101, "(+ (* c (sin x)) d)".to_string())
+            ]
+        );
+        // Both seeds were read back as trees, with their fitted values (renamed in order).
+        let names = e.names();
+        let members: Vec<String> = e
+            .islands
+            .iter()
+            .flat_map(|i| &i.members)
+            .map(|m| e.print(&m.tree).unwrap())
+            .collect();
+        assert!(members.contains(&"(* a (exp (* b x)))".to_string()));
+        assert!(
+            members.contains(&"(+ (* a (sin x)) b)".to_string()),
+            "{members:?}"
+        );
+        let seed = e.islands[1].members.iter().find(|m| m.tree.n_params() == 2);
+        assert_eq!(
+            seed.map(|m| m.tree.inherited(&names)),
+            Some(vec![("a".into(), 0.75), ("b".into(), 0.75)])
+        );
+    }
+}

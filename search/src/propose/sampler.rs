@@ -1,0 +1,213 @@
+//! `Sampler`: the tree grammar. Random expressions over the task's inputs, parameters, literals,
+//! the task's unary operators and `+ - * / pow`, nested to a set depth, in domain-safe forms:
+//! `log` and `sqrt` take `(abs u)`, `asin`/`acos` take `(tanh u)` and a fitted exponent takes an
+//! `(abs base)`, so that those operators are not wasted on arguments outside their domain. A
+//! program is a sum of terms `p·factor` (or `p·factor·factor`) plus an optional offset, linear in
+//! its outer parameters.
+
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use super::tree::{BinOp, Node, Tree};
+
+/// What the tree grammar draws from.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Sampler {
+    /// Number of task inputs (at least 1).
+    pub(crate) n_inputs: usize,
+    /// Unary operators (names from the vocabulary).
+    pub(crate) unary: Vec<&'static str>,
+    /// Two-argument operators.
+    pub(crate) binary: Vec<BinOp>,
+    /// Most levels of nesting of a factor.
+    pub(crate) max_depth: usize,
+    /// Most additive terms.
+    pub(crate) max_terms: usize,
+    /// Parameter names available (further parameters become the literal 1).
+    pub(crate) max_params: usize,
+}
+
+/// Literals a tree may hold (exponents, offsets).
+const LITERALS: [f64; 5] = [2.0, 3.0, -1.0, 0.5, 1.0];
+
+impl Sampler {
+    /// A random program: `Σ p·factor (+ p)`.
+    pub(crate) fn program(&self, rng: &mut ChaCha8Rng) -> Tree {
+        let n_terms = rng.random_range(1..=self.max_terms.max(1));
+        let mut sum: Option<Tree> = None;
+        for _ in 0..n_terms {
+            let depth = rng.random_range(1..=self.max_depth.max(1));
+            let mut factor = self.subtree(rng, depth);
+            if rng.random_bool(0.35) {
+                let depth = rng.random_range(1..=self.max_depth.max(1));
+                factor = Tree::binary(BinOp::Mul, &factor, &self.subtree(rng, depth));
+            }
+            let term = Tree::binary(BinOp::Mul, &param(), &factor);
+            sum = Some(match sum {
+                None => term,
+                Some(s) => Tree::binary(BinOp::Add, &s, &term),
+            });
+        }
+        let mut tree = sum.unwrap_or_else(param);
+        if rng.random_bool(0.4) {
+            tree = Tree::binary(BinOp::Add, &tree, &param());
+        }
+        self.cap_params(tree)
+    }
+
+    /// A random expression at most `depth` levels deep.
+    pub(crate) fn subtree(&self, rng: &mut ChaCha8Rng, depth: usize) -> Tree {
+        if depth <= 1 {
+            return self.leaf(rng);
+        }
+        let roll: f64 = rng.random();
+        if roll < 0.25 {
+            self.leaf(rng)
+        } else if roll < 0.6 && !self.unary.is_empty() {
+            let op = self.unary[rng.random_range(0..self.unary.len())];
+            let arg = if rng.random_bool(0.5) {
+                self.affine(rng, depth - 1)
+            } else {
+                self.subtree(rng, depth - 1)
+            };
+            protect_unary(op, arg)
+        } else if !self.binary.is_empty() {
+            let op = self.binary[rng.random_range(0..self.binary.len())];
+            let a = self.subtree(rng, depth - 1);
+            let b = match op {
+                BinOp::Pow if rng.random_bool(0.6) => {
+                    Tree::leaf(Node::Const(LITERALS[rng.random_range(0..3)]))
+                }
+                BinOp::Pow => param(),
+                _ => self.subtree(rng, depth - 1),
+            };
+            protect_binary(op, a, b)
+        } else {
+            self.leaf(rng)
+        }
+    }
+
+    /// `p·u` or `p·u + q` for a random `u`: the argument of an operator, scaled and shifted.
+    fn affine(&self, rng: &mut ChaCha8Rng, depth: usize) -> Tree {
+        let inner = self.subtree(rng, depth.saturating_sub(1).max(1));
+        let scaled = Tree::binary(BinOp::Mul, &param(), &inner);
+        if rng.random_bool(0.5) {
+            Tree::binary(BinOp::Add, &scaled, &param())
+        } else {
+            scaled
+        }
+    }
+
+    /// An input (most often), a parameter or a literal.
+    pub(crate) fn leaf(&self, rng: &mut ChaCha8Rng) -> Tree {
+        let roll: f64 = rng.random();
+        if roll < 0.6 {
+            let i = rng.random_range(0..self.n_inputs.max(1));
+            Tree::leaf(Node::Input(i as u16))
+        } else if roll < 0.9 {
+            param()
+        } else {
+            Tree::leaf(Node::Const(LITERALS[rng.random_range(0..LITERALS.len())]))
+        }
+    }
+
+    /// The tree with parameters past the available names turned into the literal 1.
+    pub(crate) fn cap_params(&self, mut tree: Tree) -> Tree {
+        let mut k = 0;
+        for n in &mut tree.nodes {
+            if let Node::Param(_) = n {
+                if k >= self.max_params {
+                    *n = Node::Const(1.0);
+                }
+                k += 1;
+            }
+        }
+        tree
+    }
+}
+
+/// A fresh parameter (no inherited value).
+pub(crate) fn param() -> Tree {
+    Tree::leaf(Node::Param(f64::NAN))
+}
+
+/// Whether a tree's value is never negative (so `log`/`sqrt` of it need no guard).
+fn non_negative(t: &Tree) -> bool {
+    matches!(
+        t.nodes.first(),
+        Some(Node::Unary(
+            "abs" | "exp" | "square" | "sqrt" | "cosh" | "sigmoid"
+        ))
+    ) || matches!(t.nodes.as_slice(), [Node::Const(c)] if *c > 0.0)
+}
+
+/// `(op a)` in its domain-safe form.
+pub(crate) fn protect_unary(op: &'static str, a: Tree) -> Tree {
+    match op {
+        "log" | "sqrt" if !non_negative(&a) => Tree::unary(op, &Tree::unary("abs", &a)),
+        "asin" | "acos" if a.nodes.first() != Some(&Node::Unary("tanh")) => {
+            Tree::unary(op, &Tree::unary("tanh", &a))
+        }
+        _ => Tree::unary(op, &a),
+    }
+}
+
+/// `(op a b)` in its domain-safe form: a power with a non-literal exponent takes `(abs a)`.
+pub(crate) fn protect_binary(op: BinOp, a: Tree, b: Tree) -> Tree {
+    let literal_exponent = matches!(b.nodes.as_slice(), [Node::Const(_)]);
+    if op == BinOp::Pow && !literal_exponent && !non_negative(&a) {
+        return Tree::binary(op, &Tree::unary("abs", &a), &b);
+    }
+    Tree::binary(op, &a, &b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn sampler() -> Sampler {
+        Sampler {
+            n_inputs: 2,
+            unary: vec!["exp", "log", "sqrt", "sin", "asin"],
+            binary: BinOp::ALL.to_vec(),
+            max_depth: 4,
+            max_terms: 3,
+            max_params: 6,
+        }
+    }
+
+    #[test]
+    fn programs_respect_depth_params_and_domains() {
+        let s = sampler();
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let mut ops = std::collections::BTreeSet::new();
+        for _ in 0..500 {
+            let t = s.program(&mut rng);
+            assert!(t.is_complete());
+            assert!(t.n_params() <= 6, "{t:?}");
+            // Sum nodes (≤ 3 terms + offset: 4 levels), a product of ≤ two factors (2 levels),
+            // then a factor of ≤ 4 operator levels, each with at most one guard (`abs`, `tanh`)
+            // or affine wrapper level more, and a leaf.
+            assert!(t.depth() <= 4 + 2 + 2 * 4 + 1, "{}", t.depth());
+            for (i, n) in t.nodes.iter().enumerate() {
+                match n {
+                    Node::Unary(op @ ("log" | "sqrt")) => {
+                        ops.insert(*op);
+                        assert!(non_negative(&t.subtree(i + 1)), "{t:?}");
+                    }
+                    Node::Unary("asin") => {
+                        assert_eq!(t.nodes[i + 1], Node::Unary("tanh"))
+                    }
+                    Node::Binary(op) => {
+                        ops.insert(op.name());
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for op in ["log", "sqrt", "+", "-", "*", "/", "pow"] {
+            assert!(ops.contains(op), "{op} never drawn");
+        }
+    }
+}
