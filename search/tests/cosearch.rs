@@ -4,9 +4,9 @@
 
 mod common;
 
-use common::root;
+use common::{root, run_ok, summary, summary_core};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -27,33 +27,8 @@ fn ndvm() -> Command {
     c
 }
 
-fn run_ok(args: &[&str]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_ndvm-search"));
-    c.current_dir(root()).args(args);
-    c.env_remove("SLURM_ARRAY_TASK_ID");
-    let out = c.output().unwrap();
-    assert!(
-        out.status.success(),
-        "ndvm-search {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
 fn p(path: &Path) -> &str {
     path.to_str().unwrap()
-}
-
-/// `summary.json` without its `run` (wall-clock) section, as text.
-fn summary_core(dir: &Path) -> String {
-    let mut v: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
-    v.as_object_mut().unwrap().remove("run");
-    serde_json::to_string_pretty(&v).unwrap()
-}
-
-fn summary(dir: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap()
 }
 
 /// `events.jsonl` without the wall-clock fields (`wall_ms`, `finished_s`), line by line.

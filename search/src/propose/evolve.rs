@@ -173,10 +173,9 @@ impl Evolve {
             let tree = if breed {
                 self.breed(island)
             } else {
-                self.sampler.program(&mut self.rng)
+                self.sampler.program(&mut self.rng).simplify()
             };
-            let tree = self.sampler.cap_params(tree);
-            if tree.len() > self.settings.max_size {
+            if tree.len() > self.settings.max_size || tree.n_params() > self.params.len() {
                 continue;
             }
             let Some(src) = self.print(&tree) else {

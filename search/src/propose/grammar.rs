@@ -136,7 +136,7 @@ impl Grammar {
         let mut heap = Heap::new();
         let root = match &self.tree {
             Some(sampler) => {
-                let tree = sampler.program(&mut self.rng);
+                let tree = sampler.program(&mut self.rng).simplify();
                 let names = Names {
                     inputs: &self.inputs,
                     params: &self.params,

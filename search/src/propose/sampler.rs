@@ -61,11 +61,11 @@ impl Sampler {
             return self.leaf(rng);
         }
         let roll: f64 = rng.random();
-        if roll < 0.25 {
+        if roll < 0.2 {
             self.leaf(rng)
         } else if roll < 0.6 && !self.unary.is_empty() {
             let op = self.unary[rng.random_range(0..self.unary.len())];
-            let arg = if rng.random_bool(0.5) {
+            let arg = if rng.random_bool(0.7) {
                 self.affine(rng, depth - 1)
             } else {
                 self.subtree(rng, depth - 1)
@@ -89,7 +89,7 @@ impl Sampler {
 
     /// `p·u` or `p·u + q` for a random `u`: the argument of an operator, scaled and shifted.
     fn affine(&self, rng: &mut ChaCha8Rng, depth: usize) -> Tree {
-        let inner = self.subtree(rng, depth.saturating_sub(1).max(1));
+        let inner = self.subtree(rng, depth);
         let scaled = Tree::binary(BinOp::Mul, &param(), &inner);
         if rng.random_bool(0.5) {
             Tree::binary(BinOp::Add, &scaled, &param())
@@ -101,10 +101,10 @@ impl Sampler {
     /// An input (most often), a parameter or a literal.
     pub(crate) fn leaf(&self, rng: &mut ChaCha8Rng) -> Tree {
         let roll: f64 = rng.random();
-        if roll < 0.6 {
+        if roll < 0.7 {
             let i = rng.random_range(0..self.n_inputs.max(1));
             Tree::leaf(Node::Input(i as u16))
-        } else if roll < 0.9 {
+        } else if roll < 0.95 {
             param()
         } else {
             Tree::leaf(Node::Const(LITERALS[rng.random_range(0..LITERALS.len())]))
@@ -187,9 +187,9 @@ mod tests {
             assert!(t.is_complete());
             assert!(t.n_params() <= 6, "{t:?}");
             // Sum nodes (≤ 3 terms + offset: 4 levels), a product of ≤ two factors (2 levels),
-            // then a factor of ≤ 4 operator levels, each with at most one guard (`abs`, `tanh`)
-            // or affine wrapper level more, and a leaf.
-            assert!(t.depth() <= 4 + 2 + 2 * 4 + 1, "{}", t.depth());
+            // then a factor of ≤ 4 levels: each operator level below the first may add a guard
+            // (`abs`, `tanh`) and an affine wrapper (`+`, `*`): 4 levels each.
+            assert!(t.depth() <= 4 + 2 + 4 * 3 + 1, "{}", t.depth());
             for (i, n) in t.nodes.iter().enumerate() {
                 match n {
                     Node::Unary(op @ ("log" | "sqrt")) => {

@@ -334,13 +334,14 @@ impl Tree {
         tree.is_complete().then_some(tree)
     }
 
-    /// Folds literal and parameter subexpressions: `(op c1 c2)` becomes a literal, `(op p c)`,
-    /// `(op c p)` and `(op p1 p2)` (for `+ - * /`) become one parameter; `(* p (* q x))` and
-    /// `(+ p (+ q x))` drop the inner parameter. Values follow where both are known.
+    /// Folds literal and parameter subexpressions: a subexpression of no input becomes a literal
+    /// (of literals, where its value is finite) or one parameter (of parameters: any function of
+    /// free constants is a free constant); `(* p (* q x))` and `(+ p (+ q x))` drop the inner
+    /// parameter; `(* 1 x)`, `(+ x 0)`, `(pow x 1)`, … become `x`. Values follow where known.
     pub(crate) fn simplify(&self) -> Tree {
         let mut stack: Vec<Vec<Node>> = Vec::with_capacity(self.len());
         for node in self.nodes.iter().rev() {
-            let part = match *node {
+            let mut part = match *node {
                 Node::Binary(op) => match (stack.pop(), stack.pop()) {
                     (Some(a), Some(b)) => fold(op, a, b),
                     _ => return self.clone(),
@@ -351,6 +352,9 @@ impl Tree {
                 },
                 leaf => vec![leaf],
             };
+            if part.len() > 1 && !part.iter().any(|n| matches!(n, Node::Input(_))) {
+                part = fold_constant(part);
+            }
             stack.push(part);
         }
         match stack.pop() {
@@ -358,6 +362,59 @@ impl Tree {
             _ => self.clone(),
         }
     }
+}
+
+/// An input-free subexpression folded: one parameter if it has any (valued where computable),
+/// else its literal value (unchanged when that is not finite or not computable here).
+fn fold_constant(part: Vec<Node>) -> Vec<Node> {
+    let value = evaluate(&part);
+    if part.iter().any(|n| matches!(n, Node::Param(_))) {
+        return vec![Node::Param(value.unwrap_or(f64::NAN))];
+    }
+    match value {
+        Some(v) if v.is_finite() => vec![Node::Const(v)],
+        _ => part,
+    }
+}
+
+/// The value of an input-free expression, where every operator is one computed here.
+fn evaluate(nodes: &[Node]) -> Option<f64> {
+    let mut stack: Vec<f64> = Vec::with_capacity(nodes.len());
+    for node in nodes.iter().rev() {
+        let v = match *node {
+            Node::Const(c) | Node::Param(c) => c,
+            Node::Input(_) => return None,
+            Node::Unary(op) => unary_value(op, stack.pop()?)?,
+            Node::Binary(op) => {
+                let a = stack.pop()?;
+                op.apply(a, stack.pop()?)
+            }
+        };
+        stack.push(v);
+    }
+    stack.pop().filter(|v| v.is_finite())
+}
+
+/// A unary primitive's value (the common ones; `None` for the rest).
+fn unary_value(op: &str, x: f64) -> Option<f64> {
+    Some(match op {
+        "exp" => x.exp(),
+        "log" => x.ln(),
+        "sqrt" => x.sqrt(),
+        "sin" => x.sin(),
+        "cos" => x.cos(),
+        "tan" => x.tan(),
+        "tanh" => x.tanh(),
+        "sinh" => x.sinh(),
+        "cosh" => x.cosh(),
+        "abs" => x.abs(),
+        "square" => x * x,
+        "asin" => x.asin(),
+        "acos" => x.acos(),
+        "atan" => x.atan(),
+        "sigmoid" => 1.0 / (1.0 + (-x).exp()),
+        _ => return None,
+    })
 }
 
 /// Work left to emit while reading heap data, in prefix order.
@@ -542,6 +599,8 @@ mod tests {
             ("(+ (sin x) 0)", "(sin x)"),
             ("(- (* a b) x)", "(- a x)"),
             ("(sin (+ x v))", "(sin (+ x v))"),
+            ("(* (cos (exp 0)) x)", "(* 0.5403023058681398 x)"),
+            ("(+ x (pow (sin a) 3))", "(+ x a)"),
         ] {
             assert_eq!(print(&read(src).unwrap().simplify()), simplified, "{src}");
         }

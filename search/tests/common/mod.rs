@@ -54,3 +54,33 @@ pub(crate) fn events_without(dir: &Path, drop: &[&str]) -> Vec<serde_json::Value
         })
         .collect()
 }
+
+/// Runs `ndvm-search ARGS` in the workspace root (no Slurm variables) and returns its output;
+/// panics with its standard error when it fails.
+#[allow(dead_code)] // each test binary compiles this module and uses part of it
+pub(crate) fn run_ok(args: &[&str]) -> std::process::Output {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_ndvm-search"));
+    c.current_dir(root()).args(args);
+    c.env_remove("SLURM_ARRAY_TASK_ID");
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "ndvm-search {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `summary.json` of the run folder `dir`.
+#[allow(dead_code)] // each test binary compiles this module and uses part of it
+pub(crate) fn summary(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap()
+}
+
+/// `summary.json` without its `run` (wall-clock) section, as text.
+#[allow(dead_code)] // each test binary compiles this module and uses part of it
+pub(crate) fn summary_core(dir: &Path) -> String {
+    let mut v = summary(dir);
+    v.as_object_mut().unwrap().remove("run");
+    serde_json::to_string_pretty(&v).unwrap()
+}
