@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use ndvm_core::{EvalOptions, Evaluation, Evaluator, Heap, Inputs, Program};
-use ndvm_optimizers::{Calibrator, Dataset, ParamSpec, Shared};
+use ndvm_optimizers::{
+    CalibrateConfig, Calibration, Calibrator, Dataset, Optimizer, ParamSpec, Shared,
+};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -58,7 +60,12 @@ pub struct Event {
     /// The limit that was hit, as `name=value` (`max_memory=536870912`), for limit classes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<String>,
-    /// Loss evaluations the calibration made.
+    /// Training rows of the screen (`data.screen_rows`) when the candidate was first fitted on a
+    /// row sample and then refitted on every training row; absent when it was fitted on all rows
+    /// at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screen_rows: Option<u64>,
+    /// Loss evaluations the calibration made (the screen's and the refit's, when screened).
     pub n_evals: u64,
     /// Wall-clock milliseconds of this calibration (varies between runs, like `finished_s`).
     pub wall_ms: f64,
@@ -611,6 +618,7 @@ pub(crate) fn blank_event(task: &Task, p: &Pending) -> Event {
         error: None,
         error_class: None,
         limit: None,
+        screen_rows: None,
         n_evals: 0,
         wall_ms: 0.0,
         finished_s: None,
@@ -675,16 +683,21 @@ pub(crate) fn calibrate_one(task: &Task, p: &Pending, deadline: Option<Instant>)
     let res = (|| -> std::result::Result<(), Failure> {
         let mut heap = Heap::new();
         let program = parse(task, &mut heap, &p.cand.frontend, &p.cand.src)?;
-        let mut cal = Calibrator::new(cfg.clone()).map_err(|e| Failure {
-            class: e.class(),
-            message: e.to_string(),
-        })?;
-        let fit = cal
-            .calibrate(&mut heap, &program, &dataset(task, &task.train))
-            .map_err(|e| Failure {
-                class: e.class(),
-                message: e.to_string(),
-            })?;
+        let fit = match &task.screen {
+            None => fit(&mut heap, &program, &cfg, &dataset(task, &task.train))?,
+            Some(screen) => {
+                ev.screen_rows = Some(screen.rows() as u64);
+                let first = fit(&mut heap, &program, &cfg, &dataset(task, &screen.train))?;
+                if first.loss.is_finite() {
+                    let again = refit_config(&cfg, &first, &heap, &program, started)?;
+                    let mut second = fit(&mut heap, &program, &again, &dataset(task, &task.train))?;
+                    second.n_evals += first.n_evals;
+                    second
+                } else {
+                    first
+                }
+            }
+        };
         ev.n_evals = fit.n_evals;
         ev.stop_reason = Some(fit.stop_reason.to_string());
         ev.params = fit
@@ -718,6 +731,63 @@ pub(crate) fn calibrate_one(task: &Task, p: &Pending, deadline: Option<Instant>)
     }
     ev.wall_ms = started.elapsed().as_secs_f64() * 1e3;
     ev
+}
+
+/// One calibration of `program` under `cfg` on `data`.
+fn fit(
+    heap: &mut Heap,
+    program: &Program,
+    cfg: &CalibrateConfig,
+    data: &Dataset,
+) -> std::result::Result<Calibration, Failure> {
+    let failure = |e: ndvm_optimizers::CalibrateError| Failure {
+        class: e.class(),
+        message: e.to_string(),
+    };
+    Calibrator::new(cfg.clone())
+        .map_err(failure)?
+        .calibrate(heap, program, data)
+        .map_err(failure)
+}
+
+/// Most L-BFGS iterations of the refit on every training row after a screen.
+pub const REFIT_ITERS: usize = 50;
+
+/// The refit after a screen that ended at `screened`: one L-BFGS start (at most
+/// [`REFIT_ITERS`] iterations, and `cfg.max_iters`) from the screen's fitted values, in what is
+/// left of `cfg`'s time limit since `started`.
+fn refit_config(
+    cfg: &CalibrateConfig,
+    screened: &Calibration,
+    heap: &Heap,
+    program: &Program,
+    started: Instant,
+) -> std::result::Result<CalibrateConfig, Failure> {
+    let mut again = cfg.clone();
+    again.optimizer = Optimizer::Lbfgs;
+    again.n_starts = 1;
+    again.max_iters = cfg.max_iters.min(REFIT_ITERS);
+    again.time_limit = cfg.time_limit.map(|t| t.saturating_sub(started.elapsed()));
+    // Every fitted parameter, the task's or the program's own `(params …)`, starts where the
+    // screen ended (its kind: the task's spec replaces the program's declaration).
+    let declared = ndvm_core::params::declarations(heap, program)?;
+    for (name, &value) in screened.names.iter().zip(&screened.params) {
+        let i = match again.params.iter().position(|s| &s.name == name) {
+            Some(i) => i,
+            None => match declared.iter().find(|d| &d.name == name) {
+                Some(d) => {
+                    again.params.push(ParamSpec::new(&d.name, d.kind, d.init));
+                    again.params.len() - 1
+                }
+                None => continue,
+            },
+        };
+        let spec = &mut again.params[i];
+        if spec.kind.admits(value) {
+            spec.init = value;
+        }
+    }
+    Ok(again)
 }
 
 /// Forward predictions of a program with fixed parameters on a table.
