@@ -109,6 +109,15 @@ impl Calibrator {
         })
     }
 
+    /// Replaces the configuration (checked here; on an error the old one stays), keeping the
+    /// pooled evaluators: one calibrator serves a thread's successive calibrations, whatever each
+    /// one's parameters, optimizer and limits. Results equal a fresh calibrator's, bit for bit.
+    pub fn reconfigure(&mut self, config: CalibrateConfig) -> Result<()> {
+        config.validate()?;
+        self.config = config;
+        Ok(())
+    }
+
     /// The configuration.
     pub fn config(&self) -> &CalibrateConfig {
         &self.config

@@ -75,6 +75,27 @@ fn defaults_are_the_evaluator_defaults_and_zero_is_rejected() {
 }
 
 #[test]
+fn reconfigure_checks_the_new_config_and_keeps_the_old_one_on_an_error() {
+    let mut cal = Calibrator::new(config(1.0)).unwrap();
+    let bad = CalibrateConfig {
+        n_starts: 0,
+        ..config(1.0)
+    };
+    match cal.reconfigure(bad) {
+        Err(CalibrateError::InvalidConfig { field, .. }) => assert_eq!(field, "n_starts"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(cal.config(), &config(1.0));
+    let fewer = CalibrateConfig {
+        n_starts: 3,
+        ..config(1.0)
+    };
+    cal.reconfigure(fewer).unwrap();
+    let fit = calibrate(&mut cal, "(* a x)").expect("fits");
+    assert_eq!(fit.starts.len(), 3);
+}
+
+#[test]
 fn an_endless_evaluation_ends_at_the_deadline() {
     let cfg = CalibrateConfig {
         time_limit: Some(Duration::from_millis(300)),

@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use ndvm_core::{EvalOptions, Evaluation, Evaluator, Heap, Inputs, Program};
-use ndvm_optimizers::{Calibrator, Dataset, ParamSpec, Shared};
+use ndvm_optimizers::{
+    CalibrateConfig, Calibration, Calibrator, Dataset, Optimizer, ParamSpec, Shared,
+};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -58,7 +60,12 @@ pub struct Event {
     /// The limit that was hit, as `name=value` (`max_memory=536870912`), for limit classes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<String>,
-    /// Loss evaluations the calibration made.
+    /// Training rows of the screen (`data.screen_rows`) when the candidate was first fitted on a
+    /// row sample and then refitted on every training row (`params`, `train_loss` and
+    /// `stop_reason` are the refit's); absent when it was fitted on all rows at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screen_rows: Option<u64>,
+    /// Loss evaluations the calibration made (the screen's and the refit's, when screened).
     pub n_evals: u64,
     /// Wall-clock milliseconds of this calibration (varies between runs, like `finished_s`).
     pub wall_ms: f64,
@@ -611,6 +618,7 @@ pub(crate) fn blank_event(task: &Task, p: &Pending) -> Event {
         error: None,
         error_class: None,
         limit: None,
+        screen_rows: None,
         n_evals: 0,
         wall_ms: 0.0,
         finished_s: None,
@@ -656,10 +664,10 @@ pub(crate) fn calibrate_one(task: &Task, p: &Pending, deadline: Option<Instant>)
         .filter_map(|n| task.params.iter().find(|s| &s.name == n).cloned())
         .map(|mut spec| {
             // An inherited fitted value is the first start (if it is a valid start for its kind).
-            if let Some(&v) = p.cand.init.get(&spec.name) {
-                if spec.kind.admits(v) {
-                    spec.init = v;
-                }
+            if let Some(&v) = p.cand.init.get(&spec.name)
+                && spec.kind.admits(v)
+            {
+                spec.init = v;
             }
             spec
         })
@@ -675,16 +683,21 @@ pub(crate) fn calibrate_one(task: &Task, p: &Pending, deadline: Option<Instant>)
     let res = (|| -> std::result::Result<(), Failure> {
         let mut heap = Heap::new();
         let program = parse(task, &mut heap, &p.cand.frontend, &p.cand.src)?;
-        let mut cal = Calibrator::new(cfg.clone()).map_err(|e| Failure {
-            class: e.class(),
-            message: e.to_string(),
-        })?;
-        let fit = cal
-            .calibrate(&mut heap, &program, &dataset(task, &task.train))
-            .map_err(|e| Failure {
-                class: e.class(),
-                message: e.to_string(),
-            })?;
+        let fit = match &task.screen {
+            None => fit(&mut heap, &program, &cfg, &dataset(task, &task.train))?,
+            Some(screen) => {
+                ev.screen_rows = Some(screen.rows() as u64);
+                let first = fit(&mut heap, &program, &cfg, &dataset(task, &screen.train))?;
+                if first.loss.is_finite() {
+                    let again = refit_config(&cfg, &first, &heap, &program, started)?;
+                    let mut second = fit(&mut heap, &program, &again, &dataset(task, &task.train))?;
+                    second.n_evals += first.n_evals;
+                    second
+                } else {
+                    first
+                }
+            }
+        };
         ev.n_evals = fit.n_evals;
         ev.stop_reason = Some(fit.stop_reason.to_string());
         ev.params = fit
@@ -718,6 +731,84 @@ pub(crate) fn calibrate_one(task: &Task, p: &Pending, deadline: Option<Instant>)
     }
     ev.wall_ms = started.elapsed().as_secs_f64() * 1e3;
     ev
+}
+
+thread_local! {
+    /// This thread's calibrator: its pooled evaluators serve every calibration the thread runs.
+    static CALIBRATOR: std::cell::RefCell<Option<Calibrator>> = const { std::cell::RefCell::new(None) };
+}
+
+/// One calibration of `program` under `cfg` on `data`, by this thread's calibrator.
+fn fit(
+    heap: &mut Heap,
+    program: &Program,
+    cfg: &CalibrateConfig,
+    data: &Dataset,
+) -> std::result::Result<Calibration, Failure> {
+    CALIBRATOR.with_borrow_mut(|slot| fit_with(slot, heap, program, cfg, data))
+}
+
+/// One calibration by the calibrator in `slot` (made there when it is empty), reconfigured to
+/// `cfg`.
+fn fit_with(
+    slot: &mut Option<Calibrator>,
+    heap: &mut Heap,
+    program: &Program,
+    cfg: &CalibrateConfig,
+    data: &Dataset,
+) -> std::result::Result<Calibration, Failure> {
+    let failure = |e: ndvm_optimizers::CalibrateError| Failure {
+        class: e.class(),
+        message: e.to_string(),
+    };
+    let cal = match slot {
+        Some(cal) => {
+            cal.reconfigure(cfg.clone()).map_err(failure)?;
+            cal
+        }
+        None => slot.insert(Calibrator::new(cfg.clone()).map_err(failure)?),
+    };
+    cal.calibrate(heap, program, data).map_err(failure)
+}
+
+/// Most L-BFGS iterations of the refit on every training row after a screen.
+pub const REFIT_ITERS: usize = 50;
+
+/// The refit after a screen that ended at `screened`: one L-BFGS start (at most
+/// [`REFIT_ITERS`] iterations, and `cfg.max_iters`) from the screen's fitted values, in what is
+/// left of `cfg`'s time limit since `started`.
+fn refit_config(
+    cfg: &CalibrateConfig,
+    screened: &Calibration,
+    heap: &Heap,
+    program: &Program,
+    started: Instant,
+) -> std::result::Result<CalibrateConfig, Failure> {
+    let mut again = cfg.clone();
+    again.optimizer = Optimizer::Lbfgs;
+    again.n_starts = 1;
+    again.max_iters = cfg.max_iters.min(REFIT_ITERS);
+    again.time_limit = cfg.time_limit.map(|t| t.saturating_sub(started.elapsed()));
+    // Every fitted parameter, the task's or the program's own `(params …)`, starts where the
+    // screen ended (its kind: the task's spec replaces the program's declaration).
+    let declared = ndvm_core::params::declarations(heap, program)?;
+    for (name, &value) in screened.names.iter().zip(&screened.params) {
+        let i = match again.params.iter().position(|s| &s.name == name) {
+            Some(i) => i,
+            None => match declared.iter().find(|d| &d.name == name) {
+                Some(d) => {
+                    again.params.push(ParamSpec::new(&d.name, d.kind, d.init));
+                    again.params.len() - 1
+                }
+                None => continue,
+            },
+        };
+        let spec = &mut again.params[i];
+        if spec.kind.admits(value) {
+            spec.init = value;
+        }
+    }
+    Ok(again)
 }
 
 /// Forward predictions of a program with fixed parameters on a table.
@@ -806,4 +897,86 @@ pub fn test_scores(task: &Task, ev: &Event) -> BTreeMap<String, (Option<f64>, Op
         out.insert(name.clone(), (m.map(|m| m.0), m.map(|m| m.1)));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndvm_core::ParamKind;
+
+    /// One thread's calibrator serving a run of candidates (different programs, parameters,
+    /// optimizers, data sizes and limits, failures among them) gives each the result a fresh
+    /// calibrator gives, bit for bit.
+    #[test]
+    fn a_reused_calibrator_equals_a_fresh_one_bit_for_bit() {
+        let programs = [
+            "(* a (exp (* b x)))",
+            "(+ a (* b x))",
+            "(* a (sin (+ (* b x) c)))",
+            "(+ c (* a (exp (- 0.0 (* b x)))))",
+            "(/ a (+ x b))",
+            "(* a (cos (* b x)) (exp (* c x)))",
+            "(+ (* a x x) (* b x) c)",
+            "(log (* a x))",
+            "(* a (sqrt (+ (* b b) x)))",
+        ];
+        let table = |n: usize| {
+            let x: Vec<f64> = (0..n).map(|i| 0.1 + 6.0 * i as f64 / n as f64).collect();
+            let y = x
+                .iter()
+                .map(|x| (-0.3 * x).exp() * (2.0 * x).cos())
+                .collect();
+            Dataset::new().column("x", x).target(y)
+        };
+        let mut shared = None;
+        let mut results = 0;
+        for round in 0..2 {
+            for (i, src) in programs.iter().enumerate() {
+                let mut cfg = CalibrateConfig::recommended();
+                cfg.n_starts = 4 + i % 3;
+                cfg.max_iters = 40;
+                cfg.screen_iters = 30;
+                cfg.seed = i as u64;
+                cfg.optimizer = [Optimizer::Portfolio, Optimizer::Adam, Optimizer::Lbfgs][i % 3];
+                // A tiny work limit now and then: the pooled evaluators are re-armed each time.
+                cfg.max_work = if (i + round) % 4 == 3 {
+                    50
+                } else {
+                    cfg.max_work
+                };
+                cfg.params = ["a", "b", "c"]
+                    .iter()
+                    .filter(|p| src.split(|c: char| !c.is_alphanumeric()).any(|t| t == **p))
+                    .map(|p| ParamSpec::new(p, ParamKind::Free, 0.5))
+                    .collect();
+                let data = table(if (i + round) % 2 == 0 { 24 } else { 40 });
+                let run = |slot: &mut Option<Calibrator>| {
+                    let mut heap = Heap::new();
+                    let program = ndvm_frontends::scheme::parse(&mut heap, src).unwrap();
+                    fit_with(slot, &mut heap, &program, &cfg, &data).map_err(|e| e.message)
+                };
+                let fresh = run(&mut None);
+                let reused = run(&mut shared);
+                match (fresh, reused) {
+                    (Ok(f), Ok(r)) => {
+                        let bits = |c: &Calibration| {
+                            let mut v: Vec<u64> = c.params.iter().map(|x| x.to_bits()).collect();
+                            v.push(c.loss.to_bits());
+                            v.extend(
+                                c.starts
+                                    .iter()
+                                    .flat_map(|s| s.params.iter().map(|x| x.to_bits())),
+                            );
+                            (v, c.n_evals, c.stop_reason, c.names.clone())
+                        };
+                        assert_eq!(bits(&f), bits(&r), "{src}");
+                        results += 1;
+                    }
+                    (f, r) => assert_eq!(f.err(), r.err(), "{src}"),
+                }
+            }
+        }
+        // Most of them fitted (the comparison is not only of errors).
+        assert!(results >= 12, "{results} fits");
+    }
 }

@@ -78,6 +78,10 @@ pub struct Settings {
 /// `data`: rows of each table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DataSizes {
+    /// Training rows each candidate was screened on before its refit on all of them
+    /// (`data.screen_rows`); absent when candidates were fitted on all rows at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screen_rows: Option<usize>,
     /// Rows of each test table, by name.
     pub tests: BTreeMap<String, usize>,
     /// Training rows.
@@ -289,6 +293,7 @@ impl Summary {
             best: leaderboard.first().cloned(),
             calibrations: outcome.events.len(),
             data: DataSizes {
+                screen_rows: task.screen.as_ref().map(|s| s.rows()),
                 tests: task
                     .tests
                     .iter()

@@ -45,6 +45,10 @@ pub const MAX_CONCURRENCY: usize = 256;
 pub const MAX_LLM_TIMEOUT_S: f64 = 3600.0;
 /// Most llm retries after a retryable failure.
 pub const MAX_RETRIES: usize = 100;
+/// Without `data.screen_rows`, a training table with more rows than this is screened …
+pub const AUTO_SCREEN_ABOVE: usize = 2_000;
+/// … on a seeded sample of this many rows.
+pub const AUTO_SCREEN_ROWS: usize = 1_000;
 
 /// Checks a wall-clock budget: finite, positive and at most [`MAX_BUDGET_SECONDS`].
 pub fn check_budget_seconds(x: f64) -> std::result::Result<f64, String> {
@@ -146,6 +150,11 @@ pub struct DataSpec {
     /// Keep at most this many rows of the CSV table (a seeded sample, in file order).
     #[serde(default)]
     pub max_rows: Option<usize>,
+    /// Fit each candidate on a seeded sample of this many training rows first, then refit it on
+    /// all of them (`off`: always all rows; default: [`AUTO_SCREEN_ROWS`] when the training table
+    /// has more than [`AUTO_SCREEN_ABOVE`] rows).
+    #[serde(default)]
+    pub screen_rows: Option<Spanned<ScreenRows>>,
     /// Largest CSV file read, in bytes (default [`textfile::MAX_CSV_BYTES`]).
     #[serde(default)]
     pub max_bytes: Option<Spanned<u64>>,
@@ -162,6 +171,53 @@ pub struct DataSpec {
     /// Inputs shared by every point: a name and a CSV file read as a matrix.
     #[serde(default)]
     pub shared: Vec<SharedSpec>,
+}
+
+/// `data.screen_rows`: a row count, or `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScreenRows {
+    /// Screen on a sample of this many training rows.
+    Rows(u64),
+    /// Never screen.
+    Off,
+}
+
+impl<'de> Deserialize<'de> for ScreenRows {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = ScreenRows;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a row count or `off`")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<ScreenRows, E> {
+                Ok(ScreenRows::Rows(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<ScreenRows, E> {
+                u64::try_from(v)
+                    .map(ScreenRows::Rows)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(v), &self))
+            }
+            // YAML 1.1 reads a bare `off` as false.
+            fn visit_bool<E: serde::de::Error>(
+                self,
+                v: bool,
+            ) -> std::result::Result<ScreenRows, E> {
+                if v {
+                    Err(E::invalid_value(serde::de::Unexpected::Bool(v), &self))
+                } else {
+                    Ok(ScreenRows::Off)
+                }
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<ScreenRows, E> {
+                match v {
+                    "off" => Ok(ScreenRows::Off),
+                    _ => Err(E::invalid_value(serde::de::Unexpected::Str(v), &self)),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// `data.generate:` a 1-D grid `from..to` with `n` evenly spaced points of `input`.
@@ -531,6 +587,70 @@ impl Table {
     }
 }
 
+/// Row-subsample screening: each candidate is calibrated on `train` (a seeded sample of the
+/// training rows, in file order) first, then refitted on every training row from that fit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Screen {
+    /// The sampled training rows.
+    pub train: Table,
+    /// Whether the default chose it (no `data.screen_rows` in the task).
+    pub automatic: bool,
+}
+
+impl Screen {
+    /// Rows of the sample.
+    pub fn rows(&self) -> usize {
+        self.train.n_rows()
+    }
+}
+
+/// `k` of the row indices `0..n` (all of them when `k ≥ n`), drawn with ChaCha8 from `seed`,
+/// in increasing order.
+pub(crate) fn sample_rows(n: usize, k: usize, seed: u64) -> Vec<usize> {
+    if k >= n {
+        return (0..n).collect();
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut rows: Vec<usize> = rand::seq::index::sample(&mut rng, n, k).into_vec();
+    rows.sort_unstable();
+    rows
+}
+
+/// The screening of a training table of `train` rows under `data.screen_rows` (`spec`): `None`
+/// when it does not apply (`off`, a small table, or no per-point table).
+fn resolve_screen(
+    path: &Path,
+    spec: Option<&Spanned<ScreenRows>>,
+    train: &Table,
+    seed: u64,
+) -> Result<Option<Screen>> {
+    let n = train.n_rows();
+    let (rows, automatic) = match spec {
+        Some(s) => match s.value {
+            ScreenRows::Off => return Ok(None),
+            ScreenRows::Rows(k) if k < 2 => {
+                return Err(task_err(
+                    path,
+                    Some(s.referenced),
+                    format!(
+                        "`screen_rows: {k}` is too few to fit on; give at least 2 rows, or `off`"
+                    ),
+                ));
+            }
+            ScreenRows::Rows(k) => (usize::try_from(k).unwrap_or(usize::MAX), false),
+        },
+        None if n > AUTO_SCREEN_ABOVE => (AUTO_SCREEN_ROWS, true),
+        None => return Ok(None),
+    };
+    if rows >= n {
+        return Ok(None);
+    }
+    Ok(Some(Screen {
+        train: train.take(&sample_rows(n, rows, seed ^ 0x5eed_0002)),
+        automatic,
+    }))
+}
+
 /// The proposer a task uses, resolved.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ProposerConfig {
@@ -699,6 +819,8 @@ pub struct Task {
     pub frontend: String,
     /// Fitting rows.
     pub train: Table,
+    /// Row-subsample screening of each candidate (`data.screen_rows`), when it applies.
+    pub screen: Option<Screen>,
     /// Scoring rows.
     pub validation: Table,
     /// Named test tables (the split's remainder is `test`).
@@ -1218,11 +1340,7 @@ fn resolve(
             if let Some(max) = data.max_rows
                 && table.n_rows() > max
             {
-                let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x5eed_0001);
-                let mut rows: Vec<usize> =
-                    rand::seq::index::sample(&mut rng, table.n_rows(), max).into_vec();
-                rows.sort_unstable();
-                table = table.take(&rows);
+                table = table.take(&sample_rows(table.n_rows(), max, spec.seed ^ 0x5eed_0001));
             }
             let n = table.n_rows();
             if n < 2 {
@@ -1330,6 +1448,7 @@ fn resolve(
     for t in &data.tests {
         tests.push((t.name.clone(), table_at(&t.csv)?));
     }
+    let screen = resolve_screen(path, data.screen_rows.as_ref(), &train, spec.seed)?;
 
     // Calibrator.
     let mut calibrate = CalibrateConfig::recommended();
@@ -1587,6 +1706,7 @@ fn resolve(
         frontends,
         frontend,
         train,
+        screen,
         validation,
         tests,
         shared,
@@ -1595,6 +1715,21 @@ fn resolve(
 }
 
 impl Task {
+    /// The line a run prints when it screens candidates on a row sample, `None` when it does not.
+    pub fn screen_note(&self) -> Option<String> {
+        let s = self.screen.as_ref()?;
+        Some(format!(
+            "screening each candidate on {} of {} training rows{}, then refitting it on all of them (data.screen_rows; 'off' fits on all rows)",
+            s.rows(),
+            self.train.n_rows(),
+            if s.automatic {
+                format!(", the default above {AUTO_SCREEN_ABOVE} rows")
+            } else {
+                String::new()
+            },
+        ))
+    }
+
     /// The registered front end called `name`.
     pub fn frontend_named(&self, name: &str) -> Result<&dyn Frontend> {
         self.frontends
@@ -1860,6 +1995,76 @@ mod tests {
             msg.contains("t.yaml:7:10: `threads` must be at least 1"),
             "{msg}"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_row_sampler_is_seeded_sorted_and_exact() {
+        let a = sample_rows(7500, 1000, 42);
+        assert_eq!(a.len(), 1000);
+        assert!(a.windows(2).all(|w| w[0] < w[1]), "not strictly increasing");
+        assert!(a.iter().all(|&r| r < 7500));
+        assert_eq!(a, sample_rows(7500, 1000, 42));
+        assert_ne!(a, sample_rows(7500, 1000, 43));
+        assert_eq!(sample_rows(5, 9, 1), vec![0, 1, 2, 3, 4]);
+        assert_eq!(sample_rows(5, 5, 1), vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn screen_rows_defaults_by_table_size_and_is_checked_at_its_line() {
+        let dir = std::env::temp_dir().join(format!("ndvm-task-screen-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let load_text = |n: usize, extra: &str| {
+            let path = dir.join("t.yaml");
+            let text = format!(
+                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: {n}}}\n{extra}inputs: [x]\ntarget: y\nparams: [{{name: a}}]\n"
+            );
+            std::fs::write(&path, text).unwrap();
+            load(&path)
+        };
+        // 70 % of 3000 rows = 2100 > 2000: screened on 1000 by default.
+        let t = load_text(3000, "").unwrap();
+        let s = t.screen.as_ref().unwrap();
+        assert_eq!(
+            (s.rows(), s.automatic, t.train.n_rows()),
+            (1000, true, 2100)
+        );
+        // Sampled rows are training rows, in file order.
+        let xs = &t.train.columns[0];
+        let mut at = 0;
+        for x in &s.train.columns[0] {
+            at += xs[at..].iter().position(|v| v == x).unwrap() + 1;
+        }
+        let note = t.screen_note().unwrap();
+        assert!(note.starts_with("screening each candidate on 1000 of 2100 training rows, the default above 2000 rows"), "{note}");
+        // 70 % of 2800 rows = 1960: not screened.
+        assert_eq!(load_text(2800, "").unwrap().screen, None);
+        assert_eq!(
+            load_text(3000, "  screen_rows: off\n").unwrap().screen,
+            None
+        );
+        let t = load_text(100, "  screen_rows: 20\n").unwrap();
+        assert_eq!(
+            t.screen.as_ref().map(|s| (s.rows(), s.automatic)),
+            Some((20, false))
+        );
+        assert!(!t.screen_note().unwrap().contains("default"));
+        // At least as many rows as the table: nothing to screen.
+        assert_eq!(load_text(100, "  screen_rows: 70\n").unwrap().screen, None);
+        for (bad, want) in [
+            ("1", "t.yaml:4:16: `screen_rows: 1` is too few"),
+            ("maybe", "t.yaml:4:3: invalid value: string \"maybe\""),
+            ("-3", "t.yaml:4:3: invalid value"),
+        ] {
+            let msg = load_text(100, &format!("  screen_rows: {bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(msg.contains(want), "{bad}: {msg}");
+            assert!(
+                bad == "1" || msg.contains("a row count or `off`"),
+                "{bad}: {msg}"
+            );
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
