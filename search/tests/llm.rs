@@ -957,6 +957,68 @@ fn ndvm_search_with_kind_llm_finds_a_fit_and_its_cache_replays_identically_offli
     assert_eq!(events_core(&again), events_core(&replayed));
 }
 
+#[test]
+fn evolve_seeded_by_an_llm_breeds_from_its_answers_and_shows_it_the_populations_best() {
+    let m = Mocked::start();
+    let answers = [
+        "(* a (exp (* b x)))",
+        "(+ (* a x) b)",
+        "(* a (cos (* b x)))",
+    ];
+    m.answer(
+        answers
+            .iter()
+            .map(|a| ok(&format!("```scheme\n{a}\n```")))
+            .collect(),
+    );
+    let dir = scratch("evolve-llm");
+    let prompt = root().join("bootstrap/prompts/symreg.md");
+    let task = dir.join("task.yaml");
+    let text = task_yaml(&format!(
+        "  kind: evolve\n  base_url: {}\n  model: mock-model\n  api_key: test\n  \
+         concurrency: 1\n  max_requests: 6\n  timeout: 5\n  backoff: 0.01\n  prompt: {}\n  \
+         cache: cache.jsonl",
+        m.base_url(),
+        prompt.display()
+    ))
+    .replace("stop: true", "stop: false");
+    std::fs::write(&task, text).unwrap();
+    let out = dir.join("run");
+    ndvm(&[
+        "run",
+        task.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["proposer"], "evolve");
+    let events = events_core(&out);
+    assert_eq!(events.len(), 20);
+    let srcs: Vec<&str> = events.iter().map(|e| e["src"].as_str().unwrap()).collect();
+    // The LLM's answers come first (half of each later chunk), evolved programs fill the rest.
+    assert_eq!(srcs[0], answers[0]);
+    assert!(
+        srcs.contains(&answers[1]) && srcs.contains(&answers[2]),
+        "{srcs:?}"
+    );
+    let evolved: Vec<&&str> = srcs.iter().filter(|s| !answers.contains(s)).collect();
+    assert!(evolved.len() >= 10, "{srcs:?}");
+    // Every request after the first shows scored programs as examples; some of them are the
+    // population's (not an LLM answer).
+    let requests = m.requests();
+    assert_eq!(requests.len(), 6);
+    assert_eq!(cache_lines(&dir.join("cache.jsonl")).len(), 6);
+    let shown = requests[1..].iter().any(|r| {
+        let text = r.to_string();
+        evolved
+            .iter()
+            .any(|e| text.contains(&e.replace('"', "\\\"")))
+    });
+    assert!(shown, "no evolved program shown to the LLM");
+}
+
 /// Runs `ndvm-search` in the repository root with `env` set, whatever its exit.
 fn ndvm_raw(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_ndvm-search"))

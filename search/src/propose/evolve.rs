@@ -490,10 +490,17 @@ impl Proposer for Evolve {
         };
         // Ids below this one got no feedback: rejected, duplicates or another shard's.
         self.waiting = self.waiting.split_off(&event.id);
-        if let (Some(inner), Some(seeds)) = (waiting.inner_id, self.seeds.as_mut()) {
-            let mut forwarded = event.clone();
-            forwarded.id = inner;
-            seeds.feedback(&forwarded, score);
+        // The seed proposer hears of every calibration (an LLM shows the population's best as
+        // examples), its own by its own ids.
+        if let Some(seeds) = self.seeds.as_mut() {
+            match waiting.inner_id {
+                Some(inner) => {
+                    let mut forwarded = event.clone();
+                    forwarded.id = inner;
+                    seeds.feedback(&forwarded, score);
+                }
+                None => seeds.feedback(event, score),
+            }
         }
         self.feedbacks += 1;
         let island = waiting.island;
@@ -698,14 +705,17 @@ mod tests {
         for c in &first {
             e.feedback(&event(c, 0.75), Some(1.0));
         }
-        // The seed proposer hears of its own candidates, by its own ids.
+        // The seed proposer hears of every candidate, of its own by its own ids.
+        let heard = heard.borrow();
+        assert_eq!(heard.len(), first.len());
         assert_eq!(
-            *heard.borrow(),
+            heard[..2],
             [
                 (100, "(* a (exp (* b x)))".to_string()),
                 (101, "(+ (* c (sin x)) d)".to_string())
             ]
         );
+        assert_eq!(heard[2], (2, first[2].src.clone()));
         // Both seeds were read back as trees, with their fitted values (renamed in order).
         let names = e.names();
         let members: Vec<String> = e

@@ -15,7 +15,6 @@
 
 mod chat;
 
-use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
@@ -217,8 +216,6 @@ pub struct LlmProposer {
     warnings: Vec<String>,
     /// Valid programs in cache order (the fallback examples).
     valid: Vec<String>,
-    /// Sources by candidate id, for feedback.
-    by_id: HashMap<u64, String>,
     /// (score, program) from the engine's feedback, best first.
     scored: Vec<(f64, String)>,
 }
@@ -353,7 +350,6 @@ impl LlmProposer {
             failures: None,
             warnings,
             valid,
-            by_id: HashMap::new(),
             scored: Vec::new(),
             frontends,
             frontend,
@@ -543,10 +539,6 @@ impl LlmProposer {
     }
 
     fn push(&mut self, out: &mut Vec<Candidate>, src: String, frontend: String) {
-        // Only programs in the prompt's notation become examples.
-        if frontend == self.frontend {
-            self.by_id.insert(self.next_id, src.clone());
-        }
         out.push(Candidate::new(self.next_id, src, frontend));
         self.next_id += 1;
     }
@@ -727,14 +719,14 @@ impl Proposer for LlmProposer {
         let Some(score) = score.filter(|s| s.is_finite()) else {
             return;
         };
-        if let Some(src) = self.by_id.get(&event.id) {
-            if self.scored.iter().any(|(_, s)| s == src) {
-                return;
-            }
-            self.scored.push((score, src.clone()));
-            self.scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-            self.scored.truncate(self.config.examples.max(1) * 4);
+        // Any scored program in the prompt's notation may become an example: the LLM's own, or
+        // (under `evolve`) the population's best.
+        if event.frontend != self.frontend || self.scored.iter().any(|(_, s)| *s == event.src) {
+            return;
         }
+        self.scored.push((score, event.src.clone()));
+        self.scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        self.scored.truncate(self.config.examples.max(1) * 4);
     }
 }
 
