@@ -118,6 +118,7 @@ fn check_spread(spread: &Value, values: &[f64]) {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     assert_eq!(spread["n"].as_u64().unwrap() as usize, v.len(), "{spread}");
+    assert_eq!(spread["not_finite"], 0, "{spread}");
     let median = if v.len() % 2 == 1 {
         v[v.len() / 2]
     } else {
@@ -217,6 +218,7 @@ fn smoke_run_without_pyoperon() {
     assert_eq!(theirs["status"], "skipped");
     assert_eq!(theirs["runs"], serde_json::json!([]));
     assert_eq!(theirs["nmse"]["test_ood"]["n"], 0);
+    assert_eq!(theirs["nmse"]["test_ood"]["not_finite"], 0);
     assert_eq!(theirs["nmse"]["test_ood"]["median"], Value::Null);
 }
 

@@ -155,6 +155,9 @@ impl<T> Tables<T> {
 pub struct Spread {
     /// Runs with a finite value.
     pub n: usize,
+    /// Runs whose model gave no finite value (a non-finite prediction or no model): left out of
+    /// the median and range, and shown beside them.
+    pub not_finite: usize,
     /// Their median (mean of the middle two for an even count).
     pub median: Option<f64>,
     /// Their minimum.
@@ -177,6 +180,7 @@ impl Spread {
         };
         Spread {
             n,
+            not_finite: values.len() - n,
             median,
             min: v.first().copied(),
             max: v.last().copied(),
@@ -710,9 +714,13 @@ pub fn run(
 }
 
 fn cell(s: &Spread) -> String {
-    match (s.median, s.min, s.max) {
+    let spread = match (s.median, s.min, s.max) {
         (Some(m), Some(lo), Some(hi)) => format!("{m:.2e} ({lo:.2e}–{hi:.2e})"),
         _ => "–".to_string(),
+    };
+    match s.not_finite {
+        0 => spread,
+        k => format!("{spread}, {k} not finite"),
     }
 }
 
@@ -721,7 +729,7 @@ pub fn table(opts: &SearchOptions, problems: &[ProblemResult]) -> String {
     let seeds: Vec<String> = opts.seeds.iter().map(u64::to_string).collect();
     let mut s = format!(
         "search: NMSE of the selected model, {} s per run at {} thread(s), seeds {}: median \
-         (min–max) over the runs with a finite value\n\n\
+         (min–max) over the runs with a finite value (those without one are counted beside it)\n\n\
          | problem | tool | runs | train | test_id (in distribution) | test_ood (out of distribution) |\n\
          |---|---|--:|--:|--:|--:|\n",
         opts.seconds,
@@ -731,7 +739,7 @@ pub fn table(opts: &SearchOptions, problems: &[ProblemResult]) -> String {
     for p in problems {
         for t in &p.tools {
             let runs = match t.status {
-                ToolStatus::Ran => format!("{}/{}", t.nmse.test_id.n, t.runs.len()),
+                ToolStatus::Ran => t.runs.len().to_string(),
                 ToolStatus::Skipped => "skipped".to_string(),
                 ToolStatus::Unavailable => "unavailable".to_string(),
             };
@@ -795,13 +803,25 @@ mod tests {
             s,
             Spread {
                 n: 3,
+                not_finite: 2,
                 median: Some(2.0),
                 min: Some(1.0),
                 max: Some(3.0)
             }
         );
         assert_eq!(Spread::of(&[Some(4.0), Some(1.0)]).median, Some(2.5));
-        assert_eq!(Spread::of(&[None]), Spread::default());
+        assert_eq!(
+            Spread::of(&[None]),
+            Spread {
+                not_finite: 1,
+                ..Spread::default()
+            }
+        );
+        assert_eq!(
+            cell(&Spread::of(&[Some(0.5), None])),
+            "5.00e-1 (5.00e-1–5.00e-1), 1 not finite"
+        );
+        assert_eq!(cell(&Spread::of(&[None, None])), "–, 2 not finite");
     }
 
     #[test]
