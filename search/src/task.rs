@@ -877,6 +877,27 @@ pub fn load_with(path: &Path, frontends: Arc<Registry>) -> Result<Task> {
     load_for(path, frontends, Purpose::Run)
 }
 
+/// As [`load`], with the master `seed:` replaced by `seed` before the task is resolved, so the
+/// split, the row sample, the calibrator and the proposer follow it (a `split.seed` or
+/// `calibrator.seed` written in the file still wins). `ndvm-search bench search` runs one task
+/// over several seeds with it.
+pub fn load_seeded(path: &Path, seed: u64) -> Result<Task> {
+    let text = textfile::read(
+        path,
+        textfile::MAX_TASK_BYTES,
+        "a task is a few KiB of YAML (put data in CSV files)",
+    )?;
+    let mut spec = parse_spec(path, &text)?;
+    spec.seed = seed;
+    resolve(
+        path,
+        text,
+        spec,
+        Arc::new(Registry::default()),
+        Purpose::Run,
+    )
+}
+
 /// As [`load`], for `check`: a task with `kind: llm` is valid in a build without the `llm`
 /// feature too (only running it needs the feature).
 pub fn load_to_check(path: &Path) -> Result<Task> {

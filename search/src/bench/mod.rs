@@ -11,12 +11,16 @@
 //! replayed symbolic-regression candidates and the `tasks/recurrence.yaml` loop/recur candidates
 //! (44 data lanes; K = 1, 8, 32 multistarts). `cosearch`
 //! ([`cosearch::replay`]): the whole engine replaying that stream at 1 … all threads.
+//!
+//! `search` ([`search::run`], not part of `all`): the co-search side by side with pyoperon on the
+//! LLM-SR problems, NMSE of the selected models (minutes; pyoperon in its own virtual environment).
 
 pub mod calibration;
 pub mod ceiling;
 pub mod cosearch;
 pub mod kalman;
 pub mod multicore;
+pub mod search;
 pub mod timing;
 
 use std::path::{Path, PathBuf};
@@ -38,12 +42,14 @@ pub enum Selection {
     Calibration,
     /// The whole co-search engine replaying the candidate stream at 1 … all threads.
     Cosearch,
-    /// Every suite.
+    /// Every suite above.
     All,
+    /// The co-search beside pyoperon on the LLM-SR problems (not part of `all`).
+    Search,
 }
 
 impl Selection {
-    /// Parses `kalman`, `multicore` or `all`.
+    /// Parses a suite name.
     pub fn parse(s: &str) -> Result<Selection> {
         match s {
             "kalman" => Ok(Selection::Kalman),
@@ -51,9 +57,11 @@ impl Selection {
             "calibration" => Ok(Selection::Calibration),
             "cosearch" => Ok(Selection::Cosearch),
             "all" => Ok(Selection::All),
+            "search" => Ok(Selection::Search),
             _ => Err(SearchError::BadArgument {
                 arg: s.to_string(),
-                message: "expected one of kalman, multicore, calibration, cosearch, all"
+                message: "expected one of kalman, multicore, calibration, cosearch, all, \
+                          or search (beside pyoperon, not part of all)"
                     .to_string(),
             }),
         }
@@ -71,6 +79,8 @@ pub struct BenchConfig {
     pub out_dir: PathBuf,
     /// The seed-data folder (`oracle_refs.json` and `cosearch_candidates_valid.jsonl` live there).
     pub seed_data: PathBuf,
+    /// What the `search` suite runs.
+    pub search: search::SearchOptions,
 }
 
 /// The seed data vendored in the checkout this binary was built from: `<workspace>/testdata/seed-data`.
@@ -248,6 +258,14 @@ fn write_json(dir: &Path, name: &str, value: &impl Serialize) -> Result<PathBuf>
 /// Runs the selected suites, writes their JSON files and returns their tables. `progress` receives
 /// one line as each case starts.
 pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Vec<SuiteReport>> {
+    if cfg.selection == Selection::Search {
+        let (path, table) = search::run(&cfg.search, &cfg.out_dir, progress)?;
+        return Ok(vec![SuiteReport {
+            name: "search",
+            path,
+            table,
+        }]);
+    }
     check_seed_data(&cfg.seed_data)?;
     let case = kalman::KalmanCase::load(&cfg.seed_data)?;
     std::fs::create_dir_all(&cfg.out_dir).map_err(|source| SearchError::Write { source })?;
@@ -365,6 +383,7 @@ mod tests {
     #[test]
     fn selection_names() {
         assert_eq!(Selection::parse("all").unwrap(), Selection::All);
+        assert_eq!(Selection::parse("search").unwrap(), Selection::Search);
         assert!(Selection::parse("fast").is_err());
     }
 }
