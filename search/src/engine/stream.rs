@@ -576,3 +576,331 @@ impl Engine<'_> {
         outcome
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{EventStatus, Shard};
+    use std::collections::HashMap;
+    use std::sync::atomic::AtomicUsize;
+
+    /// A task with batch `batch` that stops on success (validation R² > 0.9), loaded from a
+    /// scratch file; `extra` adds lines.
+    fn task(name: &str, batch: usize, extra: &str) -> Task {
+        let dir = std::env::temp_dir().join(format!("ndvm-stream-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("task.yaml");
+        let text = format!(
+            "name: t\ndata:\n  generate: {{formula: \"(* 2 x)\", input: x, from: 0, to: 1, n: 20}}\n\
+             inputs: [x]\ntarget: y\nparams: [{{name: a}}]\nproposer: {{batch: {batch}}}\n\
+             success: {{metric: r2, threshold: 0.9, stop: true}}\n{extra}"
+        );
+        std::fs::write(&path, text).unwrap();
+        let task = crate::task::load(&path).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        task
+    }
+
+    /// Proposes distinct programs with a duplicate every 7th and an invalid one every 11th, in
+    /// chunks of `chunk`; records, at each ask, the distinct candidates given so far and the
+    /// indices fed back so far.
+    struct Fake {
+        chunk: usize,
+        next_id: u64,
+        distinct: u64,
+        total: u64,
+        fed: Vec<u64>,
+        asks: Vec<(u64, Vec<u64>)>,
+    }
+
+    impl Fake {
+        fn new(chunk: usize, total: u64) -> Fake {
+            Fake {
+                chunk,
+                next_id: 0,
+                distinct: 0,
+                total,
+                fed: Vec::new(),
+                asks: Vec::new(),
+            }
+        }
+    }
+
+    impl Proposer for Fake {
+        fn propose(&mut self, n: usize) -> Result<Vec<Candidate>> {
+            self.asks.push((self.distinct, self.fed.clone()));
+            let mut out = Vec::new();
+            while out.len() < n && self.distinct < self.total {
+                let id = self.next_id;
+                self.next_id += 1;
+                let src = if id % 11 == 5 {
+                    "(+ a zz)".to_string()
+                } else if id % 7 == 3 && self.distinct > 0 {
+                    "(+ a x)".to_string()
+                } else {
+                    self.distinct += 1;
+                    let depth = self.distinct as usize;
+                    format!(
+                        "(+ a {}x{})",
+                        "(sin ".repeat(depth - 1),
+                        ")".repeat(depth - 1)
+                    )
+                };
+                out.push(Candidate::new(id, src, "scheme".to_string()));
+            }
+            Ok(out)
+        }
+
+        fn name(&self) -> &'static str {
+            "fake"
+        }
+
+        fn chunk(&self) -> usize {
+            self.chunk
+        }
+
+        fn feedback(&mut self, event: &Event, _score: Option<f64>) {
+            self.fed.push(event.index);
+        }
+    }
+
+    /// Records the order in which fresh events arrive.
+    #[derive(Default)]
+    struct Arrivals(Vec<u64>);
+
+    impl Observer for Arrivals {
+        fn on_event(&mut self, event: &Event) -> Result<()> {
+            self.0.push(event.index);
+            Ok(())
+        }
+    }
+
+    /// A calibration that runs `hold(index)` (a sleep, say) and scores R² 0.99 at `success`, 0.5
+    /// elsewhere; records at each start how many run at once (`running` counts them).
+    fn fake_attempt<'a>(
+        task: &'a Task,
+        success: u64,
+        hold: &'a (dyn Fn(u64) + Sync),
+        running: &'a AtomicUsize,
+        alone: &'a Mutex<Vec<(u64, usize)>>,
+    ) -> impl Fn(&Pending, Option<Instant>) -> Option<Event> + Sync + 'a {
+        move |p, _| {
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            alone.lock().unwrap().push((p.index, now));
+            hold(p.index);
+            let mut ev = super::super::blank_event(task, p);
+            ev.status = EventStatus::Ok;
+            ev.train_loss = Some(1.0);
+            ev.validation_r2 = Some(if p.index == success { 0.99 } else { 0.5 });
+            running.fetch_sub(1, Ordering::SeqCst);
+            Some(ev)
+        }
+    }
+
+    /// Everything of an outcome that must not depend on the thread count.
+    fn core(o: &Outcome) -> String {
+        let events: Vec<Event> = o
+            .events
+            .iter()
+            .map(|e| Event {
+                finished_s: None,
+                wall_ms: 0.0,
+                ..e.clone()
+            })
+            .collect();
+        format!(
+            "{events:?} {:?} {:?} {:?}",
+            o.stream, o.stop, o.first_success
+        )
+    }
+
+    struct Ran {
+        outcome: Outcome,
+        fake: Fake,
+        arrivals: Vec<u64>,
+        starts: Vec<(u64, usize)>,
+    }
+
+    /// A sleep of 0 to 4 ms by index (40 ms at index 2), to mix up the order results come in.
+    fn sleep(index: u64) {
+        let ms = if index == 2 { 40 } else { (index * 7) % 5 };
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+
+    fn run_fake(task: &Task, opts: &RunOptions, chunk: usize, total: u64, success: u64) -> Ran {
+        run_held(task, opts, chunk, total, success, &sleep)
+    }
+
+    fn run_held(
+        task: &Task,
+        opts: &RunOptions,
+        chunk: usize,
+        total: u64,
+        success: u64,
+        hold: &(dyn Fn(u64) + Sync),
+    ) -> Ran {
+        let running = AtomicUsize::new(0);
+        let starts = Mutex::new(Vec::new());
+        let attempt = fake_attempt(task, success, hold, &running, &starts);
+        let mut fake = Fake::new(chunk, total);
+        let mut arrivals = Arrivals::default();
+        let outcome = run(task, opts, &mut fake, &mut arrivals, &attempt).unwrap();
+        drop(attempt);
+        Ran {
+            outcome,
+            fake,
+            arrivals: arrivals.0,
+            starts: starts.into_inner().unwrap(),
+        }
+    }
+
+    #[test]
+    fn feedback_lags_by_batch_at_each_ask_and_the_outcome_ignores_threads() {
+        let task = task("feedback", 4, "");
+        let mut cores = Vec::new();
+        for threads in [1, 2, 5] {
+            let ran = run_fake(&task, &RunOptions::new(threads), 5, 100, 13);
+            // Index 13 succeeds: its round ends at 16.
+            let o = &ran.outcome;
+            assert_eq!(o.stop, StopKind::Success);
+            assert_eq!(o.first_success, Some(13));
+            let indices: Vec<u64> = o.events.iter().map(|e| e.index).collect();
+            assert_eq!(indices, (0..16).collect::<Vec<u64>>());
+            assert_eq!(o.stream.distinct, 16);
+            assert_eq!(o.n_fresh, 16);
+            assert!(
+                o.stream.duplicates > 0 && !o.stream.rejected.is_empty(),
+                "{:?}",
+                o.stream
+            );
+            assert!(ran.fake.asks.len() >= 4, "{:?}", ran.fake.asks);
+            for (d, fed) in &ran.fake.asks {
+                let want: Vec<u64> = (0..d.saturating_sub(4)).collect();
+                assert_eq!(fed, &want, "at {d} distinct ({threads} threads)");
+            }
+            // Every event of the outcome is fed back once, in index order, by the end.
+            assert_eq!(ran.fake.fed, indices);
+            cores.push(core(o));
+        }
+        assert_eq!(cores[0], cores[1]);
+        assert_eq!(cores[0], cores[2]);
+    }
+
+    #[test]
+    fn a_slow_candidate_holds_back_no_other_worker() {
+        let task = task("barrier", 4, "");
+        let one = run_fake(&task, &RunOptions::new(1), 64, 12, u64::MAX);
+        // At 2 threads index 2 holds its worker until 7 others have finished (or
+        // 5 s pass, as they would behind a round barrier, which waits for index 2 first).
+        let others = AtomicUsize::new(0);
+        let hold = |index: u64| {
+            if index == 2 {
+                let until = Instant::now() + Duration::from_secs(5);
+                while others.load(Ordering::SeqCst) < 7 && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            } else {
+                others.fetch_add(1, Ordering::SeqCst);
+            }
+        };
+        let two = run_held(&task, &RunOptions::new(2), 64, 12, u64::MAX, &hold);
+        assert_eq!(one.arrivals, (0..12).collect::<Vec<u64>>());
+        let at = two.arrivals.iter().position(|&i| i == 2).unwrap();
+        assert!(at >= 6, "{:?}", two.arrivals);
+        assert_eq!(two.outcome.stop, StopKind::Exhausted);
+        assert_eq!(core(&one.outcome), core(&two.outcome));
+    }
+
+    #[test]
+    fn the_calibration_budget_cuts_the_last_round_and_stops_the_stream_there() {
+        let task = task("budget", 4, "budget: {calibrations: 10}\n");
+        let mut cores = Vec::new();
+        for threads in [1, 3] {
+            // The success at 9 is in the last round, cut at 10.
+            let ran = run_fake(&task, &RunOptions::new(threads), 3, 100, 9);
+            assert_eq!(ran.outcome.events.len(), 10);
+            assert_eq!(ran.outcome.stop, StopKind::Success);
+            assert_eq!(ran.outcome.stream.distinct, 10);
+            cores.push(core(&ran.outcome));
+        }
+        assert_eq!(cores[0], cores[1]);
+    }
+
+    #[test]
+    fn suspects_run_alone_and_known_events_are_reused_and_fed_back() {
+        let task = task("suspects", 4, "");
+        let fresh = run_fake(&task, &RunOptions::new(1), 5, 12, u64::MAX);
+        let mut opts = RunOptions::new(3);
+        opts.suspects = [5, 6].into_iter().collect();
+        opts.known = fresh
+            .outcome
+            .events
+            .iter()
+            .filter(|e| [1, 7, 8].contains(&e.index))
+            .map(|e| (e.index, e.clone()))
+            .collect::<HashMap<u64, Event>>();
+        let ran = run_fake(&task, &opts, 5, 12, u64::MAX);
+        assert_eq!(core(&ran.outcome), core(&fresh.outcome));
+        assert_eq!(ran.outcome.n_fresh, 9);
+        for (index, running) in &ran.starts {
+            assert!(![1, 7, 8].contains(index), "{index} was known");
+            if [5, 6].contains(index) {
+                assert_eq!(*running, 1, "suspect {index} ran with others");
+            }
+        }
+        assert_eq!(ran.fake.fed, (0..12).collect::<Vec<u64>>());
+        for (d, fed) in &ran.fake.asks {
+            assert_eq!(fed, &(0..d.saturating_sub(4)).collect::<Vec<u64>>());
+        }
+    }
+
+    #[test]
+    fn a_shard_calibrates_and_feeds_back_only_its_own_indices() {
+        let task = task("shard", 4, "");
+        let mut opts = RunOptions::new(2);
+        opts.shard = Shard { index: 1, count: 3 };
+        let ran = run_fake(&task, &opts, 5, 20, u64::MAX);
+        let own: Vec<u64> = (0..20).filter(|i| i % 3 == 1).collect();
+        let indices: Vec<u64> = ran.outcome.events.iter().map(|e| e.index).collect();
+        assert_eq!(indices, own);
+        assert_eq!(ran.fake.fed, own);
+        for (d, fed) in &ran.fake.asks {
+            let want: Vec<u64> = own
+                .iter()
+                .copied()
+                .filter(|&i| i < d.saturating_sub(4))
+                .collect();
+            assert_eq!(fed, &want);
+        }
+    }
+
+    #[test]
+    fn an_interrupt_starts_nothing_new_and_keeps_what_finished() {
+        let task = task("interrupt", 4, "");
+        let raised = crate::interrupt::Interrupt::new();
+        let mut opts = RunOptions::new(2);
+        opts.interrupt = Some(raised.clone());
+        let running = AtomicUsize::new(0);
+        let starts = Mutex::new(Vec::new());
+        let inner = fake_attempt(&task, u64::MAX, &sleep, &running, &starts);
+        // As the engine's own attempt: nothing starts once the interrupt is raised (here when
+        // index 6 starts; 5 or 7 may be running on the other worker).
+        let attempt = |p: &Pending, d: Option<Instant>| {
+            if raised.is_raised() {
+                return None;
+            }
+            if p.index == 6 {
+                raised.raise();
+            }
+            inner(p, d)
+        };
+        let mut fake = Fake::new(64, 100);
+        let o = run(&task, &opts, &mut fake, &mut Arrivals::default(), &attempt).unwrap();
+        assert_eq!(o.stop, StopKind::Interrupted);
+        let n = o.events.len();
+        assert!((7..=8).contains(&n), "{n} events");
+        let indices: Vec<u64> = o.events.iter().map(|e| e.index).collect();
+        assert_eq!(indices, (0..n as u64).collect::<Vec<u64>>());
+        assert_eq!(fake.fed, indices);
+    }
+}
