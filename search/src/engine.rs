@@ -174,7 +174,7 @@ pub struct RunOptions {
     /// event and is not calibrated again.
     pub crashed: HashSet<u64>,
     /// Candidate indices that were running together when an earlier process died: each is
-    /// calibrated again alone (one at a time, before the rest of its round), so that a culprit
+    /// calibrated again alone (one at a time, nothing else in flight), so that a culprit
     /// dies alone and is marked `crashed` by the next resume.
     pub suspects: HashSet<u64>,
     /// When raised (Ctrl-C), no new calibration starts; the run stops after those in flight.
@@ -270,7 +270,7 @@ pub struct Outcome {
     pub proposer: &'static str,
 }
 
-/// A validated candidate waiting in a round.
+/// A validated candidate on its way to a worker.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct Pending {
     pub(crate) index: u64,

@@ -135,7 +135,7 @@ enum Slot {
     /// Queued or running.
     Waiting,
     /// Its event: reused (`fresh` false) or calibrated by this run.
-    Done { event: Event, fresh: bool },
+    Done { event: Box<Event>, fresh: bool },
     /// Not calibrated (interrupt, deadline, or past the end of the success round).
     Skipped,
 }
@@ -327,7 +327,7 @@ impl<'a> Engine<'a> {
             Slot::NotMine
         } else if let Some(e) = self.opts.known.get(&index) {
             Slot::Done {
-                event: e.clone(),
+                event: Box::new(e.clone()),
                 fresh: false,
             }
         } else if !self.opts.calibrate_missing {
@@ -407,7 +407,7 @@ impl Engine<'_> {
                 continue;
             }
             match slot {
-                Some(Slot::Done { event, fresh }) => self.accept(event, fresh),
+                Some(Slot::Done { event, fresh }) => self.accept(*event, fresh),
                 Some(Slot::Skipped) => self.incomplete = true,
                 _ => {}
             }
@@ -507,7 +507,10 @@ impl Engine<'_> {
                 Ok(Some(mut event)) => {
                     event.finished_s = Some(self.clock.now());
                     observer.on_event(&event)?;
-                    Slot::Done { event, fresh: true }
+                    Slot::Done {
+                        event: Box::new(event),
+                        fresh: true,
+                    }
                 }
             };
             self.place(index, slot);
