@@ -1,7 +1,8 @@
 //! The co-search engine: pulls candidates from a proposer, validates and deduplicates them by
-//! skeleton, calibrates each round in parallel (rayon; results placed by index so any thread count
-//! gives the same events), scores on validation, and stops on budget, exhaustion or success.
-//! Shards take every n-th distinct candidate; known events (resume, merge) are reused, not redone.
+//! skeleton, calibrates them on a pool of worker threads with no round barrier (the `stream`
+//! scheduler; results put back in index order so any thread count gives the same outcome),
+//! scores on validation, and stops on budget, exhaustion or success. Shards take every n-th
+//! distinct candidate; known events (resume, merge) are reused, not redone.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -10,14 +11,15 @@ use ndvm_core::{EvalOptions, Evaluation, Evaluator, Heap, Inputs, Program};
 use ndvm_optimizers::{
     CalibrateConfig, Calibration, Calibrator, Dataset, Optimizer, ParamSpec, Shared,
 };
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, SearchError};
 use crate::observe::Observer;
 use crate::propose::{self, Candidate};
 use crate::task::{MetricName, Table, Task};
-use crate::validate::{self, Checked};
+use crate::validate::Checked;
+
+mod stream;
 
 /// One line of `events.jsonl`: the outcome of one calibration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -179,7 +181,7 @@ pub struct RunOptions {
     /// event and is not calibrated again.
     pub crashed: HashSet<u64>,
     /// Candidate indices that were running together when an earlier process died: each is
-    /// calibrated again alone (one at a time, before the rest of its round), so that a culprit
+    /// calibrated again alone (one at a time, nothing else in flight), so that a culprit
     /// dies alone and is marked `crashed` by the next resume.
     pub suspects: HashSet<u64>,
     /// When raised (Ctrl-C), no new calibration starts; the run stops after those in flight.
@@ -275,7 +277,7 @@ pub struct Outcome {
     pub proposer: &'static str,
 }
 
-/// A validated candidate waiting in a round.
+/// A validated candidate on its way to a worker.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct Pending {
     pub(crate) index: u64,
@@ -283,172 +285,11 @@ pub(crate) struct Pending {
     pub(crate) checked: Checked,
 }
 
-/// Runs a task.
+/// Runs a task on the streaming scheduler (see [`stream`]).
 pub fn run(task: &Task, opts: &RunOptions, observer: &mut dyn Observer) -> Result<Outcome> {
-    let started = Instant::now();
     let mut proposer = propose::for_task(task)?;
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(opts.threads.max(1))
-        .build()
-        .map_err(|e| SearchError::BadArgument {
-            arg: format!("--threads {}", opts.threads),
-            message: e.to_string(),
-        })?;
-    let param_names: Vec<String> = task.params.iter().map(|p| p.name.clone()).collect();
-    let input_names: Vec<String> = task
-        .inputs
-        .iter()
-        .cloned()
-        .chain(task.shared.iter().map(|(n, _)| n.clone()))
-        .collect();
-    let mut buffer: std::collections::VecDeque<Candidate> = Default::default();
-    let mut exhausted = false;
-    let mut seen: HashSet<String> = HashSet::new();
-    let mut stream = StreamStats::default();
-    let mut events: Vec<Event> = Vec::new();
-    let mut first_success = None;
-    let mut time_to_first_success = None;
-    let mut n_fresh = 0u64;
-    let deadline = task
-        .budget_seconds
-        .map(|s| started + Duration::from_secs_f64(s));
-    // A resumed session's clock starts where the events on disk end.
-    let offset = opts
-        .known
-        .values()
-        .filter_map(|e| e.finished_s)
-        .fold(0.0, f64::max);
-    let interrupted = || opts.interrupt.as_ref().is_some_and(|i| i.is_raised());
-    observer.on_start(task, opts.known.len());
-    let stop = loop {
-        if interrupted() {
-            break StopKind::Interrupted;
-        }
-        if task
-            .budget_calibrations
-            .is_some_and(|b| stream.distinct >= b as u64)
-        {
-            break StopKind::BudgetCalibrations;
-        }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            break StopKind::BudgetSeconds;
-        }
-        let room = task.budget_calibrations.map_or(task.batch, |b| {
-            (b as u64 - stream.distinct).min(task.batch as u64) as usize
-        });
-        let mut round: Vec<Pending> = Vec::new();
-        while round.len() < room {
-            if buffer.is_empty() && !exhausted {
-                let more = proposer.propose_reporting(64, &mut |r| {
-                    observer.on_requests(task, r, started.elapsed().as_secs_f64())
-                })?;
-                exhausted = more.is_empty();
-                buffer.extend(more);
-            }
-            let Some(cand) = buffer.pop_front() else {
-                break;
-            };
-            stream.proposed += 1;
-            match validate::check_source(
-                task.frontend_named(&cand.frontend)?,
-                &cand.src,
-                &input_names,
-                &param_names,
-                &task.forbidden_forms,
-            ) {
-                Err(r) => {
-                    *stream.rejected.entry(r.class.to_string()).or_insert(0) += 1;
-                    if stream.rejection_examples.len() < 10 {
-                        stream
-                            .rejection_examples
-                            .push(format!("{}: {}: {}", cand.id, r.class, r.message));
-                    }
-                }
-                Ok((_, _, checked)) => {
-                    if seen.insert(checked.skeleton.clone()) {
-                        round.push(Pending {
-                            index: stream.distinct,
-                            cand,
-                            checked,
-                        });
-                        stream.distinct += 1;
-                    } else {
-                        stream.duplicates += 1;
-                    }
-                }
-            }
-        }
-        if round.is_empty() {
-            break StopKind::Exhausted;
-        }
-        let mine: Vec<&Pending> = round.iter().filter(|p| opts.shard.owns(p.index)).collect();
-        let todo: Vec<&Pending> = mine
-            .iter()
-            .copied()
-            .filter(|p| !opts.known.contains_key(&p.index))
-            .collect();
-        if !todo.is_empty() && !opts.calibrate_missing {
-            return Err(SearchError::RunFolder {
-                path: task.output.clone(),
-                message: format!(
-                    "no shard holds candidate index {} (id {}): run every shard to the end before merging",
-                    todo[0].index, todo[0].cand.id
-                ),
-            });
-        }
-        let clock = RunClock { started, offset };
-        let fresh = calibrate_round(task, opts, &pool, &todo, deadline, clock, observer)?;
-        let cut_short = fresh.len() < todo.len();
-        n_fresh += fresh.len() as u64;
-        let mut fresh = fresh.into_iter().peekable();
-        let mut round_success = false;
-        for p in &mine {
-            let ev = match opts.known.get(&p.index) {
-                Some(e) => e.clone(),
-                None => match fresh.next_if(|e| e.index == p.index) {
-                    Some(e) => e,
-                    // Not started: the run was interrupted.
-                    None => continue,
-                },
-            };
-            proposer.feedback(&ev, ev.score(task.metric));
-            if ev.is_success(task.metric, task.threshold) {
-                round_success = true;
-                if first_success.is_none() {
-                    first_success = Some(ev.index);
-                }
-            }
-            events.push(ev);
-        }
-        if round_success && time_to_first_success.is_none() {
-            time_to_first_success = latest_finish(&events);
-        }
-        observer.on_round(task, &events, &stream, started.elapsed().as_secs_f64());
-        if cut_short || interrupted() {
-            break StopKind::Interrupted;
-        }
-        if round_success && task.stop_on_success {
-            break StopKind::Success;
-        }
-    };
-    let run_s = events
-        .iter()
-        .filter_map(|e| e.finished_s)
-        .fold(0.0, f64::max);
-    let outcome = Outcome {
-        events,
-        stream,
-        stop,
-        first_success,
-        time_to_first_success,
-        elapsed: started.elapsed().as_secs_f64(),
-        run_s,
-        n_fresh,
-        warnings: proposer.warnings(),
-        proposer: proposer.name(),
-    };
-    observer.on_finish(task, &outcome);
-    Ok(outcome)
+    let attempt = |p: &Pending, deadline: Option<Instant>| attempt(task, opts, p, deadline);
+    stream::run(task, opts, &mut *proposer, observer, &attempt)
 }
 
 /// The run's clock: seconds since this session started plus where the events on disk end.
@@ -470,63 +311,6 @@ fn latest_finish(events: &[Event]) -> Option<f64> {
     events
         .iter()
         .try_fold(0.0, |latest: f64, e| e.finished_s.map(|f| latest.max(f)))
-}
-
-/// Calibrates a round's `todo` on `pool` (suspects first, one at a time). Each event is stamped
-/// with `finished_s` and handed to the observers (the event log appends it) the moment it
-/// finishes, so a kill loses only calibrations still running; the events come back in index
-/// order, which is what every later step sees. After an interrupt, calibrations that had not
-/// started are left out.
-fn calibrate_round(
-    task: &Task,
-    opts: &RunOptions,
-    pool: &rayon::ThreadPool,
-    todo: &[&Pending],
-    deadline: Option<Instant>,
-    clock: RunClock,
-    observer: &mut dyn Observer,
-) -> Result<Vec<Event>> {
-    let mut fresh: Vec<Event> = Vec::with_capacity(todo.len());
-    let mut observer_error = None;
-    std::thread::scope(|scope| {
-        let (tx, rx) = std::sync::mpsc::channel::<Event>();
-        let (alone, together): (Vec<&Pending>, Vec<&Pending>) = todo
-            .iter()
-            .copied()
-            .partition(|p| opts.suspects.contains(&p.index));
-        let work = scope.spawn(move || {
-            // The receiver outlives every sender (it is drained below).
-            for p in alone {
-                if let Some(e) = attempt(task, opts, p, deadline) {
-                    let _ = tx.send(e);
-                }
-            }
-            pool.install(|| {
-                together.par_iter().for_each_with(tx, |tx, p| {
-                    if let Some(e) = attempt(task, opts, p, deadline) {
-                        let _ = tx.send(e);
-                    }
-                })
-            })
-        });
-        for mut e in rx {
-            e.finished_s = Some(clock.now());
-            if observer_error.is_none()
-                && let Err(err) = observer.on_event(&e)
-            {
-                observer_error = Some(err);
-            }
-            fresh.push(e);
-        }
-        if let Err(panic) = work.join() {
-            std::panic::resume_unwind(panic);
-        }
-    });
-    if let Some(err) = observer_error {
-        return Err(err);
-    }
-    fresh.sort_by_key(|e| e.index);
-    Ok(fresh)
 }
 
 /// The calibrator's dataset of `table` (columns named by the task's inputs, shared inputs added).

@@ -1,5 +1,5 @@
 //! Observers: what the engine reports to as it goes (`on_start`, `on_event` for each fresh
-//! calibration, `on_round` after each round, `on_requests` while a proposer waits for a service,
+//! calibration, `on_round` after each `batch` of events put in order, `on_requests` while a proposer waits for a service,
 //! `on_finish`). The event log appends `events.jsonl`; progress goes to stderr as an indicatif bar
 //! on a terminal, as plain log lines otherwise (`Progress`), or nowhere (`-q`); with the `llm`
 //! proposer both show the requests sent, in flight, failed and retried.
@@ -26,7 +26,8 @@ pub trait Observer {
     /// A calibration finished (fresh, not reused from a previous run).
     fn on_event(&mut self, event: &Event) -> Result<()>;
 
-    /// A round finished; `events` are all of this shard's events so far.
+    /// Another `batch` of events was put in index order; `events` are all of this shard's
+    /// events so far, in index order.
     fn on_round(&mut self, task: &Task, events: &[Event], stream: &StreamStats, elapsed_s: f64) {
         let _ = (task, events, stream, elapsed_s);
     }

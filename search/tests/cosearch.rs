@@ -107,6 +107,77 @@ fn replay_is_reproducible_across_threads_and_runs() {
     assert!(r2 > 0.9, "held-out R² {r2}");
 }
 
+/// `finished_s` of each event of `dir`, by index.
+fn finish_times(dir: &Path) -> Vec<f64> {
+    common::events_without(dir, &[])
+        .iter()
+        .map(|e| e["finished_s"].as_f64().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_slow_candidate_does_not_hold_back_the_others() {
+    let dir = scratch("slow");
+    // Index 0 loops until it hits the 128 MiB memory limit (about a second); the rest take
+    // milliseconds. With stop on success, index 1 succeeds and its round is indices 0 to 3.
+    let fast = [
+        "(* a (exp (* b x)))",
+        "(+ a (* b x))",
+        "(+ a (* b (sin x)))",
+        "(+ a (* b (cos x)))",
+        "(* a (sin (* b x)))",
+        "(+ a (* b (exp x)))",
+        "(* a (log (+ 2 (* b x))))",
+        "(+ a (* b (sqrt x)))",
+    ];
+    let mut cache =
+        serde_json::json!({ "src": "(+ a (loop ((i 0)) (recur (+ i 1))))" }).to_string();
+    for src in fast {
+        cache.push('\n');
+        cache.push_str(&serde_json::json!({ "src": src }).to_string());
+    }
+    std::fs::write(dir.join("cache.jsonl"), cache + "\n").unwrap();
+    let task = dir.join("task.yaml");
+    let text = "name: slow\nseed: 3\ndata:\n  generate: {formula: \"(* 2 (exp (* -0.5 x)))\", input: x, \
+                from: 0.1, to: 4, n: 64}\ninputs: [x]\ntarget: y\nsplit: {train: 44, validation: 10}\n\
+                params: [{name: a}, {name: b}]\nproposer: {kind: replay, cache: cache.jsonl, batch: 4}\n\
+                limits: {memory_mb: 128}\n";
+    for (name, extra) in [
+        ("all", ""),
+        ("stop", "success: {threshold: 0.99, stop: true}\n"),
+    ] {
+        std::fs::write(&task, format!("{text}{extra}")).unwrap();
+        let mut cores = Vec::new();
+        for threads in ["1", "2"] {
+            let out = dir.join(format!("{name}-t{threads}"));
+            run_ok(&[
+                "run",
+                p(&task),
+                "--out",
+                p(&out),
+                "--threads",
+                threads,
+                "-q",
+            ]);
+            cores.push((summary_core(&out), events_core(&out)));
+        }
+        assert_eq!(
+            cores[0], cores[1],
+            "{name}: --threads 1 and --threads 2 differ"
+        );
+        let one = finish_times(&dir.join(format!("{name}-t1")));
+        let two = finish_times(&dir.join(format!("{name}-t2")));
+        assert!(one.windows(2).all(|w| w[0] <= w[1]), "{name}: {one:?}");
+        // No round barrier: at 2 threads every other candidate finished before the slow one.
+        let last_other = two[1..].iter().copied().fold(0.0, f64::max);
+        assert!(two[0] > last_other, "{name}: {two:?}");
+        let s = summary(&dir.join(format!("{name}-t2")));
+        assert_eq!(s["failures"]["memory"], 1, "{name}: {s}");
+        let n = if name == "stop" { 4 } else { 9 };
+        assert_eq!(one.len(), n, "{name}");
+    }
+}
+
 fn count_lines(path: &Path) -> usize {
     std::fs::read_to_string(path).map_or(0, |t| t.matches('\n').count())
 }

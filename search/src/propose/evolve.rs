@@ -484,6 +484,11 @@ impl Proposer for Evolve {
         "evolve"
     }
 
+    /// One round: feedback arrives between asks.
+    fn chunk(&self) -> usize {
+        self.settings.chunk
+    }
+
     fn feedback(&mut self, event: &Event, score: Option<f64>) {
         let Some(waiting) = self.waiting.remove(&event.id) else {
             return;

@@ -69,6 +69,12 @@ pub trait Proposer {
     /// A short name (`replay`, `grammar`, `llm`).
     fn name(&self) -> &'static str;
 
+    /// How many candidates the engine asks for at a time (at least 1). Feedback arrives between
+    /// asks: see the engine's contract in `engine/stream.rs`.
+    fn chunk(&self) -> usize {
+        64
+    }
+
     /// Feedback from the engine, for every calibrated candidate in index order: its event and
     /// its ranking score (higher is better: validation R² or the negated loss; `None` when it
     /// failed). The `llm` proposer shows the best ones as examples in later prompts; `evolve`
