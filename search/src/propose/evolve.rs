@@ -151,7 +151,7 @@ impl Evolve {
 
     /// Members an island needs before it breeds (fewer: it gets random programs).
     fn min_members(&self) -> usize {
-        (self.capacity() / 4).max(3)
+        (self.capacity() / 2).max(3)
     }
 
     /// The tree printed by the task's front end, or `None` when it cannot be.
@@ -245,14 +245,14 @@ impl Evolve {
         } else {
             self.mutate(&parent)
         };
-        child.simplify()
+        sampler::guard(&child.simplify())
     }
 
     /// One random mutation of `t`.
     fn mutate(&mut self, t: &Tree) -> Tree {
         let rng = &mut self.rng;
         let i = rng.random_range(0..t.len());
-        match rng.random_range(0..7) {
+        match rng.random_range(0..8) {
             // Subtree replacement.
             0 => {
                 let depth = rng.random_range(1..=self.sampler.max_depth.max(1));
@@ -303,6 +303,12 @@ impl Evolve {
                 Some(k) => t.replace(k, &self.sampler.leaf(rng)),
                 None => t.clone(),
             },
+            // Factor insertion: a subtree (or the whole program) multiplied by a new factor.
+            6 => {
+                let at = if rng.random_bool(0.5) { 0 } else { i };
+                let with = Tree::binary(BinOp::Mul, &t.subtree(at), &self.sampler.factor(rng));
+                t.replace(at, &with)
+            }
             // Simplification (done after every mutation too): a no-op here is fine.
             _ => t.simplify(),
         }
@@ -598,6 +604,7 @@ mod tests {
             n_evals: 1,
             wall_ms: 0.0,
             finished_s: None,
+            screen_rows: None,
         }
     }
 

@@ -33,6 +33,9 @@ const LITERALS: [f64; 5] = [2.0, 3.0, -1.0, 0.5, 1.0];
 impl Sampler {
     /// A random program: `Σ p·factor (+ p)`.
     pub(crate) fn program(&self, rng: &mut ChaCha8Rng) -> Tree {
+        if rng.random_bool(0.25) {
+            return self.cap_params(self.product(rng));
+        }
         let n_terms = rng.random_range(1..=self.max_terms.max(1));
         let mut sum: Option<Tree> = None;
         for _ in 0..n_terms {
@@ -55,6 +58,59 @@ impl Sampler {
         self.cap_params(tree)
     }
 
+    /// A product `p·f1·f2…` of 2..=max_terms factors (plus an optional offset): models whose
+    /// effects multiply, such as a rate that depends on several conditions at once.
+    pub(crate) fn product(&self, rng: &mut ChaCha8Rng) -> Tree {
+        let n = rng.random_range(2..=self.max_terms.max(2));
+        // Each factor of its own input while inputs last (a separable model), in random order.
+        let mut inputs: Vec<u16> = (0..self.n_inputs.max(1) as u16).collect();
+        for i in (1..inputs.len()).rev() {
+            inputs.swap(i, rng.random_range(0..=i));
+        }
+        let mut tree = param();
+        for k in 0..n {
+            let input = inputs[k % inputs.len()];
+            tree = Tree::binary(BinOp::Mul, &tree, &self.factor_of(rng, input));
+        }
+        if rng.random_bool(0.4) {
+            tree = Tree::binary(BinOp::Add, &tree, &param());
+        }
+        tree
+    }
+
+    /// A factor to multiply by, of a random input `u`: an operator of `p·u (+ q)` (most often),
+    /// `u` itself, or one of two shapes common in scientific models (when the grammar has `/`,
+    /// resp. `exp`): the saturating `u / (u + p)` and the bell `exp(p·(u + q)²)`.
+    pub(crate) fn factor(&self, rng: &mut ChaCha8Rng) -> Tree {
+        let input = rng.random_range(0..self.n_inputs.max(1)) as u16;
+        self.factor_of(rng, input)
+    }
+
+    /// A factor (see [`Sampler::factor`]) of the input `input`.
+    fn factor_of(&self, rng: &mut ChaCha8Rng, input: u16) -> Tree {
+        let u = Tree::leaf(Node::Input(input));
+        let roll: f64 = rng.random();
+        if roll < 0.15 && self.binary.contains(&BinOp::Div) {
+            let shifted = Tree::binary(BinOp::Add, &u, &param());
+            return Tree::binary(BinOp::Div, &u, &shifted);
+        }
+        if roll < 0.3 && self.unary.contains(&"exp") {
+            let shifted = Tree::binary(BinOp::Add, &u, &param());
+            let square = Tree::binary(BinOp::Mul, &shifted, &shifted);
+            return Tree::unary("exp", &Tree::binary(BinOp::Mul, &param(), &square));
+        }
+        if roll < 0.45 || self.unary.is_empty() {
+            return u;
+        }
+        let op = self.unary[rng.random_range(0..self.unary.len())];
+        let scaled = Tree::binary(BinOp::Mul, &param(), &u);
+        let arg = match rng.random_bool(0.5) {
+            true => Tree::binary(BinOp::Add, &scaled, &param()),
+            false => scaled,
+        };
+        protect_unary(op, arg)
+    }
+
     /// A random expression at most `depth` levels deep.
     pub(crate) fn subtree(&self, rng: &mut ChaCha8Rng, depth: usize) -> Tree {
         if depth <= 1 {
@@ -73,17 +129,27 @@ impl Sampler {
             protect_unary(op, arg)
         } else if !self.binary.is_empty() {
             let op = self.binary[rng.random_range(0..self.binary.len())];
-            let a = self.subtree(rng, depth - 1);
+            let a = self.operand(rng, depth - 1);
             let b = match op {
                 BinOp::Pow if rng.random_bool(0.6) => {
                     Tree::leaf(Node::Const(LITERALS[rng.random_range(0..3)]))
                 }
                 BinOp::Pow => param(),
-                _ => self.subtree(rng, depth - 1),
+                _ => self.operand(rng, depth - 1),
             };
             protect_binary(op, a, b)
         } else {
             self.leaf(rng)
+        }
+    }
+
+    /// An operand of a two-argument operator: a random expression, shifted by a parameter one
+    /// time in four (so that ratios such as `x / (x + p)` arise).
+    fn operand(&self, rng: &mut ChaCha8Rng, depth: usize) -> Tree {
+        let t = self.subtree(rng, depth);
+        match rng.random_bool(0.25) {
+            true => Tree::binary(BinOp::Add, &t, &param()),
+            false => t,
         }
     }
 
@@ -152,13 +218,38 @@ pub(crate) fn protect_unary(op: &'static str, a: Tree) -> Tree {
     }
 }
 
-/// `(op a b)` in its domain-safe form: a power with a non-literal exponent takes `(abs a)`.
+/// `(op a b)` in its domain-safe form: a power whose exponent is not a whole literal takes
+/// `(abs a)`.
 pub(crate) fn protect_binary(op: BinOp, a: Tree, b: Tree) -> Tree {
-    let literal_exponent = matches!(b.nodes.as_slice(), [Node::Const(_)]);
-    if op == BinOp::Pow && !literal_exponent && !non_negative(&a) {
+    let whole_exponent = matches!(b.nodes.as_slice(), [Node::Const(c)] if c.fract() == 0.0);
+    if op == BinOp::Pow && !whole_exponent && !non_negative(&a) {
         return Tree::binary(op, &Tree::unary("abs", &a), &b);
     }
     Tree::binary(op, &a, &b)
+}
+
+/// `t` with every operator in its domain-safe form (after a mutation or crossover put an
+/// argument where it may leave the domain).
+pub(crate) fn guard(t: &Tree) -> Tree {
+    let mut stack: Vec<Tree> = Vec::with_capacity(t.len());
+    for node in t.nodes.iter().rev() {
+        let part = match *node {
+            Node::Unary(op) => match stack.pop() {
+                Some(a) => protect_unary(op, a),
+                None => return t.clone(),
+            },
+            Node::Binary(op) => match (stack.pop(), stack.pop()) {
+                (Some(a), Some(b)) => protect_binary(op, a, b),
+                _ => return t.clone(),
+            },
+            leaf => Tree::leaf(leaf),
+        };
+        stack.push(part);
+    }
+    match stack.pop() {
+        Some(tree) if stack.is_empty() => tree,
+        _ => t.clone(),
+    }
 }
 
 #[cfg(test)]
@@ -206,6 +297,33 @@ mod tests {
                 }
             }
         }
+        let unsafe_tree = Tree {
+            nodes: vec![
+                Node::Binary(BinOp::Add),
+                Node::Unary("log"),
+                Node::Input(0),
+                Node::Binary(BinOp::Pow),
+                Node::Unary("sin"),
+                Node::Input(1),
+                Node::Const(0.5),
+            ],
+        };
+        let guarded = guard(&unsafe_tree);
+        assert_eq!(
+            guarded.nodes,
+            [
+                Node::Binary(BinOp::Add),
+                Node::Unary("log"),
+                Node::Unary("abs"),
+                Node::Input(0),
+                Node::Binary(BinOp::Pow),
+                Node::Unary("abs"),
+                Node::Unary("sin"),
+                Node::Input(1),
+                Node::Const(0.5),
+            ]
+        );
+        assert_eq!(guard(&guarded), guarded);
         for op in ["log", "sqrt", "+", "-", "*", "/", "pow"] {
             assert!(ops.contains(op), "{op} never drawn");
         }

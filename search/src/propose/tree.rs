@@ -475,7 +475,67 @@ fn fold(op: BinOp, a: Vec<Node>, b: Vec<Node>) -> Vec<Node> {
     nodes.push(Node::Binary(op));
     nodes.extend(a);
     nodes.extend(b);
-    nodes
+    match op {
+        BinOp::Add | BinOp::Mul => merge_constants(op, nodes),
+        _ => nodes,
+    }
+}
+
+/// A chain of `+` (or `*`) with all its parameters and literals merged into one parameter (or
+/// one literal, when it has no parameter): `(* (* p x) q)` is `(* p x)`, `(+ (+ x p) (+ q 2))`
+/// is `(+ x p)`. The other operands keep their order; the parameter comes first in a product and
+/// last in a sum. The value follows where known.
+fn merge_constants(op: BinOp, nodes: Vec<Node>) -> Vec<Node> {
+    let chain = Tree { nodes };
+    // The chain's operands: the subtrees below nested `op` nodes (an explicit stack).
+    let mut operands: Vec<(usize, usize)> = Vec::new();
+    let mut todo = vec![0usize];
+    while let Some(i) = todo.pop() {
+        if chain.nodes[i] == Node::Binary(op) {
+            let second = chain.end(i + 1);
+            todo.push(second);
+            todo.push(i + 1);
+        } else {
+            operands.push((i, chain.end(i)));
+        }
+    }
+    let unit = if op == BinOp::Add { 0.0 } else { 1.0 };
+    let (mut merged, mut params, mut literals) = (unit, 0, 0);
+    let mut rest: Vec<&[Node]> = Vec::new();
+    for &(i, end) in &operands {
+        match chain.nodes[i..end] {
+            [Node::Param(v)] => {
+                merged = op.apply(merged, v);
+                params += 1;
+            }
+            [Node::Const(c)] => {
+                merged = op.apply(merged, c);
+                literals += 1;
+            }
+            ref other => rest.push(other),
+        }
+    }
+    if params + literals <= 1 || rest.is_empty() {
+        return chain.nodes;
+    }
+    let constant = match params {
+        0 => Node::Const(merged),
+        _ => Node::Param(merged),
+    };
+    let identity = params == 0 && merged == unit;
+    let mut out: Vec<Node> = Vec::with_capacity(chain.len());
+    let n = rest.len() + usize::from(!identity);
+    out.extend(std::iter::repeat_n(Node::Binary(op), n - 1));
+    if op == BinOp::Mul && !identity {
+        out.push(constant);
+    }
+    for part in rest {
+        out.extend_from_slice(part);
+    }
+    if op == BinOp::Add && !identity {
+        out.push(constant);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -598,6 +658,12 @@ mod tests {
             ("(pow (sin x) 1)", "(sin x)"),
             ("(+ (sin x) 0)", "(sin x)"),
             ("(- (* a b) x)", "(- a x)"),
+            ("(* (* a (sin x)) b)", "(* a (sin x))"),
+            ("(+ (+ (+ (* a x) b) c) d)", "(+ (* a x) b)"),
+            ("(+ (+ x a) (+ v 2))", "(+ (+ x v) a)"),
+            ("(* (* 2 x) (* v 0.5))", "(* x v)"),
+            ("(* (* 2 x) (* v 3))", "(* (* 6.0 x) v)"),
+            ("(+ (sin x) (cos v))", "(+ (sin x) (cos v))"),
             ("(sin (+ x v))", "(sin (+ x v))"),
             ("(* (cos (exp 0)) x)", "(* 0.5403023058681398 x)"),
             ("(+ x (pow (sin a) 3))", "(+ x a)"),
