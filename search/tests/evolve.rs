@@ -127,16 +127,16 @@ fn a_cache_seeds_the_population_and_comes_first() {
     let events = common::events_without(&out, &[]);
     let srcs: Vec<&str> = events.iter().map(|e| e["src"].as_str().unwrap()).collect();
     assert_eq!(srcs[..3], seeds, "the cache comes first");
-    // The second seed is the truth: it fits, and its children (its own constants inherited)
-    // fill the rest of the run with descendants that contain its ratio.
+    // The second seed is the truth: it fits, and the population breeds from it: later
+    // programs keep its numerator over another denominator.
     let r2 = events[1]["validation_r2"].as_f64().unwrap();
     assert!(r2 > 0.999_999, "{r2}");
     let descendants = srcs[3..]
         .iter()
-        .filter(|s| s.contains("(/ (* a x) (+ b (* x x)))") || s.contains("(+ b (* x x))"))
+        .filter(|s| s.starts_with("(/ (* a x) ("))
         .count();
     assert!(
-        descendants >= 5,
+        descendants >= 2,
         "{descendants} descendants of the seed: {srcs:?}"
     );
     assert_eq!(summary(&out)["proposer"], "evolve");
@@ -157,4 +157,43 @@ fn shards_are_refused_with_evolve() {
         err.contains("evolve proposer breeds from every calibration"),
         "{err}"
     );
+}
+
+/// The best validation NMSE of `task` run with its proposer line replaced by `proposer` and its
+/// seed by `seed`.
+fn best_nmse(dir: &Path, name: &str, proposer: &str, seed: u64) -> f64 {
+    let text = std::fs::read_to_string(test_task("oscillator1-evolve.yaml"))
+        .unwrap()
+        .replace("  kind: evolve\n", proposer)
+        .replace("seed: 1\n", &format!("seed: {seed}\n"))
+        .replace("../../../../testdata", p(&root().join("testdata")));
+    let task = dir.join(format!("{name}.yaml"));
+    std::fs::write(&task, text).unwrap();
+    let out = dir.join(name);
+    run_ok(&["run", p(&task), "--out", p(&out), "--threads", "2", "-q"]);
+    let s = summary(&out);
+    assert_eq!(s["calibrations"], 1000, "{name}");
+    s["best"]["validation_nmse"].as_f64().unwrap()
+}
+
+#[test]
+fn evolution_beats_random_sampling_at_the_same_number_of_calibrations() {
+    common::testdata("llmsr-data/oscillator1/train.csv");
+    let dir = scratch("versus");
+    for seed in [1, 2] {
+        let evolved = best_nmse(&dir, &format!("evolve{seed}"), "  kind: evolve\n", seed);
+        let grammar = best_nmse(&dir, &format!("grammar{seed}"), "  kind: grammar\n", seed);
+        let tree = best_nmse(
+            &dir,
+            &format!("tree{seed}"),
+            "  kind: grammar\n  max_depth: 3\n",
+            seed,
+        );
+        // Evolution is several times better than either random stream (measured: seed 1
+        // < 5e-7 vs 4.1e-5 and 4.8e-4; seed 2 1.3e-5 vs 7.4e-5 and 7.9e-4).
+        assert!(
+            evolved * 3.0 < grammar && evolved * 3.0 < tree,
+            "seed {seed}: evolve {evolved:e}, grammar {grammar:e}, tree grammar {tree:e}"
+        );
+    }
 }
