@@ -18,7 +18,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::sampler::{self, Sampler};
 use super::tree::{BinOp, Names, Node, Tree};
-use super::{Candidate, Proposer, RequestStats};
+use super::{Candidate, Proposer, RequestStats, Vocabulary};
 use crate::engine::Event;
 use crate::error::{Result, SearchError};
 
@@ -105,14 +105,17 @@ impl Evolve {
     /// or an LLM) proposes first and its programs join the population.
     pub(crate) fn new(
         seed: u64,
+        vocabulary: Vocabulary,
         sampler: Sampler,
         settings: EvolveSettings,
-        inputs: Vec<String>,
-        params: Vec<String>,
         seeds: Option<Box<dyn Proposer>>,
-        frontends: Arc<Registry>,
-        frontend: String,
     ) -> Result<Evolve> {
+        let Vocabulary {
+            inputs,
+            params,
+            frontends,
+            frontend,
+        } = vocabulary;
         if frontends.by_name(&frontend).is_none() {
             return Err(SearchError::UnknownFrontend {
                 message: frontends.unknown(&frontend),
@@ -566,17 +569,13 @@ mod tests {
             max_size: 30,
             chunk: 8,
         };
-        Evolve::new(
-            seed,
-            sampler,
-            settings,
-            strings(&["x"]),
-            strings(&["a", "b", "c", "d"]),
-            seeds,
-            Arc::new(Registry::default()),
-            "scheme".into(),
-        )
-        .unwrap()
+        let vocabulary = Vocabulary {
+            inputs: strings(&["x"]),
+            params: strings(&["a", "b", "c", "d"]),
+            frontends: Arc::new(Registry::default()),
+            frontend: "scheme".into(),
+        };
+        Evolve::new(seed, vocabulary, sampler, settings, seeds).unwrap()
     }
 
     /// The event of a calibrated candidate: every parameter fitted to `value`.

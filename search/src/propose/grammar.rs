@@ -14,7 +14,7 @@ use ndvm_frontends::Registry;
 
 use super::sampler::Sampler;
 use super::tree::Names;
-use super::{Candidate, Proposer};
+use super::{Candidate, Proposer, Vocabulary};
 use crate::error::{Result, SearchError};
 
 /// The grammar proposer.
@@ -36,14 +36,17 @@ impl Grammar {
     /// A generator seeded with `seed`.
     pub(crate) fn new(
         seed: u64,
-        inputs: Vec<String>,
-        params: Vec<String>,
+        vocabulary: Vocabulary,
         operators: Vec<String>,
         max_terms: usize,
         tree: Option<Sampler>,
-        frontends: Arc<Registry>,
-        frontend: String,
     ) -> Result<Grammar> {
+        let Vocabulary {
+            inputs,
+            params,
+            frontends,
+            frontend,
+        } = vocabulary;
         let grammar = Grammar {
             rng: ChaCha8Rng::seed_from_u64(seed ^ 0x6772_616d_6d61_7200),
             inputs,
@@ -192,17 +195,23 @@ impl Proposer for Grammar {
 mod tests {
     use super::*;
 
+    fn vocabulary(inputs: Vec<String>, params: Vec<String>, frontend: &str) -> Vocabulary {
+        Vocabulary {
+            inputs,
+            params,
+            frontends: Arc::new(Registry::default()),
+            frontend: frontend.into(),
+        }
+    }
+
     fn g(seed: u64) -> Grammar {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         Grammar::new(
             seed,
-            s(&["x"]),
-            s(&["a", "b", "c", "d", "e", "f"]),
+            vocabulary(s(&["x"]), s(&["a", "b", "c", "d", "e", "f"]), "scheme"),
             s(&["exp", "cos"]),
             2,
             None,
-            Arc::new(Registry::default()),
-            "scheme".to_string(),
         )
         .unwrap()
     }
@@ -214,13 +223,10 @@ mod tests {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         let mut symreg = Grammar::new(
             7,
-            s(&["x"]),
-            s(&["a", "b", "c", "d", "e", "f"]),
+            vocabulary(s(&["x"]), s(&["a", "b", "c", "d", "e", "f"]), "scheme"),
             s(&["exp", "sin", "cos", "log", "sqrt"]),
             2,
             None,
-            Arc::new(Registry::default()),
-            "scheme".to_string(),
         )
         .unwrap();
         let srcs: Vec<String> = symreg
@@ -237,18 +243,9 @@ mod tests {
                 "(+ (* a (* x x) x) (* b (exp (* c x))) d)",
             ]
         );
-        let e = Grammar::new(
-            1,
-            vec![],
-            vec![],
-            vec![],
-            1,
-            None,
-            Arc::new(Registry::default()),
-            "cobol".into(),
-        )
-        .unwrap_err()
-        .to_string();
+        let e = Grammar::new(1, vocabulary(vec![], vec![], "cobol"), vec![], 1, None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("unknown front end `cobol`"), "{e}");
     }
 

@@ -127,6 +127,7 @@ pub fn for_task(task: &Task) -> Result<Box<dyn Proposer>> {
             };
             Box::new(evolve::Evolve::new(
                 task.seed,
+                Vocabulary::of(task),
                 sampler_for(task, operators, tree),
                 evolve::EvolveSettings {
                     population: *population,
@@ -134,11 +135,7 @@ pub fn for_task(task: &Task) -> Result<Box<dyn Proposer>> {
                     max_size: tree.max_size,
                     chunk: task.batch,
                 },
-                task.inputs.clone(),
-                task.params.iter().map(|p| p.name.clone()).collect(),
                 seeds,
-                task.frontends.clone(),
-                task.frontend.clone(),
             )?)
         }
         (_, Some(llm)) => llm,
@@ -152,15 +149,38 @@ pub fn for_task(task: &Task) -> Result<Box<dyn Proposer>> {
             None,
         ) => Box::new(grammar::Grammar::new(
             task.seed,
-            task.inputs.clone(),
-            task.params.iter().map(|p| p.name.clone()).collect(),
+            Vocabulary::of(task),
             operators.clone(),
             *max_terms,
             tree.as_ref().map(|t| sampler_for(task, operators, t)),
-            task.frontends.clone(),
-            task.frontend.clone(),
         )?),
     })
+}
+
+/// What a generating proposer (grammar, evolve) builds programs from, and the front end that
+/// prints them.
+#[derive(Clone, Debug)]
+pub(crate) struct Vocabulary {
+    /// Input names.
+    pub(crate) inputs: Vec<String>,
+    /// Parameter names, used in order of appearance.
+    pub(crate) params: Vec<String>,
+    /// The front ends.
+    pub(crate) frontends: std::sync::Arc<ndvm_frontends::Registry>,
+    /// The name of the one that prints.
+    pub(crate) frontend: String,
+}
+
+impl Vocabulary {
+    /// A task's inputs, parameters and front end.
+    pub(crate) fn of(task: &Task) -> Vocabulary {
+        Vocabulary {
+            inputs: task.inputs.clone(),
+            params: task.params.iter().map(|p| p.name.clone()).collect(),
+            frontends: task.frontends.clone(),
+            frontend: task.frontend.clone(),
+        }
+    }
 }
 
 /// The replay of `cache` in the task's notation.
