@@ -1139,14 +1139,16 @@ fn ndvm_search_retries_500_and_429_then_succeeds_and_shows_the_requests_in_its_p
         err.contains("llm requests: 1 sent, 1 in flight, 0 failed, 0 retried"),
         "{err}"
     );
-    assert!(
-        err.contains("llm requests: 1 sent, 0 in flight, 0 failed, 2 retried"),
-        "{err}"
-    );
+    // After the retries (the streaming engine may have sent the next requests by the time it
+    // prints a progress line).
+    assert!(err.contains("0 in flight, 0 failed, 2 retried"), "{err}");
+    // The program given, then the answer; the streaming engine asks ahead of the success check
+    // (at most `threads + batch` candidates), so further answers may follow, each cached.
     let lines = cache_lines(&cache);
-    assert_eq!(lines.len(), 2, "the program given, then the answer");
+    assert!((2..=2 + 4).contains(&lines.len()), "{} lines", lines.len());
     assert_eq!(lines[1].attempts, Some(3));
     assert_eq!(lines[1].verdict, Some(Verdict::Valid));
+    assert!(lines[2..].iter().all(|l| l.attempts == Some(1)));
     assert!(
         !run.join("llm-failures.jsonl").exists(),
         "no request failed"
