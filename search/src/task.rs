@@ -452,6 +452,18 @@ pub struct ProposerSpec {
     pub examples: Option<usize>,
 }
 
+impl ProposerName {
+    /// The name a task file writes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProposerName::Replay => "replay",
+            ProposerName::Grammar => "grammar",
+            ProposerName::Evolve => "evolve",
+            ProposerName::Llm => "llm",
+        }
+    }
+}
+
 /// Proposer names.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -983,6 +995,73 @@ fn needs_vocabulary(
         ));
     }
     Ok(())
+}
+
+/// Refuses a generating proposer's key under a kind it does not apply to (`population` under
+/// `replay`, say), at the key.
+fn check_kind_keys(path: &Path, kind: ProposerName, p: &ProposerSpec) -> Result<()> {
+    use ProposerName::{Evolve, Grammar, Llm};
+    let at = |v: Option<Location>, key: &'static str, kinds: &'static [ProposerName]| {
+        v.filter(|_| !kinds.contains(&kind))
+            .map(|loc| (key, loc, kinds))
+    };
+    let misplaced = [
+        at(
+            p.population.as_ref().map(|v| v.referenced),
+            "population",
+            &[Evolve],
+        ),
+        at(
+            p.islands.as_ref().map(|v| v.referenced),
+            "islands",
+            &[Evolve],
+        ),
+        at(
+            p.max_size.as_ref().map(|v| v.referenced),
+            "max_size",
+            &[Evolve],
+        ),
+        at(
+            p.max_depth.as_ref().map(|v| v.referenced),
+            "max_depth",
+            &[Grammar, Evolve],
+        ),
+        at(
+            p.max_terms.as_ref().map(|v| v.referenced),
+            "max_terms",
+            &[Grammar, Evolve],
+        ),
+        at(
+            p.binary
+                .as_ref()
+                .and_then(|b| b.first())
+                .map(|v| v.referenced),
+            "binary",
+            &[Grammar, Evolve],
+        ),
+        at(
+            p.operators
+                .as_ref()
+                .and_then(|o| o.first())
+                .map(|v| v.referenced),
+            "operators",
+            &[Grammar, Evolve, Llm],
+        ),
+    ];
+    match misplaced.into_iter().flatten().next() {
+        None => Ok(()),
+        Some((key, loc, kinds)) => {
+            let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+            Err(task_err(
+                path,
+                Some(loc),
+                format!(
+                    "`proposer.{key}` only applies to `kind: {}`",
+                    names.join("` or `kind: ")
+                ),
+            ))
+        }
+    }
 }
 
 /// A whole-number key `key` in 1..=`max`, `default` when absent.
@@ -1637,10 +1716,13 @@ fn resolve(
         if let Some((key, loc)) = llm_only.into_iter().flatten().next() {
             return Err(err(
                 loc,
-                format!("`proposer.{key}` only applies to `kind: llm`"),
+                format!(
+                    "`proposer.{key}` only applies to `kind: llm` (or an LLM-seeded `kind: evolve`)"
+                ),
             ));
         }
     }
+    check_kind_keys(path, kind, p)?;
     let batch = match &p.batch {
         Some(b) if b.value == 0 || b.value > MAX_BATCH => {
             return Err(err(
@@ -2104,6 +2186,77 @@ mod tests {
             "{msg}"
         );
         assert!(llm_feature(Path::new("t.yaml"), loc, true).is_ok());
+    }
+
+    /// Evolve is the default without a cache; its keys resolve with their defaults, are checked
+    /// at their line, and a generating proposer's key under another kind is refused at the key.
+    #[test]
+    fn evolve_keys_resolve_and_misplaced_keys_are_refused_at_their_line() {
+        let dir = std::env::temp_dir().join(format!("ndvm-task-evolve-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("c.jsonl"), "{\"src\": \"(* a x)\"}\n").unwrap();
+        let load_text = |proposer: &str| {
+            let path = dir.join("t.yaml");
+            let text = format!(
+                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 3}}\ninputs: [x]\ntarget: y\nparams: [{{name: a}}]\nproposer: {proposer}\n"
+            );
+            std::fs::write(&path, text).unwrap();
+            load(&path)
+        };
+        let t = load_text("{}").unwrap();
+        let ProposerConfig::Evolve {
+            operators,
+            tree,
+            population,
+            islands,
+            seeds,
+        } = t.proposer
+        else {
+            panic!("{:?}", t.proposer)
+        };
+        assert_eq!(operators, DEFAULT_OPERATORS);
+        assert_eq!((population, islands, seeds), (64, 4, None));
+        assert_eq!(tree.binary, ["+", "-", "*", "/", "pow"]);
+        assert_eq!((tree.max_terms, tree.max_depth, tree.max_size), (3, 3, 40));
+        let t = load_text("{kind: evolve, cache: c.jsonl, binary: [/], islands: 2}").unwrap();
+        assert!(matches!(
+            t.proposer,
+            ProposerConfig::Evolve { islands: 2, seeds: Some(_), ref tree, .. } if tree.binary == ["/"]
+        ));
+        for (proposer, message) in [
+            (
+                "{population: 0}",
+                "t.yaml:7:24: `population` must be at least 1",
+            ),
+            (
+                "{islands: 65}",
+                "t.yaml:7:21: `islands` must be at least 1 and at most 64",
+            ),
+            (
+                "{binary: [+, '%']}",
+                "t.yaml:7:24: unknown binary operator `%`",
+            ),
+            (
+                "{max_depth: 17}",
+                "t.yaml:7:23: `max_depth` must be at least 1 and at most 16",
+            ),
+            (
+                "{cache: c.jsonl, population: 8}",
+                "t.yaml:7:40: `proposer.population` only applies to `kind: evolve`",
+            ),
+            (
+                "{kind: grammar, islands: 2}",
+                "t.yaml:7:36: `proposer.islands` only applies to `kind: evolve`",
+            ),
+            (
+                "{cache: c.jsonl, max_depth: 2}",
+                "t.yaml:7:39: `proposer.max_depth` only applies to `kind: grammar` or `kind: evolve`",
+            ),
+        ] {
+            let msg = load_text(proposer).unwrap_err().to_string();
+            assert!(msg.contains(message), "{proposer}: {msg}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// Operators come from the runtime's vocabulary: the defaults are among its unary operators,
