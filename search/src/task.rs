@@ -26,7 +26,8 @@ pub const MAX_GENERATE_N: usize = 1_000_000;
 pub const MAX_STARTS: usize = 10_000;
 /// Most Adam steps or L-BFGS iterations (and screen steps) per start.
 pub const MAX_ITERS: usize = 1_000_000;
-/// Most candidates per round (each round holds them all in memory).
+/// Most candidates per round (`batch`: the engine keeps up to `threads + batch` queued, and the
+/// proposer's feedback lags one batch).
 pub const MAX_BATCH: usize = 10_000;
 /// Most calibration threads a task may ask for.
 pub const MAX_THREADS: usize = 1024;
@@ -408,7 +409,8 @@ pub struct ProposerSpec {
     /// Evolve: subpopulations exchanging their best.
     #[serde(default)]
     pub islands: Option<Spanned<usize>>,
-    /// Candidates calibrated per round (the success check runs after each round).
+    /// Candidates per round: a stop on success ends with its round, and the proposer hears of
+    /// each calibration one batch later (workers never wait for a round).
     #[serde(default)]
     pub batch: Option<Spanned<usize>>,
     /// LLM: base URL of an OpenAI-compatible API (for example `http://127.0.0.1:8000/v1`).
@@ -803,7 +805,7 @@ pub struct Task {
     /// The `llm` proposer's settings when the task says `proposer.kind: llm`; `None` otherwise,
     /// and then nothing contacts the network.
     pub llm: Option<LlmConfig>,
-    /// Candidates per round.
+    /// Candidates per round (see `ProposerSpec::batch`).
     pub batch: usize,
     /// Wall-clock budget.
     pub budget_seconds: Option<f64>,
