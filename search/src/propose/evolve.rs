@@ -9,10 +9,8 @@
 //! which arrives in index order: the same task gives the same stream at any thread count.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
 
 use ndvm_core::{Heap, Program};
-use ndvm_frontends::Registry;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -20,7 +18,7 @@ use super::sampler::{self, Sampler};
 use super::tree::{BinOp, Names, Node, Tree};
 use super::{Candidate, Proposer, RequestStats, Vocabulary};
 use crate::engine::Event;
-use crate::error::{Result, SearchError};
+use crate::error::Result;
 
 /// How evolution runs (from the task's `proposer:` keys).
 #[derive(Clone, Debug, PartialEq)]
@@ -75,10 +73,9 @@ pub struct Evolve {
     rng: ChaCha8Rng,
     sampler: Sampler,
     settings: EvolveSettings,
-    inputs: Vec<String>,
-    params: Vec<String>,
-    /// Every unary operator of the vocabulary (a seed may use any).
-    vocabulary: Vec<&'static str>,
+    vocabulary: Vocabulary,
+    /// Every unary operator of the runtime (a seed may use any).
+    all_unary: Vec<&'static str>,
     islands: Vec<Island>,
     waiting: BTreeMap<u64, Waiting>,
     seen: HashSet<String>,
@@ -87,8 +84,6 @@ pub struct Evolve {
     seeds: Option<Box<dyn Proposer>>,
     /// The seed proposer's stream has ended.
     seeds_done: bool,
-    frontends: Arc<Registry>,
-    frontend: String,
 }
 
 impl std::fmt::Debug for Evolve {
@@ -110,25 +105,14 @@ impl Evolve {
         settings: EvolveSettings,
         seeds: Option<Box<dyn Proposer>>,
     ) -> Result<Evolve> {
-        let Vocabulary {
-            inputs,
-            params,
-            frontends,
-            frontend,
-        } = vocabulary;
-        if frontends.by_name(&frontend).is_none() {
-            return Err(SearchError::UnknownFrontend {
-                message: frontends.unknown(&frontend),
-            });
-        }
+        vocabulary.printer()?;
         let islands = settings.islands.max(1);
         Ok(Evolve {
             rng: ChaCha8Rng::seed_from_u64(seed ^ 0x6576_6f6c_7665_0000),
             sampler,
             settings,
-            inputs,
-            params,
-            vocabulary: ndvm_core::unary_operators().collect(),
+            vocabulary,
+            all_unary: ndvm_core::unary_operators().collect(),
             islands: vec![Island::default(); islands],
             waiting: BTreeMap::new(),
             seen: HashSet::new(),
@@ -136,16 +120,11 @@ impl Evolve {
             feedbacks: 0,
             seeds,
             seeds_done: false,
-            frontends,
-            frontend,
         })
     }
 
     fn names(&self) -> Names<'_> {
-        Names {
-            inputs: &self.inputs,
-            params: &self.params,
-        }
+        self.vocabulary.names()
     }
 
     fn capacity(&self) -> usize {
@@ -162,7 +141,7 @@ impl Evolve {
         let mut heap = Heap::new();
         let root = tree.to_heap(&mut heap, &self.names())?;
         let program = Program::new(&heap, vec![root]);
-        let frontend = self.frontends.by_name(&self.frontend)?;
+        let frontend = self.vocabulary.printer().ok()?;
         frontend.print(&heap, &program).ok()
     }
 
@@ -178,7 +157,8 @@ impl Evolve {
             } else {
                 self.sampler.program(&mut self.rng).simplify()
             };
-            if tree.len() > self.settings.max_size || tree.n_params() > self.params.len() {
+            if tree.len() > self.settings.max_size || tree.n_params() > self.vocabulary.params.len()
+            {
                 continue;
             }
             let Some(src) = self.print(&tree) else {
@@ -212,7 +192,7 @@ impl Evolve {
         Candidate {
             id,
             src,
-            frontend: self.frontend.clone(),
+            frontend: self.vocabulary.frontend.clone(),
             init,
         }
     }
@@ -419,7 +399,7 @@ impl Evolve {
     /// A seed's program read back as a tree, valued by its fit (`None` if it is not an
     /// expression a tree can hold).
     fn read_seed(&self, event: &Event) -> Option<Tree> {
-        let frontend = self.frontends.by_name(&event.frontend)?;
+        let frontend = self.vocabulary.frontends.by_name(&event.frontend)?;
         let mut heap = Heap::new();
         let program = frontend.parse(&mut heap, &event.src).ok()?;
         let [root] = program.forms() else {
@@ -429,7 +409,7 @@ impl Evolve {
             &heap,
             *root,
             &self.names(),
-            &self.vocabulary,
+            &self.all_unary,
             |name| event.params.get(name).copied(),
             4 * self.settings.max_size,
         )
@@ -549,6 +529,8 @@ mod tests {
     use super::*;
     use crate::engine::EventStatus;
     use crate::propose::tree::BinOp;
+    use ndvm_frontends::Registry;
+    use std::sync::Arc;
 
     fn strings(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()

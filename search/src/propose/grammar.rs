@@ -7,13 +7,9 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use std::sync::Arc;
-
 use ndvm_core::{Heap, NodeId, Program};
-use ndvm_frontends::Registry;
 
 use super::sampler::Sampler;
-use super::tree::Names;
 use super::{Candidate, Proposer, Vocabulary};
 use crate::error::{Result, SearchError};
 
@@ -21,15 +17,12 @@ use crate::error::{Result, SearchError};
 #[derive(Debug)]
 pub struct Grammar {
     rng: ChaCha8Rng,
-    inputs: Vec<String>,
-    params: Vec<String>,
+    vocabulary: Vocabulary,
     operators: Vec<String>,
     max_terms: usize,
     /// The tree grammar, when the task gives `max_depth` (else the sum-of-terms grammar).
     tree: Option<Sampler>,
     next: u64,
-    frontends: Arc<Registry>,
-    frontend: String,
 }
 
 impl Grammar {
@@ -41,31 +34,19 @@ impl Grammar {
         max_terms: usize,
         tree: Option<Sampler>,
     ) -> Result<Grammar> {
-        let Vocabulary {
-            inputs,
-            params,
-            frontends,
-            frontend,
-        } = vocabulary;
-        let grammar = Grammar {
+        vocabulary.printer()?;
+        Ok(Grammar {
             rng: ChaCha8Rng::seed_from_u64(seed ^ 0x6772_616d_6d61_7200),
-            inputs,
-            params,
+            vocabulary,
             operators,
             max_terms: max_terms.max(1),
             tree,
             next: 0,
-            frontends,
-            frontend,
-        };
-        match grammar.frontends.by_name(&grammar.frontend) {
-            Some(_) => Ok(grammar),
-            None => Err(grammar.unknown()),
-        }
+        })
     }
 
     fn param(&mut self, heap: &mut Heap, used: &mut usize) -> NodeId {
-        let node = match self.params.get(*used) {
+        let node = match self.vocabulary.params.get(*used) {
             Some(name) => heap.sym(name),
             None => heap.num(1.0),
         };
@@ -74,8 +55,8 @@ impl Grammar {
     }
 
     fn input(&mut self, heap: &mut Heap) -> NodeId {
-        let i = self.rng.random_range(0..self.inputs.len());
-        heap.sym(&self.inputs[i])
+        let i = self.rng.random_range(0..self.vocabulary.inputs.len());
+        heap.sym(&self.vocabulary.inputs[i])
     }
 
     /// `(op args…)` on `heap`.
@@ -140,11 +121,7 @@ impl Grammar {
         let root = match &self.tree {
             Some(sampler) => {
                 let tree = sampler.program(&mut self.rng).simplify();
-                let names = Names {
-                    inputs: &self.inputs,
-                    params: &self.params,
-                };
-                tree.to_heap(&mut heap, &names)
+                tree.to_heap(&mut heap, &self.vocabulary.names())
                     .ok_or_else(|| SearchError::Proposer {
                         proposer: "grammar",
                         message: "a tree grammar program has more parameters than names".into(),
@@ -153,25 +130,16 @@ impl Grammar {
             None => self.program(&mut heap),
         };
         let program = Program::new(&heap, vec![root]);
-        let frontend = self
-            .frontends
-            .by_name(&self.frontend)
-            .ok_or_else(|| self.unknown())?;
-        frontend
+        self.vocabulary
+            .printer()?
             .print(&heap, &program)
             .map_err(|e| SearchError::Proposer {
                 proposer: "grammar",
                 message: format!(
                     "the {} front end cannot print a program: {e}",
-                    self.frontend
+                    self.vocabulary.frontend
                 ),
             })
-    }
-
-    fn unknown(&self) -> SearchError {
-        SearchError::UnknownFrontend {
-            message: self.frontends.unknown(&self.frontend),
-        }
     }
 }
 
@@ -180,7 +148,11 @@ impl Proposer for Grammar {
         let mut out = Vec::with_capacity(n);
         for _ in 0..n {
             let src = self.source()?;
-            out.push(Candidate::new(self.next, src, self.frontend.clone()));
+            out.push(Candidate::new(
+                self.next,
+                src,
+                self.vocabulary.frontend.clone(),
+            ));
             self.next += 1;
         }
         Ok(out)
@@ -194,6 +166,8 @@ impl Proposer for Grammar {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ndvm_frontends::Registry;
+    use std::sync::Arc;
 
     fn vocabulary(inputs: Vec<String>, params: Vec<String>, frontend: &str) -> Vocabulary {
         Vocabulary {

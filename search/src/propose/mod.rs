@@ -172,6 +172,23 @@ pub(crate) struct Vocabulary {
 }
 
 impl Vocabulary {
+    /// The names a [`tree::Tree`] is printed with.
+    pub(crate) fn names(&self) -> tree::Names<'_> {
+        tree::Names {
+            inputs: &self.inputs,
+            params: &self.params,
+        }
+    }
+
+    /// The front end that prints, or the error naming the known ones.
+    pub(crate) fn printer(&self) -> Result<&dyn ndvm_frontends::Frontend> {
+        self.frontends.by_name(&self.frontend).ok_or_else(|| {
+            crate::error::SearchError::UnknownFrontend {
+                message: self.frontends.unknown(&self.frontend),
+            }
+        })
+    }
+
     /// A task's inputs, parameters and front end.
     pub(crate) fn of(task: &Task) -> Vocabulary {
         Vocabulary {
