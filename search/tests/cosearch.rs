@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{root, run_ok, summary, summary_core};
+use common::{root, run_at, run_ok, summary, summary_core};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -88,15 +88,7 @@ fn replay_is_reproducible_across_threads_and_runs() {
     let mut cores = Vec::new();
     for (name, threads) in [("t1", "1"), ("t2", "2"), ("t2b", "2")] {
         let out = dir.join(name);
-        run_ok(&[
-            "run",
-            p(&task),
-            "--out",
-            p(&out),
-            "--threads",
-            threads,
-            "-q",
-        ]);
+        run_at(&task, &out, threads);
         cores.push((summary_core(&out), events_core(&out)));
     }
     assert_eq!(cores[0], cores[1], "--threads 1 and --threads 2 differ");
@@ -150,15 +142,7 @@ fn a_slow_candidate_does_not_hold_back_the_others() {
         let mut cores = Vec::new();
         for threads in ["1", "2"] {
             let out = dir.join(format!("{name}-t{threads}"));
-            run_ok(&[
-                "run",
-                p(&task),
-                "--out",
-                p(&out),
-                "--threads",
-                threads,
-                "-q",
-            ]);
+            run_at(&task, &out, threads);
             cores.push((summary_core(&out), events_core(&out)));
         }
         assert_eq!(

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{root, run_ok, summary, summary_core};
+use common::{root, run_at, run_ok, summary, summary_core};
 
 fn test_task(name: &str) -> PathBuf {
     root().join("search/tests/data/tasks").join(name)
@@ -36,9 +36,9 @@ fn evolve_is_the_default_and_the_same_at_one_and_two_threads() {
     let dir = scratch("threads");
     let task = test_task("evolve.yaml");
     let (a, b, c) = (dir.join("t1"), dir.join("t2"), dir.join("t2b"));
-    run_ok(&["run", p(&task), "--out", p(&a), "--threads", "1", "-q"]);
-    run_ok(&["run", p(&task), "--out", p(&b), "--threads", "2", "-q"]);
-    run_ok(&["run", p(&task), "--out", p(&c), "--threads", "2", "-q"]);
+    run_at(&task, &a, "1");
+    run_at(&task, &b, "2");
+    run_at(&task, &c, "2");
     assert_eq!(
         summary_core(&a),
         summary_core(&b),
@@ -49,10 +49,7 @@ fn evolve_is_the_default_and_the_same_at_one_and_two_threads() {
     let s = summary(&a);
     assert_eq!(s["proposer"], "evolve", "{}", s["proposer"]);
     assert_eq!(s["calibrations"], 60);
-    // Children carry their parents' fitted constants into the first start: later events are
-    // mostly descendants, whose sources reuse the population's building blocks.
-    let events = common::events_without(&a, &[]);
-    assert!(events.len() == 60);
+    assert_eq!(common::events_without(&a, &[]).len(), 60);
     assert!(
         s["best"]["validation_r2"].as_f64().unwrap() > 0.9,
         "{}",
@@ -65,15 +62,7 @@ fn a_killed_evolve_run_resumes_to_the_uninterrupted_result() {
     let dir = scratch("resume");
     let task = test_task("evolve.yaml");
     let reference = dir.join("reference");
-    run_ok(&[
-        "run",
-        p(&task),
-        "--out",
-        p(&reference),
-        "--threads",
-        "1",
-        "-q",
-    ]);
+    run_at(&task, &reference, "1");
     let out = dir.join("killed");
     let mut child = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
         .current_dir(root())
@@ -170,7 +159,7 @@ fn best_nmse(dir: &Path, name: &str, proposer: &str, seed: u64) -> f64 {
     let task = dir.join(format!("{name}.yaml"));
     std::fs::write(&task, text).unwrap();
     let out = dir.join(name);
-    run_ok(&["run", p(&task), "--out", p(&out), "--threads", "2", "-q"]);
+    run_at(&task, &out, "2");
     let s = summary(&out);
     assert_eq!(s["calibrations"], 1000, "{name}");
     s["best"]["validation_nmse"].as_f64().unwrap()

@@ -71,6 +71,13 @@ pub(crate) fn run_ok(args: &[&str]) -> std::process::Output {
     out
 }
 
+/// Runs `ndvm-search run TASK --out OUT --threads THREADS -q` (see [`run_ok`]).
+#[allow(dead_code)] // each test binary compiles this module and uses part of it
+pub(crate) fn run_at(task: &Path, out: &Path, threads: &str) -> std::process::Output {
+    let (task, out) = (task.to_str().unwrap(), out.to_str().unwrap());
+    run_ok(&["run", task, "--out", out, "--threads", threads, "-q"])
+}
+
 /// `summary.json` of the run folder `dir`.
 #[allow(dead_code)] // each test binary compiles this module and uses part of it
 pub(crate) fn summary(dir: &Path) -> serde_json::Value {
