@@ -2,7 +2,8 @@
 //! tool works with no network and no cache. A candidate is a sum of 1..=max_terms terms plus an
 //! optional offset; a term is a parameter times one or two factors; a factor is an input, an
 //! input squared, or a unary operator applied to `p·input` or `p·input + p`. Each parameter
-//! occurrence takes the next unused parameter name (a literal 1 when the names run out).
+//! occurrence takes the next unused parameter name (a literal 1 when the names run out). With
+//! `max_depth`, programs come from the tree grammar (`sampler.rs`) instead.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

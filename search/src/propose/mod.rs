@@ -1,8 +1,9 @@
-//! Proposers: where candidate programs come from. `Proposer` is one method; `replay` reads a
-//! JSONL cache in file order, `grammar` draws seeded random programs and `llm` asks an
-//! OpenAI-compatible chat endpoint (only when a task says `kind: llm`), appending every answer to
-//! the cache so that replaying it later gives the same stream offline. The `llm` proposer exists
-//! only in a build with the `llm` cargo feature.
+//! Proposers: where candidate programs come from. `Proposer::propose` hands out the next ones;
+//! `replay` reads a JSONL cache in file order, `grammar` draws seeded random programs, `evolve`
+//! breeds calibrated programs (seeded by a cache or an LLM) and `llm` asks an OpenAI-compatible
+//! chat endpoint (only when a task names one), appending every answer to the cache so that
+//! replaying it later gives the same stream offline. The `llm` proposer exists only in a build
+//! with the `llm` cargo feature.
 
 pub mod evolve;
 pub mod grammar;
@@ -66,7 +67,7 @@ pub trait Proposer {
         Vec::new()
     }
 
-    /// A short name (`replay`, `grammar`, `llm`).
+    /// A short name (`replay`, `grammar`, `evolve`, `llm`).
     fn name(&self) -> &'static str;
 
     /// How many candidates the engine asks for at a time (at least 1). Feedback arrives between
