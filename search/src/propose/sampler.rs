@@ -39,11 +39,9 @@ impl Sampler {
         let n_terms = rng.random_range(1..=self.max_terms.max(1));
         let mut sum: Option<Tree> = None;
         for _ in 0..n_terms {
-            let depth = rng.random_range(1..=self.max_depth.max(1));
-            let mut factor = self.subtree(rng, depth);
+            let mut factor = self.term_factor(rng);
             if rng.random_bool(0.35) {
-                let depth = rng.random_range(1..=self.max_depth.max(1));
-                factor = Tree::binary(BinOp::Mul, &factor, &self.subtree(rng, depth));
+                factor = Tree::binary(BinOp::Mul, &factor, &self.term_factor(rng));
             }
             let term = Tree::binary(BinOp::Mul, &param(), &factor);
             sum = Some(match sum {
@@ -78,9 +76,21 @@ impl Sampler {
         tree
     }
 
+    /// A factor of a sum's term: half the time a shaped [`Sampler::factor`], else a random
+    /// expression.
+    fn term_factor(&self, rng: &mut ChaCha8Rng) -> Tree {
+        if rng.random_bool(0.5) {
+            return self.factor(rng);
+        }
+        let depth = rng.random_range(1..=self.max_depth.max(1));
+        self.subtree(rng, depth)
+    }
+
     /// A factor to multiply by, of a random input `u`: an operator of `p·u (+ q)` (most often),
-    /// `u` itself, or one of two shapes common in scientific models (when the grammar has `/`,
-    /// resp. `exp`): the saturating `u / (u + p)` and the bell `exp(p·(u + q)²)`.
+    /// `u` itself, a power `u²` or `u³`, or one of three shapes common in scientific models (when
+    /// the grammar has `/`, resp. `exp`): the saturating `u / (u + p)`, the bell
+    /// `exp(p·(u + q)²)` and the switch `1 / (1 + exp(p·(u + q)))` (a product of two switches of
+    /// one input is an asymmetric bump).
     pub(crate) fn factor(&self, rng: &mut ChaCha8Rng) -> Tree {
         let input = rng.random_range(0..self.n_inputs.max(1)) as u16;
         self.factor_of(rng, input)
@@ -89,17 +99,36 @@ impl Sampler {
     /// A factor (see [`Sampler::factor`]) of the input `input`.
     fn factor_of(&self, rng: &mut ChaCha8Rng, input: u16) -> Tree {
         let u = Tree::leaf(Node::Input(input));
+        let has_div = self.binary.contains(&BinOp::Div);
+        let has_exp = self.unary.contains(&"exp");
+        let shifted = Tree::binary(BinOp::Add, &u, &param());
         let roll: f64 = rng.random();
-        if roll < 0.15 && self.binary.contains(&BinOp::Div) {
-            let shifted = Tree::binary(BinOp::Add, &u, &param());
+        if roll < 0.12 && has_div {
             return Tree::binary(BinOp::Div, &u, &shifted);
         }
-        if roll < 0.3 && self.unary.contains(&"exp") {
-            let shifted = Tree::binary(BinOp::Add, &u, &param());
+        if roll < 0.24 && has_exp {
             let square = Tree::binary(BinOp::Mul, &shifted, &shifted);
             return Tree::unary("exp", &Tree::binary(BinOp::Mul, &param(), &square));
         }
-        if roll < 0.45 || self.unary.is_empty() {
+        if roll < 0.36 && has_div && has_exp {
+            let one = Tree::leaf(Node::Const(1.0));
+            let rate = Tree::unary("exp", &Tree::binary(BinOp::Mul, &param(), &shifted));
+            return Tree::binary(BinOp::Div, &one, &Tree::binary(BinOp::Add, &one, &rate));
+        }
+        if roll < 0.48 {
+            let cube = rng.random_bool(0.5);
+            let square = Tree::binary(BinOp::Mul, &u, &u);
+            return match (self.binary.contains(&BinOp::Pow), cube) {
+                (true, _) => Tree::binary(
+                    BinOp::Pow,
+                    &u,
+                    &Tree::leaf(Node::Const(2.0 + f64::from(cube))),
+                ),
+                (false, true) => Tree::binary(BinOp::Mul, &u, &square),
+                (false, false) => square,
+            };
+        }
+        if roll < 0.62 || self.unary.is_empty() {
             return u;
         }
         let op = self.unary[rng.random_range(0..self.unary.len())];
@@ -265,6 +294,59 @@ mod tests {
             max_depth: 4,
             max_terms: 3,
             max_params: 6,
+        }
+    }
+
+    /// The shape of a factor: its operators in prefix order, inputs and constants erased.
+    fn shape(t: &Tree) -> String {
+        let words: Vec<&str> = t
+            .nodes
+            .iter()
+            .map(|n| match n {
+                Node::Unary(op) => op,
+                Node::Binary(op) => op.name(),
+                Node::Input(_) => "u",
+                Node::Param(_) => "p",
+                Node::Const(_) => "c",
+            })
+            .collect();
+        words.join(" ")
+    }
+
+    #[test]
+    fn factors_take_every_scientific_shape() {
+        let s = sampler();
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut shapes = std::collections::BTreeMap::new();
+        for _ in 0..2000 {
+            *shapes.entry(shape(&s.factor(&mut rng))).or_insert(0) += 1;
+        }
+        for want in [
+            "/ u + u p",             // saturating u / (u + p)
+            "exp * p * + u p + u p", // bell exp(p (u + q)²)
+            "/ c + c exp * p + u p", // switch 1 / (1 + exp(p (u + q)))
+            "pow u c",               // power u² or u³
+            "u",                     // the input itself
+            "sin * p u",             // an operator of p·u
+            "log abs + * p u p",     // … of p·u + q, domain-safe
+        ] {
+            let n = shapes.get(want).copied().unwrap_or(0);
+            assert!(n >= 20, "{want}: drawn {n} times of 2000: {shapes:?}");
+        }
+        // Without `/` and `exp`, powers are products and the other shapes are not drawn.
+        let plain = Sampler {
+            unary: vec!["sin"],
+            binary: vec![BinOp::Add, BinOp::Mul],
+            ..sampler()
+        };
+        for _ in 0..500 {
+            let f = plain.factor(&mut rng);
+            assert!(
+                ["u", "* u u", "* u * u u", "sin * p u", "sin + * p u p"]
+                    .contains(&shape(&f).as_str()),
+                "{}",
+                shape(&f)
+            );
         }
     }
 
