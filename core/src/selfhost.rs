@@ -117,7 +117,10 @@ mod tests {
         let e = via(&mut heap, &ev, &prog, &["a"]).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Input);
         assert!(e.message.contains("no `mc-run`"), "{}", e.message);
-        let ev = read(&mut heap, &[&["define", "mc-run", "x"], &["define", "a", "x"]]);
+        let ev = read(
+            &mut heap,
+            &[&["define", "mc-run", "x"], &["define", "a", "x"]],
+        );
         let e = via(&mut heap, &ev, &prog, &["a"]).unwrap_err();
         assert!(e.message.contains("input `a`"), "{}", e.message);
     }

@@ -182,8 +182,8 @@ pub fn run_with(
     let frontend = choose_frontend(frontends, args.frontend.as_deref(), &args.program)?;
     let program = parse_program(&mut heap, frontend, &label, &src)?;
     let single = crate::selfhost::Sources::single(&label, &src);
-    let declared = ndvm_core::params::declarations(&heap, &program)
-        .map_err(|e| single.error(&heap, e))?;
+    let declared =
+        ndvm_core::params::declarations(&heap, &program).map_err(|e| single.error(&heap, e))?;
     let mut params = Vec::new();
     for p in &args.params {
         let decl = declared.iter().find(|d| d.name == p.name);
@@ -210,13 +210,8 @@ pub fn run_with(
         .map(|(_, h)| h.as_str())
         .collect();
     names.extend(params.iter().map(|p| p.name.as_str()));
-    let (program, sources) = crate::selfhost::prepare(
-        &mut heap,
-        program,
-        (&label, &src),
-        &args.selfhost,
-        &names,
-    )?;
+    let (program, sources) =
+        crate::selfhost::prepare(&mut heap, program, (&label, &src), &args.selfhost, &names)?;
     let rendered = |heap: &Heap, error: ndvm_core::CoreError| sources.error(heap, error);
     let mut config = CalibrateConfig::recommended();
     config.params = params;

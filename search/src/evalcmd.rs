@@ -305,26 +305,15 @@ pub fn run_with(args: &EvalArgs, frontends: &Registry) -> Result<EvalReport> {
         .limits
         .eval_options(EvalOptions::new(n_lanes).with_dialect(args.dialect));
     let names: Vec<&str> = inputs.entries.iter().map(|i| i.name.as_str()).collect();
-    let (program, sources) = crate::selfhost::prepare(
-        &mut heap,
-        program,
-        (&label, &src),
-        &args.selfhost,
-        &names,
-    )?;
+    let (program, sources) =
+        crate::selfhost::prepare(&mut heap, program, (&label, &src), &args.selfhost, &names)?;
     let hint = if names.is_empty() {
         "the command line binds nothing (bind names with --bind, --input or --data)".to_string()
     } else {
         format!("the command line binds {}", names.join(", "))
     };
     let evaluation = evaluate(
-        &mut heap,
-        &program,
-        &inputs,
-        opts,
-        args.grad,
-        &sources,
-        &hint,
+        &mut heap, &program, &inputs, opts, args.grad, &sources, &hint,
     )?;
     Ok(EvalReport {
         n_lanes,
