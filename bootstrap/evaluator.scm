@@ -290,13 +290,27 @@
 (define (mc-compile-let* e cenv)
   (mc-compile-star (cadr e) (cddr e) cenv))
 
-;; One frame per binding.
+;; One frame for all the bindings, built newest first: init k sees the frame of the first k
+;; values, and a name's index counts from the newest binding of the stage it is read at.
 (define (mc-compile-star bs body cenv)
   (if (null? bs)
       (mc-compile-body body cenv)
-      (let ((b (car bs)))
-        (mc-bind (list (mc-compile (cadr b) cenv))
-                 (mc-compile-star (cdr bs) body (cons (list 'plain (car b)) cenv))))))
+      (let ((inits (loop ((bs bs) (seen '()) (acc '()))
+                     (if (null? bs)
+                         (reverse acc)
+                         (recur (cdr bs)
+                                (cons (car (car bs)) seen)
+                                (cons (mc-compile (cadr (car bs)) (cons (cons 'plain seen) cenv))
+                                      acc))))))
+        (let ((body (mc-compile-body body (cons (cons 'plain (reverse (map car bs))) cenv))))
+          (lambda (env) (body (cons (mc-star-values inits env) env)))))))
+
+;; The values of a `let*` frame, newest first.
+(define (mc-star-values inits env)
+  (loop ((inits inits) (vals '()))
+    (if (null? inits)
+        vals
+        (recur (cdr inits) (cons ((car inits) (cons vals env)) vals)))))
 
 ;; The parameter list's fixed names and rest name ('() when none).
 (define (mc-fixed ps)

@@ -35,14 +35,19 @@ fn header(src: &str, ctx: &str) -> Case {
         native: true,
         ..Case::default()
     };
-    let num = |v: &str| v.parse::<f64>().unwrap_or_else(|e| panic!("{ctx}: `{v}`: {e}"));
+    let num = |v: &str| {
+        v.parse::<f64>()
+            .unwrap_or_else(|e| panic!("{ctx}: `{v}`: {e}"))
+    };
     for line in src.lines().map_while(|l| l.strip_prefix(";;")) {
         let Some((key, rest)) = line.trim().split_once(':') else {
             continue;
         };
         let pairs = || {
             rest.split_whitespace().map(|kv| {
-                let (k, v) = kv.split_once('=').unwrap_or_else(|| panic!("{ctx}: `{kv}`"));
+                let (k, v) = kv
+                    .split_once('=')
+                    .unwrap_or_else(|| panic!("{ctx}: `{kv}`"));
                 (k.to_string(), num(v))
             })
         };
@@ -71,7 +76,12 @@ fn run(src: &str, case: &Case, prelude: bool, via: bool) -> (Evaluation, u64) {
     if via {
         let ev = ndvm_frontends::scheme::parse(&mut heap, &bootstrap("evaluator.scm"))
             .expect("evaluator parses");
-        let names: Vec<&str> = case.inputs.entries.iter().map(|i| i.name.as_str()).collect();
+        let names: Vec<&str> = case
+            .inputs
+            .entries
+            .iter()
+            .map(|i| i.name.as_str())
+            .collect();
         program = ndvm_core::selfhost::via(&mut heap, &ev, &program, &names).expect("via");
     }
     eval(&mut heap, &program, case)
@@ -98,7 +108,13 @@ fn check_same(got: &Evaluation, want: &Evaluation, rtol: f64, ctx: &str) {
     assert_eq!(got.grads.len(), want.grads.len(), "{ctx}: gradient count");
     for (g, w) in got.grads.iter().zip(&want.grads) {
         assert_eq!(g.name, w.name, "{ctx}");
-        assert_close(g.per_lane[0], w.per_lane[0], 1e-15, rtol, &format!("{ctx} d/d{}", g.name));
+        assert_close(
+            g.per_lane[0],
+            w.per_lane[0],
+            1e-15,
+            rtol,
+            &format!("{ctx} d/d{}", g.name),
+        );
     }
 }
 
@@ -115,11 +131,19 @@ fn check_case(path: &Path) {
             "{ctx}: the prelude's run took {with_steps} steps, the native {native_steps}: did the prelude's definitions run?"
         );
     } else {
-        let expect = case.expect.unwrap_or_else(|| panic!("{ctx}: `native: none` needs `expect:`"));
+        let expect = case
+            .expect
+            .unwrap_or_else(|| panic!("{ctx}: `native: none` needs `expect:`"));
         assert_close(value(&with, &ctx), expect, 1e-12, 1e-12, &ctx);
-        assert_eq!(case.grad.len(), case.inputs.entries.len(), "{ctx}: a grad per bind");
+        assert_eq!(
+            case.grad.len(),
+            case.inputs.entries.len(),
+            "{ctx}: a grad per bind"
+        );
         for (name, g) in &case.grad {
-            let got = with.grad(name).unwrap_or_else(|| panic!("{ctx}: no d/d{name}"))[0];
+            let got = with
+                .grad(name)
+                .unwrap_or_else(|| panic!("{ctx}: no d/d{name}"))[0];
             assert_close(got, *g, 1e-12, 1e-12, &format!("{ctx} d/d{name}"));
         }
     }
@@ -153,5 +177,11 @@ fn prelude_procedures_run_long_lists_in_constant_depth() {
         ..Case::default()
     };
     let (e, _) = run(src, &case, true, false);
-    assert_close(value(&e, "iota"), 0.5 * (20000.0 * 20001.0 / 2.0 + 1.0), 0.0, 1e-12, "sum");
+    assert_close(
+        value(&e, "iota"),
+        0.5 * (20000.0 * 20001.0 / 2.0 + 1.0),
+        0.0,
+        1e-12,
+        "sum",
+    );
 }

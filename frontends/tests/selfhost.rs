@@ -464,6 +464,21 @@ fn refusals_and_limits_are_errors() {
             "{src}: {e}"
         );
     }
+    // Loops and tail calls run in constant host depth: 30,000 iterations under a depth limit of
+    // 10,000 (known answer: Σ (a·i + 1) for i < 30000 at a = 1).
+    for src in [
+        "(loop ((i 0) (acc 0)) (if (= i 30000) acc (let* ((u (* a i)) (v (+ u 1))) (recur (+ i 1) (+ acc v)))))",
+        "(define (f i acc) (if (= i 30000) acc (let ((u (+ (* a i) 1))) (f (+ i 1) (+ acc u))))) (f 0 0)",
+    ] {
+        let one = Inputs::new().param("a", 1.0);
+        let e =
+            run(src, Some(&ev), opts(Dialect::Default, 1), &one).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            e.value.number(0),
+            Some(30000.0 * 29999.0 / 2.0 + 30000.0),
+            "{src}"
+        );
+    }
     let deep = "(define (f n) (if (= n 0) a (+ a (f (- n 1))))) (f 100000)";
     let e = run(deep, Some(&ev), opts(Dialect::Default, 1), &inputs).unwrap_err();
     assert!(e.starts_with("E008"), "{e}");
