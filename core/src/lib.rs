@@ -16,6 +16,7 @@ mod mask;
 pub mod params;
 mod prims;
 pub mod print;
+pub mod selfhost;
 pub mod symbol;
 mod tape;
 mod value;

@@ -201,7 +201,7 @@ fn eval_line_result(
             &inputs,
             opts,
             true,
-            ("src", &req.src),
+            &crate::selfhost::Sources::single("src", &req.src),
             &request_binds(&inputs),
         )
     }));

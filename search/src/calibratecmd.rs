@@ -111,6 +111,8 @@ pub struct CalibrateArgs {
     pub max_iters: Option<usize>,
     /// `--dialect`.
     pub dialect: Dialect,
+    /// `--prelude FILE`, `--via FILE`.
+    pub selfhost: crate::selfhost::SelfHost,
 }
 
 /// The result of `calibrate`, ready to be printed.
@@ -179,22 +181,38 @@ pub fn run_with(
     let mut heap = Heap::new();
     let frontend = choose_frontend(frontends, args.frontend.as_deref(), &args.program)?;
     let program = parse_program(&mut heap, frontend, &label, &src)?;
-    let rendered = |heap: &Heap, error: ndvm_core::CoreError| SearchError::Eval {
-        rendered: ndvm_frontends::render_core_error(&label, &src, heap, &error),
-        error,
-    };
+    let single = crate::selfhost::Sources::single(&label, &src);
     let declared =
-        ndvm_core::params::declarations(&heap, &program).map_err(|e| rendered(&heap, e))?;
+        ndvm_core::params::declarations(&heap, &program).map_err(|e| single.error(&heap, e))?;
     let mut params = Vec::new();
     for p in &args.params {
         let decl = declared.iter().find(|d| d.name == p.name);
-        if decl.is_some() && p.kind.is_none() && p.init.is_none() {
+        if decl.is_some() && p.kind.is_none() && p.init.is_none() && args.selfhost.via.is_none() {
             continue;
         }
         let kind = p.kind.or(decl.map(|d| d.kind)).unwrap_or(ParamKind::Free);
         let init = p.init.or(decl.map(|d| d.init)).unwrap_or(1.0);
         params.push(ParamSpec::new(&p.name, kind, init));
     }
+    if args.selfhost.via.is_some() {
+        // The evaluator sees the program as quoted data, so the calibrator cannot read its
+        // declarations: they are passed as settings instead.
+        for d in &declared {
+            if !params.iter().any(|p| p.name == d.name) {
+                params.push(ParamSpec::new(&d.name, d.kind, d.init));
+            }
+        }
+    }
+    let mut names: Vec<&str> = header
+        .iter()
+        .enumerate()
+        .filter(|&(c, _)| c != target_col && Some(c) != weight_col)
+        .map(|(_, h)| h.as_str())
+        .collect();
+    names.extend(params.iter().map(|p| p.name.as_str()));
+    let (program, sources) =
+        crate::selfhost::prepare(&mut heap, program, (&label, &src), &args.selfhost, &names)?;
+    let rendered = |heap: &Heap, error: ndvm_core::CoreError| sources.error(heap, error);
     let mut config = CalibrateConfig::recommended();
     config.params = params;
     config.dialect = args.dialect;

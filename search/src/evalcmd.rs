@@ -14,6 +14,7 @@ use ndvm_frontends::{Frontend, Registry};
 use crate::error::{Result, SearchError};
 use crate::matrix_csv;
 use crate::report::EvalReport;
+use crate::selfhost::{SelfHost, Sources};
 
 /// One `--bind NAME=V[,V…]` (differentiable) or `--input NAME=V[,V…]` (not differentiated)
 /// argument: one value for every lane, or one value per lane.
@@ -216,6 +217,8 @@ pub struct EvalArgs {
     pub dialect: Dialect,
     /// `--max-work`, `--max-memory-mb`, `--max-depth`, `--timeout`.
     pub limits: LimitArgs,
+    /// `--prelude FILE`, `--via FILE`.
+    pub selfhost: SelfHost,
 }
 
 /// The lane count: `n_lanes` when given, else the common length of the multi-valued bindings, else 1.
@@ -302,19 +305,15 @@ pub fn run_with(args: &EvalArgs, frontends: &Registry) -> Result<EvalReport> {
         .limits
         .eval_options(EvalOptions::new(n_lanes).with_dialect(args.dialect));
     let names: Vec<&str> = inputs.entries.iter().map(|i| i.name.as_str()).collect();
+    let (program, sources) =
+        crate::selfhost::prepare(&mut heap, program, (&label, &src), &args.selfhost, &names)?;
     let hint = if names.is_empty() {
         "the command line binds nothing (bind names with --bind, --input or --data)".to_string()
     } else {
         format!("the command line binds {}", names.join(", "))
     };
     let evaluation = evaluate(
-        &mut heap,
-        &program,
-        &inputs,
-        opts,
-        args.grad,
-        (&label, &src),
-        &hint,
+        &mut heap, &program, &inputs, opts, args.grad, &sources, &hint,
     )?;
     Ok(EvalReport {
         n_lanes,
@@ -355,14 +354,15 @@ pub(crate) fn parse_program(
 }
 
 /// Evaluates (with gradients when `grad`); a failure becomes [`SearchError::Eval`] rendered as
-/// `label:line:col: error[…]`, an unbound variable followed by `; {unbound_hint}` (what is bound).
+/// `file:line:col: error[…]` (in the file of `sources` the node was read from), an unbound
+/// variable followed by `; {unbound_hint}` (what is bound).
 pub(crate) fn evaluate(
     heap: &mut Heap,
     program: &Program,
     inputs: &Inputs,
     opts: EvalOptions,
     grad: bool,
-    (label, src): (&str, &str),
+    sources: &Sources,
     unbound_hint: &str,
 ) -> Result<Evaluation> {
     let mut evaluator = Evaluator::new(opts);
@@ -373,10 +373,7 @@ pub(crate) fn evaluate(
     };
     res.map_err(|error| {
         let error = hint_unbound(error, unbound_hint);
-        SearchError::Eval {
-            rendered: ndvm_frontends::render_core_error(label, src, heap, &error),
-            error,
-        }
+        sources.error(heap, error)
     })
 }
 

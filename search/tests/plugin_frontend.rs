@@ -291,6 +291,7 @@ fn eval_with_exact_gradients_runs_the_stack_notation() {
             grad: true,
             dialect: ndvm_core::Dialect::Default,
             limits: Default::default(),
+            selfhost: Default::default(),
         },
         &registry(),
     )
@@ -334,6 +335,7 @@ fn calibrate_and_translate_run_the_stack_notation() {
             max_iters: None,
             dialect: ndvm_core::Dialect::Default,
             limits: Default::default(),
+            selfhost: Default::default(),
         },
         &registry(),
     )

@@ -12,6 +12,7 @@ use ndvm_core::Dialect;
 use ndvm_optimizers::Optimizer;
 use ndvm_search::calibratecmd::{self, CalibrateArgs};
 use ndvm_search::evalcmd::{self, Binding, DataBinding, EvalArgs};
+use ndvm_search::selfhost::SelfHost;
 use ndvm_search::{SearchError, batch};
 
 /// Differentiable batched evaluation of model programs, and program co-search.
@@ -243,6 +244,15 @@ struct CalibrateCli {
     #[arg(long, value_enum, default_value_t = DialectArg::Default)]
     dialect: DialectArg,
 
+    /// Definitions put before the program (e.g. bootstrap/prelude.scm, the list library).
+    #[arg(long, value_name = "FILE.scm")]
+    prelude: Option<PathBuf>,
+
+    /// Run the program through an evaluator written in the language (e.g.
+    /// bootstrap/evaluator.scm), which receives it as quoted data.
+    #[arg(long, value_name = "FILE.scm")]
+    via: Option<PathBuf>,
+
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -334,6 +344,15 @@ struct EvalCli {
     /// Numeric and naming conventions (with --jsonl: for lines without a "dialect" key).
     #[arg(long, value_enum, default_value_t = DialectArg::Default)]
     dialect: DialectArg,
+
+    /// Definitions put before the program (e.g. bootstrap/prelude.scm, the list library).
+    #[arg(long, value_name = "FILE.scm", conflicts_with = "jsonl")]
+    prelude: Option<PathBuf>,
+
+    /// Run the program through an evaluator written in the language (e.g.
+    /// bootstrap/evaluator.scm), which receives it as quoted data.
+    #[arg(long, value_name = "FILE.scm", conflicts_with = "jsonl")]
+    via: Option<PathBuf>,
 
     /// Print one JSON object instead of text.
     #[arg(long, conflicts_with = "jsonl")]
@@ -640,6 +659,10 @@ fn calibrate(args: CalibrateCli) -> anyhow::Result<()> {
         max_iters: args.max_iters,
         dialect: Dialect::from(args.dialect),
         limits: args.limits.into(),
+        selfhost: SelfHost {
+            prelude: args.prelude,
+            via: args.via,
+        },
     })?;
     let text = if args.json {
         report.to_json() + "\n"
@@ -693,6 +716,10 @@ fn eval(args: EvalCli) -> anyhow::Result<()> {
         grad: args.grad,
         dialect,
         limits,
+        selfhost: SelfHost {
+            prelude: args.prelude,
+            via: args.via,
+        },
     })?;
     let text = if args.json {
         report.to_json() + "\n"
