@@ -247,12 +247,7 @@ impl Evolve {
                 None => t.clone(),
             },
             // Term insertion.
-            2 => {
-                let depth = rng.random_range(1..=self.sampler.max_depth.max(1));
-                let factor = self.sampler.subtree(rng, depth);
-                let term = Tree::binary(BinOp::Mul, &sampler::param(), &factor);
-                Tree::binary(BinOp::Add, t, &term)
-            }
+            2 => Tree::binary(BinOp::Add, t, &self.sampler.term(rng)),
             // Term removal: a sum or difference keeps one side.
             3 => {
                 let sums: Vec<usize> = (0..t.len())

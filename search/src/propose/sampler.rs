@@ -39,11 +39,7 @@ impl Sampler {
         let n_terms = rng.random_range(1..=self.max_terms.max(1));
         let mut sum: Option<Tree> = None;
         for _ in 0..n_terms {
-            let mut factor = self.term_factor(rng);
-            if rng.random_bool(0.35) {
-                factor = Tree::binary(BinOp::Mul, &factor, &self.term_factor(rng));
-            }
-            let term = Tree::binary(BinOp::Mul, &param(), &factor);
+            let term = self.term(rng);
             sum = Some(match sum {
                 None => term,
                 Some(s) => Tree::binary(BinOp::Add, &s, &term),
@@ -74,6 +70,15 @@ impl Sampler {
             tree = Tree::binary(BinOp::Add, &tree, &param());
         }
         tree
+    }
+
+    /// A term of a sum: `p·f` or (one time in three) `p·f·g`, of [`Sampler::term_factor`]s.
+    pub(crate) fn term(&self, rng: &mut ChaCha8Rng) -> Tree {
+        let mut factor = self.term_factor(rng);
+        if rng.random_bool(0.35) {
+            factor = Tree::binary(BinOp::Mul, &factor, &self.term_factor(rng));
+        }
+        Tree::binary(BinOp::Mul, &param(), &factor)
     }
 
     /// A factor of a sum's term: half the time a shaped [`Sampler::factor`], else a random
