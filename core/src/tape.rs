@@ -29,6 +29,11 @@ pub(crate) enum TapeOp {
     Gather { start: u32 },
     /// Per-lane tensor op; `b` is the second input (or the kept inverse for det/logdet).
     Tensor(TensorOp),
+    /// `soft-choice`: `a` the logits (a vector of k), `b` the temperature (a scalar),
+    /// `extra[start]` the noise (a vector of k), `extra[start + 1 ..][..len]` the k options
+    /// (scalars). Soft: out = Σ wᵢ·optᵢ; `hard` (straight-through): out = the option of the largest
+    /// z, its adjoint to that option alone, the logits' adjoint the soft blend's.
+    Choice { start: u32, len: u32, hard: bool },
 }
 
 /// One recorded operation.
@@ -48,6 +53,9 @@ pub(crate) struct Tape {
     pub(crate) extra: Vec<PayloadId>,
     adj: Adjoints,
     bufs: [Vec<f64>; 6],
+    /// Scratch of the `Choice` adjoint: the options' adjoint regions and one lane's weights.
+    choice_slots: Vec<Option<usize>>,
+    choice_w: Vec<f64>,
     term_cache: TermTable,
 }
 
@@ -385,6 +393,16 @@ impl Tape {
                     e0 += n;
                 }
             }
+            TapeOp::Choice { start, len, hard } => {
+                self.choice_vjp(
+                    lanes,
+                    act,
+                    node,
+                    go,
+                    b,
+                    (start as usize, len as usize, hard),
+                );
+            }
             TapeOp::Gather { start } => {
                 let Some(ia) = self.adj.slot(lanes.meta(node.a), node.a) else {
                     return;
@@ -558,6 +576,106 @@ impl Tape {
             }
         }
     }
+}
+
+impl Tape {
+    /// The adjoint of one `Choice` node (`at`: its start, option count and hardness) on the
+    /// lanes `act`. A non-finite option takes no part in the straight-through logits' adjoint on
+    /// that lane (the hard value never read it).
+    fn choice_vjp(
+        &mut self,
+        lanes: &Lanes,
+        act: &[u32],
+        node: TapeNode,
+        go: usize,
+        b: usize,
+        at: (usize, usize, bool),
+    ) {
+        let (start, k, hard) = at;
+        let noise = self.extra[start];
+        let tau = lanes.get(node.b, 0, 0);
+        let il = self.adj.slot(lanes.meta(node.a), node.a);
+        let mut slots = std::mem::take(&mut self.choice_slots);
+        let mut w = std::mem::take(&mut self.choice_w);
+        slots.clear();
+        for i in 0..k {
+            let p = self.extra[start + 1 + i];
+            slots.push(self.adj.slot(lanes.meta(p), p));
+        }
+        let opts = &self.extra[start + 1..start + 1 + k];
+        let adj = &mut self.adj.buf;
+        for &l in act {
+            let l = l as usize;
+            let g = adj[go + l];
+            if g == 0.0 {
+                continue;
+            }
+            let j = choice_weights(lanes, node.a, noise, tau, l, &mut w);
+            let o = |i: usize| lanes.get(opts[i], 0, l);
+            // The blend the logits' adjoint differentiates: every option (soft), the finite
+            // ones renormalised (straight-through).
+            let (mut wsum, mut s) = (0.0, 0.0);
+            for (i, &wi) in w.iter().enumerate() {
+                if !hard || o(i).is_finite() {
+                    wsum += wi;
+                    s += wi * o(i);
+                }
+            }
+            if hard {
+                if let Some(ix) = slots[j] {
+                    adj[ix + l] += g;
+                }
+                s /= wsum;
+            } else {
+                for (i, &wi) in w.iter().enumerate() {
+                    if let Some(ix) = slots[i] {
+                        adj[ix + l] += adjoint_term(g, wi);
+                    }
+                }
+                s = lanes.get(node.out, 0, l);
+            }
+            if let Some(il) = il {
+                for (i, &wi) in w.iter().enumerate() {
+                    if !hard || o(i).is_finite() {
+                        adj[il + i * b + l] += g * (wi / wsum) * (o(i) - s) / tau;
+                    }
+                }
+            }
+        }
+        self.choice_slots = slots;
+        self.choice_w = w;
+    }
+}
+
+/// The softmax weights `w` of lane `l` of a `soft-choice` (z = (logits + noise) / tau) and the
+/// index of the largest z (the first on ties; a NaN never wins).
+pub(crate) fn choice_weights(
+    lanes: &Lanes,
+    logits: PayloadId,
+    noise: PayloadId,
+    tau: f64,
+    l: usize,
+    w: &mut Vec<f64>,
+) -> usize {
+    let k = lanes.n_elems(logits);
+    w.clear();
+    let (mut best, mut top) = (0, f64::NEG_INFINITY);
+    for i in 0..k {
+        let z = (lanes.get(logits, i, l) + lanes.get(noise, i, l)) / tau;
+        if z > top {
+            (best, top) = (i, z);
+        }
+        w.push(z);
+    }
+    let mut sum = 0.0;
+    for x in w.iter_mut() {
+        *x = (*x - top).exp();
+        sum += *x;
+    }
+    for x in w.iter_mut() {
+        *x /= sum;
+    }
+    best
 }
 
 /// Calls `f(o, i, j, coeff)` for each term of a bilinear/linear op in the order of

@@ -344,3 +344,37 @@ pub(crate) fn log_det(
         lanes.set(out, 0, l as usize, x);
     }
 }
+
+/// `out` = the `soft-choice` of the options `opts` (scalars) by the logits `logits` with `noise`
+/// at temperature `tau` (a scalar payload): the softmax blend, or (`hard`) the option of the
+/// largest z, copied exactly. `w` is scratch for the weights.
+#[allow(clippy::too_many_arguments)] // the payloads of one choice, spelled out
+pub(crate) fn choice(
+    lanes: &mut Lanes,
+    masks: &LaneMask,
+    mask: MaskId,
+    out: PayloadId,
+    logits: PayloadId,
+    noise: PayloadId,
+    tau: PayloadId,
+    opts: &[PayloadId],
+    hard: bool,
+    w: &mut Vec<f64>,
+) {
+    let t = lanes.get(tau, 0, 0);
+    let act = compute_lanes(masks, mask, lanes.is_varying(out));
+    for &l in act {
+        let l = l as usize;
+        let j = crate::tape::choice_weights(lanes, logits, noise, t, l, w);
+        let v = if hard {
+            lanes.get(opts[j], 0, l)
+        } else {
+            let mut s = 0.0;
+            for (i, &p) in opts.iter().enumerate() {
+                s += w[i] * lanes.get(p, 0, l);
+            }
+            s
+        };
+        lanes.set(out, 0, l, v);
+    }
+}
