@@ -296,7 +296,8 @@ pub struct ChoiceReadout {
     /// Per lane: the index of the option with the largest z = (logits + noise) / τ (the first on
     /// ties), or [`ChoiceReadout::NOT_REACHED`].
     pub picks: Vec<u32>,
-    /// softmax(z) on the first lane that reached the site.
+    /// softmax(z) per lane, lane-major: `weights[lane * options.len() + i]` (NaN on a lane that
+    /// never reached the site).
     pub weights: Vec<f64>,
 }
 
@@ -310,6 +311,13 @@ impl ChoiceReadout {
             .get(lane)
             .filter(|&&p| p != Self::NOT_REACHED)
             .map(|&p| p as usize)
+    }
+
+    /// The weights softmax(z) of `lane`, if it reached the site.
+    pub fn weights_of(&self, lane: usize) -> Option<&[f64]> {
+        let k = self.options.len();
+        self.pick(lane)?;
+        self.weights.get(lane * k..(lane + 1) * k)
     }
 }
 

@@ -244,7 +244,12 @@ fn readout_and_replay_under_annealing() {
     let c = &ev.last_choices()[0];
     assert_eq!(c.site, 0);
     assert_eq!(ndvm_core::print::display(&heap, c.options[2]), "(cos x)");
-    assert_close(c.weights.iter().sum(), 1.0, 1e-15, 0.0, "weights");
+    for lane in 0..3 {
+        let w = c.weights_of(lane).expect("reached");
+        assert_close(w.iter().sum(), 1.0, 1e-15, 0.0, "weights");
+        let top = (0..3).max_by(|&i, &j| w[i].total_cmp(&w[j])).unwrap();
+        assert_eq!(Some(top), c.pick(lane));
+    }
     // New logits: replayed, and the picks follow.
     ev.eval_grad(&mut heap, &program, &bind(-1.0, -1.0))
         .unwrap();

@@ -114,6 +114,35 @@ impl Objective {
         self.evaluator
     }
 
+    /// Sets the `soft-choice` settings of the next evaluations.
+    pub(crate) fn set_soft_choice(&mut self, sc: ndvm_core::SoftChoice) {
+        self.evaluator.set_soft_choice(sc);
+    }
+
+    /// Whether the last run reached a `soft-choice`.
+    pub(crate) fn has_choices(&self) -> bool {
+        !self.evaluator.last_choices().is_empty()
+    }
+
+    /// The picks of every start at the last run (its first data point's lane), one row per
+    /// start, in site order.
+    pub(crate) fn start_picks(&self) -> Vec<Vec<usize>> {
+        let choices = self.evaluator.last_choices();
+        (0..self.n_starts)
+            .map(|k| {
+                choices
+                    .iter()
+                    .filter_map(|c| c.pick(k * self.n_points))
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The read-out of the last run's sites.
+    pub(crate) fn choices(&self) -> &[ndvm_core::ChoiceReadout] {
+        self.evaluator.last_choices()
+    }
+
     fn n_params(&self) -> usize {
         self.kinds.len()
     }

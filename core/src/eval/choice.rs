@@ -269,7 +269,7 @@ impl Evaluator {
                     node: self.codes.node(at),
                     options: opts,
                     picks: vec![NOT_REACHED; b],
-                    weights: Vec::new(),
+                    weights: vec![f64::NAN; b * options.len as usize],
                 });
                 self.choice_sites.push(here);
                 self.choices.len() - 1
@@ -280,17 +280,17 @@ impl Evaluator {
         self.refresh_picks(ix, &lanes);
     }
 
-    /// Recomputes the picks of read-out `ix` on `lanes` (and the weights of the first of them).
+    /// Recomputes the picks and weights of read-out `ix` on `lanes`.
     fn refresh_picks(&mut self, ix: usize, lanes: &[u32]) {
         let here = self.choice_sites[ix];
         let t = self.lanes.get(here.tau, 0, 0);
         let mut w = std::mem::take(&mut self.fbuf[0]);
-        for (n, &l) in lanes.iter().enumerate() {
-            let j = choice_weights(&self.lanes, here.logits, here.noise, t, l as usize, &mut w);
-            self.choices[ix].picks[l as usize] = j as u32;
-            if n == 0 {
-                self.choices[ix].weights.clone_from(&w);
-            }
+        for &l in lanes {
+            let l = l as usize;
+            let j = choice_weights(&self.lanes, here.logits, here.noise, t, l, &mut w);
+            let c = &mut self.choices[ix];
+            c.picks[l] = j as u32;
+            c.weights[l * w.len()..(l + 1) * w.len()].copy_from_slice(&w);
         }
         self.fbuf[0] = w;
     }
