@@ -124,6 +124,8 @@ pub struct Evaluator {
     /// The `soft-choice` read-out of the last run, and where each site's payloads live.
     choices: Vec<crate::api::ChoiceReadout>,
     choice_sites: Vec<choice::ChoiceSite>,
+    /// A replay moved the logits since the read-out was computed.
+    choices_stale: bool,
 }
 
 /// What a decoded program depends on: the heap, the forms, the input names and the dialect.
@@ -230,6 +232,7 @@ impl Evaluator {
             trace: replay::Trace::default(),
             choices: Vec::new(),
             choice_sites: Vec::new(),
+            choices_stale: false,
             opts: EvalOptions { n_lanes: b, ..opts },
         }
     }
@@ -338,6 +341,7 @@ impl Evaluator {
         self.lowest_set = usize::MAX;
         self.choices.clear();
         self.choice_sites.clear();
+        self.choices_stale = false;
         self.false_p = self.lanes.scalar(0.0);
         self.true_p = self.lanes.scalar(1.0);
     }

@@ -30,8 +30,9 @@ pub(crate) enum TapeOp {
     /// Per-lane tensor op; `b` is the second input (or the kept inverse for det/logdet).
     Tensor(TensorOp),
     /// `soft-choice`: `a` the logits (a vector of k), `b` the temperature (a scalar),
-    /// `extra[start]` the noise (a vector of k), `extra[start + 1 ..][..len]` the k options
-    /// (scalars). Soft: out = Σ wᵢ·optᵢ; `hard` (straight-through): out = the option of the largest
+    /// `extra[start]` the noise (a vector of k), `extra[start + 1]` the weights softmax(z) and the
+    /// pick (k + 1 elements, written by the forward kernel), `extra[start + 2 ..][..len]` the k
+    /// options (scalars). Soft: out = Σ wᵢ·optᵢ; `hard` (straight-through): out = the option of the largest
     /// z, its adjoint to that option alone, the logits' adjoint the soft blend's.
     Choice { start: u32, len: u32, hard: bool },
 }
@@ -53,9 +54,10 @@ pub(crate) struct Tape {
     pub(crate) extra: Vec<PayloadId>,
     adj: Adjoints,
     bufs: [Vec<f64>; 6],
-    /// Scratch of the `Choice` adjoint: the options' adjoint regions and one lane's weights.
-    choice_slots: Vec<Option<usize>>,
-    choice_w: Vec<f64>,
+    /// Scratch of the `Choice` adjoint: the options' adjoint regions and (offset, lane stride),
+    /// and one lane's option values.
+    choice_slots: Vec<(Option<usize>, usize, usize)>,
+    choice_o: Vec<f64>,
     term_cache: TermTable,
 }
 
@@ -580,8 +582,8 @@ impl Tape {
 
 impl Tape {
     /// The adjoint of one `Choice` node (`at`: its start, option count and hardness) on the
-    /// lanes `act`. A non-finite option takes no part in the straight-through logits' adjoint on
-    /// that lane (the hard value never read it).
+    /// lanes `act`, from the weights and pick its forward kernel kept. A non-finite option takes
+    /// no part in the straight-through logits' adjoint on that lane (the hard value never read it).
     fn choice_vjp(
         &mut self,
         lanes: &Lanes,
@@ -592,17 +594,19 @@ impl Tape {
         at: (usize, usize, bool),
     ) {
         let (start, k, hard) = at;
-        let noise = self.extra[start];
         let tau = lanes.get(node.b, 0, 0);
         let il = self.adj.slot(lanes.meta(node.a), node.a);
         let mut slots = std::mem::take(&mut self.choice_slots);
-        let mut w = std::mem::take(&mut self.choice_w);
+        let mut ov = std::mem::take(&mut self.choice_o);
         slots.clear();
         for i in 0..k {
-            let p = self.extra[start + 1 + i];
-            slots.push(self.adj.slot(lanes.meta(p), p));
+            let p = self.extra[start + 2 + i];
+            let m = lanes.meta(p);
+            slots.push((self.adj.slot(m, p), m.off as usize, stride(m, b).1));
         }
-        let opts = &self.extra[start + 1..start + 1 + k];
+        let mw = lanes.meta(self.extra[start + 1]);
+        let (wo, (ww, ws)) = (mw.off as usize, stride(mw, b));
+        let data = &lanes.data;
         let adj = &mut self.adj.buf;
         for &l in act {
             let l = l as usize;
@@ -610,40 +614,42 @@ impl Tape {
             if g == 0.0 {
                 continue;
             }
-            let j = choice_weights(lanes, node.a, noise, tau, l, &mut w);
-            let o = |i: usize| lanes.get(opts[i], 0, l);
+            let w = |i: usize| data[wo + i * ww + l * ws];
+            ov.clear();
+            ov.extend(slots.iter().map(|&(_, off, s)| data[off + l * s]));
             // The blend the logits' adjoint differentiates: every option (soft), the finite
             // ones renormalised (straight-through).
             let (mut wsum, mut s) = (0.0, 0.0);
-            for (i, &wi) in w.iter().enumerate() {
-                if !hard || o(i).is_finite() {
-                    wsum += wi;
-                    s += wi * o(i);
+            for (i, &o) in ov.iter().enumerate() {
+                if !hard || o.is_finite() {
+                    wsum += w(i);
+                    s += w(i) * o;
                 }
             }
             if hard {
-                if let Some(ix) = slots[j] {
+                if let Some(ix) = slots[w(k) as usize].0 {
                     adj[ix + l] += g;
                 }
                 s /= wsum;
             } else {
-                for (i, &wi) in w.iter().enumerate() {
-                    if let Some(ix) = slots[i] {
-                        adj[ix + l] += adjoint_term(g, wi);
+                for (i, slot) in slots.iter().enumerate() {
+                    if let Some(ix) = slot.0 {
+                        adj[ix + l] += adjoint_term(g, w(i));
                     }
                 }
                 s = lanes.get(node.out, 0, l);
             }
             if let Some(il) = il {
-                for (i, &wi) in w.iter().enumerate() {
-                    if !hard || o(i).is_finite() {
-                        adj[il + i * b + l] += g * (wi / wsum) * (o(i) - s) / tau;
+                let c = g / (wsum * tau);
+                for (i, &o) in ov.iter().enumerate() {
+                    if !hard || o.is_finite() {
+                        adj[il + i * b + l] += c * w(i) * (o - s);
                     }
                 }
             }
         }
+        self.choice_o = ov;
         self.choice_slots = slots;
-        self.choice_w = w;
     }
 }
 
@@ -658,14 +664,22 @@ pub(crate) fn choice_weights(
     w: &mut Vec<f64>,
 ) -> usize {
     let k = lanes.n_elems(logits);
+    let z = |i: usize| (lanes.get(logits, i, l) + lanes.get(noise, i, l)) / tau;
+    softmax_into(k, z, w)
+}
+
+/// `w` = softmax of `z(0) … z(k − 1)`, and the index of the largest z (the first on ties; a NaN
+/// never wins): the one arithmetic of every soft-choice weight.
+#[inline]
+pub(crate) fn softmax_into(k: usize, z: impl Fn(usize) -> f64, w: &mut Vec<f64>) -> usize {
     w.clear();
     let (mut best, mut top) = (0, f64::NEG_INFINITY);
     for i in 0..k {
-        let z = (lanes.get(logits, i, l) + lanes.get(noise, i, l)) / tau;
-        if z > top {
-            (best, top) = (i, z);
+        let zi = z(i);
+        if zi > top {
+            (best, top) = (i, zi);
         }
-        w.push(z);
+        w.push(zi);
     }
     let mut sum = 0.0;
     for x in w.iter_mut() {

@@ -237,10 +237,10 @@ fn readout_and_replay_under_annealing() {
     let st = |t| sc(ChoiceMode::StraightThrough, t, None);
     let mut ev = Evaluator::new(EvalOptions::new(3).with_soft_choice(st(1.0)));
     ev.eval_grad(&mut heap, &program, &bind(2.0, 1.0)).unwrap();
-    let picks = |ev: &Evaluator| -> Vec<Vec<u32>> {
+    let picks = |ev: &mut Evaluator| -> Vec<Vec<u32>> {
         ev.last_choices().iter().map(|c| c.picks.clone()).collect()
     };
-    assert_eq!(picks(&ev), vec![vec![0, 1, 2], vec![0, 0, 0]]);
+    assert_eq!(picks(&mut ev), vec![vec![0, 1, 2], vec![0, 0, 0]]);
     let c = &ev.last_choices()[0];
     assert_eq!(c.site, 0);
     assert_eq!(ndvm_core::print::display(&heap, c.options[2]), "(cos x)");
@@ -254,7 +254,7 @@ fn readout_and_replay_under_annealing() {
     ev.eval_grad(&mut heap, &program, &bind(-1.0, -1.0))
         .unwrap();
     assert!(ev.last_run_replayed());
-    assert_eq!(picks(&ev), vec![vec![0, 2, 2], vec![1, 1, 1]]);
+    assert_eq!(picks(&mut ev), vec![vec![0, 2, 2], vec![1, 1, 1]]);
     // A new temperature: still replayed, and equal to a fresh walk bit for bit.
     for t in [0.5, 0.1] {
         ev.set_soft_choice(st(t));
@@ -265,7 +265,7 @@ fn readout_and_replay_under_annealing() {
             .eval_grad(&mut heap, &program, &bind(0.3, 0.2))
             .unwrap();
         assert_eq!(replayed, walked, "τ = {t}");
-        assert_eq!(picks(&ev), picks(&fresh));
+        assert_eq!(picks(&mut ev), picks(&mut fresh));
     }
     // Another mode cannot follow the recording: a walk.
     ev.set_soft_choice(sc(ChoiceMode::Soft, 0.1, None));

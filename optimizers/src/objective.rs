@@ -120,26 +120,22 @@ impl Objective {
     }
 
     /// Whether the last run reached a `soft-choice`.
-    pub(crate) fn has_choices(&self) -> bool {
+    pub(crate) fn has_choices(&mut self) -> bool {
         !self.evaluator.last_choices().is_empty()
     }
 
     /// The picks of every start at the last run (its first data point's lane), one row per
     /// start, in site order.
-    pub(crate) fn start_picks(&self) -> Vec<Vec<usize>> {
+    pub(crate) fn start_picks(&mut self) -> Vec<Vec<usize>> {
+        let (k, n) = (self.n_starts, self.n_points);
         let choices = self.evaluator.last_choices();
-        (0..self.n_starts)
-            .map(|k| {
-                choices
-                    .iter()
-                    .filter_map(|c| c.pick(k * self.n_points))
-                    .collect()
-            })
+        (0..k)
+            .map(|k| choices.iter().filter_map(|c| c.pick(k * n)).collect())
             .collect()
     }
 
     /// The read-out of the last run's sites.
-    pub(crate) fn choices(&self) -> &[ndvm_core::ChoiceReadout] {
+    pub(crate) fn choices(&mut self) -> &[ndvm_core::ChoiceReadout] {
         self.evaluator.last_choices()
     }
 

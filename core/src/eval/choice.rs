@@ -149,16 +149,20 @@ impl Evaluator {
         let grad = self.recording
             && (self.lanes.meta(here.logits).grad
                 || parts.iter().any(|&p| self.lanes.meta(p).grad));
+        let k = parts.len();
+        let wts = self
+            .lanes
+            .alloc(k + 1, self.lanes.is_varying(here.logits), false);
         let out = self.lanes.alloc(1, varying, grad);
         let mut w = std::mem::take(&mut self.fbuf[0]);
+        let ins = (here.logits, here.noise, here.tau);
         kernels::choice(
             &mut self.lanes,
             &self.masks,
             self.mask,
             out,
-            here.logits,
-            here.noise,
-            here.tau,
+            wts,
+            ins,
             &parts,
             hard,
             &mut w,
@@ -167,6 +171,7 @@ impl Evaluator {
         if grad {
             let start = self.tape.extra.len() as u32;
             self.tape.extra.push(here.noise);
+            self.tape.extra.push(wts);
             self.tape.extra.extend_from_slice(&parts);
             let op = TapeOp::Choice {
                 start,
@@ -295,8 +300,13 @@ impl Evaluator {
         self.fbuf[0] = w;
     }
 
-    /// After a replay: the read-out's picks from the replayed logits.
+    /// After a replay: the read-out's picks from the replayed logits, when asked for.
     pub(super) fn refresh_choices(&mut self) {
+        self.choices_stale = true;
+    }
+
+    fn refresh_now(&mut self) {
+        self.choices_stale = false;
         for ix in 0..self.choices.len() {
             let lanes: Vec<u32> = (0..self.choices[ix].picks.len() as u32)
                 .filter(|&l| self.choices[ix].picks[l as usize] != NOT_REACHED)
@@ -307,7 +317,10 @@ impl Evaluator {
 
     /// The `soft-choice` sites the last run (walk or replay) reached, in the order first reached:
     /// which option each lane took (the largest z = (logits + noise) / τ).
-    pub fn last_choices(&self) -> &[ChoiceReadout] {
+    pub fn last_choices(&mut self) -> &[ChoiceReadout] {
+        if self.choices_stale {
+            self.refresh_now();
+        }
         &self.choices
     }
 

@@ -355,17 +355,16 @@ impl Evaluator {
                 TapeOp::Unary(op) => kernels::unary(lanes, masks, node.mask, op, node.out, node.a),
                 TapeOp::Choice { start, len, hard } => {
                     let (start, len) = (start as usize, len as usize);
-                    let noise = tape.extra[start];
-                    let opts = &tape.extra[start + 1..start + 1 + len];
-                    let (out, logits, tau) = (node.out, node.a, node.b);
+                    let (noise, wts) = (tape.extra[start], tape.extra[start + 1]);
+                    let opts = &tape.extra[start + 2..start + 2 + len];
+                    let ins = (node.a, noise, node.b);
                     kernels::choice(
                         lanes,
                         masks,
                         node.mask,
-                        out,
-                        logits,
-                        noise,
-                        tau,
+                        node.out,
+                        wts,
+                        ins,
                         opts,
                         hard,
                         &mut fbuf[0],
