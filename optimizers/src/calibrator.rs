@@ -256,6 +256,8 @@ impl Calibrator {
         let mut polished = vec![false; k];
         let mut n_replayed = 0u64;
         let mut has_choices = false;
+        // Forward runs of every start for the soft-choice read-out.
+        let mut readout_evals = 0u64;
         let deadline = cfg.time_limit.map(|t| started + t);
         let adam_run = |steps| AdamRun {
             steps,
@@ -316,6 +318,14 @@ impl Calibrator {
                         .total_cmp(&starts[b].best_loss)
                         .then(a.cmp(&b))
                 });
+                if has_choices {
+                    // One start per structure: the best of each, in order.
+                    let params = (names.as_slice(), kinds.as_slice());
+                    let (picks, _) = self.read_out(heap, program, data, params, &starts, None)?;
+                    readout_evals += k as u64;
+                    let mut seen = std::collections::HashSet::new();
+                    order.retain(|&i| seen.insert(picks[i].clone()));
+                }
                 order.truncate(cfg.n_polish);
                 order
             }
@@ -353,8 +363,8 @@ impl Calibrator {
                 .map(|(&x, &kind)| transform::to_user(kind, x))
                 .collect()
         };
-        let mut n_evals: u64 = starts.iter().map(|s| s.n_evals).sum();
-        let n_grad_evals = n_evals;
+        let mut n_evals: u64 = starts.iter().map(|s| s.n_evals).sum::<u64>() + readout_evals;
+        let n_grad_evals = n_evals - readout_evals;
         let mut fit_r2 = None;
         if let Some(b) = best
             && let Some(target) = &data.target

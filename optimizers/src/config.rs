@@ -71,8 +71,9 @@ pub struct SoftChoiceConfig {
     /// The temperature τ of the first Adam step.
     pub temperature: f64,
     /// The temperature of the last Adam step, reached linearly from `temperature` over the Adam
-    /// steps (the annealing), and of the L-BFGS polish, the final prediction and the read-out.
-    /// Equal to `temperature`: no annealing.
+    /// steps (the annealing), and of the L-BFGS polish, the final prediction and the read-out
+    /// (which run straight-through as hard: the same values, no gradient to the logits). Equal
+    /// to `temperature`: no annealing.
     pub final_temperature: f64,
     /// Fresh Gumbel noise at every Adam step, seeded by the calibration's `seed` and the step
     /// (ChaCha8); the polish, the prediction and the read-out have none.
@@ -108,10 +109,17 @@ impl SoftChoiceConfig {
         }
     }
 
-    /// The settings of the polish, the prediction and the read-out: τ at its final value, no noise.
-    pub(crate) fn settled(&self) -> SoftChoice {
+    /// The settings of the polish, the prediction and the read-out: τ at its final value, no
+    /// noise, and straight-through turned hard (the same forward value; the polish then fits the
+    /// other parameters of the structure the Adam steps chose, since the straight-through
+    /// gradient of the logits does not match its piecewise-constant loss, which stalls a line
+    /// search).
+    pub fn settled(&self) -> SoftChoice {
         SoftChoice {
-            mode: self.mode,
+            mode: match self.mode {
+                ChoiceMode::StraightThrough => ChoiceMode::Hard,
+                m => m,
+            },
             temperature: self.final_temperature,
             gumbel: None,
         }

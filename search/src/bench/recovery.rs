@@ -224,11 +224,11 @@ impl RecoverySettings {
     /// The settings of the reported run.
     pub fn standard() -> Self {
         RecoverySettings {
-            starts: 32,
-            adam_steps: 300,
+            starts: 64,
+            adam_steps: 200,
             learning_rate: 0.1,
             temperature: (1.0, 0.1),
-            polish: (4, 50),
+            polish: (8, 50),
             mode: "straight-through",
             gumbel: false,
         }
