@@ -2117,6 +2117,53 @@ mod tests {
     use super::*;
 
     #[test]
+    fn soft_choice_keys_resolve_or_name_their_line() {
+        let spec = |sc: &str| {
+            let text = format!(
+                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 3}}\ninputs: [x]\ntarget: y\ncalibrator:\n  soft_choice: {sc}\n"
+            );
+            parse_spec(Path::new("t.yaml"), &text)
+        };
+        let resolved = |sc: &str| {
+            let s = spec(sc).unwrap();
+            soft_choice_config(
+                Path::new("t.yaml"),
+                s.calibrator.soft_choice.as_ref().unwrap(),
+            )
+        };
+        let c = resolved(
+            "{mode: straight-through, temperature: 2, final_temperature: 0.05, gumbel: true}",
+        )
+        .unwrap();
+        assert_eq!(
+            c,
+            SoftChoiceConfig {
+                mode: ChoiceMode::StraightThrough,
+                temperature: 2.0,
+                final_temperature: 0.05,
+                gumbel: true
+            }
+        );
+        let c = resolved("{mode: hard, temperature: 0.5}").unwrap();
+        assert_eq!((c.mode, c.final_temperature), (ChoiceMode::Hard, 0.5));
+        assert_eq!(resolved("{}").unwrap(), SoftChoiceConfig::default());
+        let msg = resolved("{temperature: 0}").unwrap_err().to_string();
+        assert!(
+            msg.starts_with(
+                "t.yaml:7:30: `calibrator.soft_choice.temperature` must be a positive number"
+            ),
+            "{msg}"
+        );
+        let msg = spec("{tau: 1}").unwrap_err().to_string();
+        assert!(msg.starts_with("t.yaml:7:") && msg.contains("tau"), "{msg}");
+        let msg = spec("{mode: gumbel}").unwrap_err().to_string();
+        assert!(
+            msg.starts_with("t.yaml:7:") && msg.contains("straight-through"),
+            "{msg}"
+        );
+    }
+
+    #[test]
     fn unknown_key_names_line_and_column() {
         let text = "name: t\ndata:\n  generate: {formula: x, from: 0, to: 1, n: 3}\ninputs: [x]\ntarget: y\nbudgit: {seconds: 3}\n";
         let e = parse_spec(Path::new("t.yaml"), text).unwrap_err();
