@@ -35,6 +35,48 @@ pub struct EvalOptions {
     /// Replay a gradient run's recorded trace instead of walking again when only the
     /// differentiated inputs changed and every guard holds (bit-identical to a walk; on by default).
     pub replay: bool,
+    /// How `(soft-choice (e1 e2 …) logits)` blends its options: mode, temperature, Gumbel noise.
+    pub soft_choice: SoftChoice,
+}
+
+/// How a `soft-choice` turns its logits into a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ChoiceMode {
+    /// Σ wᵢ·eᵢ with w = softmax(z), z = (logits + noise) / temperature; every option is
+    /// evaluated and gets the gradient wᵢ, the logits get the softmax's.
+    #[default]
+    Soft,
+    /// Straight-through: the value is the option of the largest z (exactly its value), its
+    /// gradient goes to that option alone, and the logits get the soft blend's gradient. A
+    /// gradient run evaluates every option (the logits' gradient needs their values); a run
+    /// without gradients evaluates, on each lane, only the option it picks.
+    StraightThrough,
+    /// The option of the largest z, evaluated on its lanes only; no gradient reaches the logits
+    /// (the read-out and the fit of a fixed structure).
+    Hard,
+}
+
+/// The `soft-choice` settings of a run (part of [`EvalOptions`]; no process-global state).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SoftChoice {
+    /// Soft, straight-through or hard.
+    pub mode: ChoiceMode,
+    /// The softmax temperature τ (> 0): z = (logits + noise) / τ.
+    pub temperature: f64,
+    /// Gumbel noise: `Some(seed)` adds −ln(−ln U) to every logit, U drawn from a ChaCha8 stream
+    /// seeded by `seed` and the site (the soft-choice's position in the program), the same on every
+    /// lane, so a batch equals its lanes run alone. `None`: no noise.
+    pub gumbel: Option<u64>,
+}
+
+impl Default for SoftChoice {
+    fn default() -> Self {
+        SoftChoice {
+            mode: ChoiceMode::Soft,
+            temperature: 1.0,
+            gumbel: None,
+        }
+    }
 }
 
 impl EvalOptions {
@@ -58,7 +100,14 @@ impl EvalOptions {
             max_memory: Self::DEFAULT_MAX_MEMORY,
             deadline: None,
             replay: true,
+            soft_choice: SoftChoice::default(),
         }
+    }
+
+    /// The same options with other `soft-choice` settings.
+    pub fn with_soft_choice(mut self, soft_choice: SoftChoice) -> Self {
+        self.soft_choice = soft_choice;
+        self
     }
 
     /// The same options with another work budget (see `max_steps`).
@@ -233,6 +282,43 @@ pub struct Gradient {
     /// One derivative per lane. For a vector or matrix output it is the gradient of the sum of
     /// its elements.
     pub per_lane: Vec<f64>,
+}
+
+/// One `soft-choice` site a run reached: which option each lane took.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChoiceReadout {
+    /// The site: the soft-choice's ordinal in the program (0 for the first one decoded).
+    pub site: u32,
+    /// The `(soft-choice …)` form's heap node.
+    pub node: crate::heap::NodeId,
+    /// Each option expression's heap node, in order.
+    pub options: Vec<crate::heap::NodeId>,
+    /// Per lane: the index of the option with the largest z = (logits + noise) / τ (the first on
+    /// ties), or [`ChoiceReadout::NOT_REACHED`].
+    pub picks: Vec<u32>,
+    /// softmax(z) per lane, lane-major: `weights[lane * options.len() + i]` (NaN on a lane that
+    /// never reached the site).
+    pub weights: Vec<f64>,
+}
+
+impl ChoiceReadout {
+    /// A lane that never reached the site, in `picks`.
+    pub const NOT_REACHED: u32 = u32::MAX;
+
+    /// The pick of `lane`, if it reached the site.
+    pub fn pick(&self, lane: usize) -> Option<usize> {
+        self.picks
+            .get(lane)
+            .filter(|&&p| p != Self::NOT_REACHED)
+            .map(|&p| p as usize)
+    }
+
+    /// The weights softmax(z) of `lane`, if it reached the site.
+    pub fn weights_of(&self, lane: usize) -> Option<&[f64]> {
+        let k = self.options.len();
+        self.pick(lane)?;
+        self.weights.get(lane * k..(lane + 1) * k)
+    }
 }
 
 /// What one run produced.

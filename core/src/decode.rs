@@ -110,6 +110,13 @@ pub(crate) enum Code {
         body: CodeId,
     },
     Recur(CodeList),
+    /// `(soft-choice (e1 e2 …) logits)`: the options, the logits, and the site (the soft-choice's
+    /// ordinal in the program, which seeds its Gumbel noise and names it in the read-out).
+    SoftChoice {
+        options: CodeList,
+        logits: CodeId,
+        site: u32,
+    },
 }
 
 /// The arena of decoded forms plus the global namespace they were resolved against.
@@ -122,19 +129,22 @@ pub(crate) struct Codes {
     pub(crate) globals: HashMap<Symbol, u32>,
     /// Global slot names, by slot.
     pub(crate) global_names: Vec<Symbol>,
+    /// `soft-choice` forms decoded so far (the next one's site).
+    pub(crate) n_choice_sites: u32,
 }
 
 impl Codes {
     /// Lengths of the arenas, to drop what later decodes (`eval`) append.
-    pub(crate) fn lens(&self) -> (usize, usize) {
-        (self.codes.len(), self.lists.len())
+    pub(crate) fn lens(&self) -> (usize, usize, u32) {
+        (self.codes.len(), self.lists.len(), self.n_choice_sites)
     }
 
     /// Drops the forms decoded after `lens` was taken.
-    pub(crate) fn truncate(&mut self, lens: (usize, usize)) {
+    pub(crate) fn truncate(&mut self, lens: (usize, usize, u32)) {
         self.codes.truncate(lens.0);
         self.nodes.truncate(lens.0);
         self.lists.truncate(lens.1);
+        self.n_choice_sites = lens.2;
     }
 
     /// Bytes held by the decoded forms.
@@ -729,6 +739,7 @@ impl<'a> Decoder<'a> {
                 };
                 return self.recur(node, &items[1..], tail, ctx).map(Some);
             }
+            Form::SoftChoice => return self.soft_choice(node, &items).map(Some),
             Form::Else | Form::Arrow | Form::Unquote | Form::UnquoteSplicing => {
                 return Err(syntax(
                     node,
@@ -747,6 +758,31 @@ impl<'a> Decoder<'a> {
             node,
             format!("`{name}` is not supported: {}", unsupported_reason(name)),
         )
+    }
+
+    /// `(soft-choice (e1 e2 …) logits)`: at least two options.
+    fn soft_choice(&mut self, node: NodeId, items: &[NodeId]) -> Result<CodeId> {
+        const SHAPE: &str = "soft-choice takes a list of at least two option expressions and the logits: (soft-choice (e1 e2 …) logits)";
+        if items.len() != 3 {
+            return Err(syntax(node, SHAPE));
+        }
+        let options = self
+            .heap
+            .list_items(items[1])
+            .filter(|o| o.len() >= 2)
+            .ok_or_else(|| syntax(items[1], SHAPE))?;
+        let options = self.exprs(&options)?;
+        let logits = self.expr(items[2], false)?;
+        let site = self.codes.n_choice_sites;
+        self.codes.n_choice_sites += 1;
+        Ok(self.codes.push(
+            Code::SoftChoice {
+                options,
+                logits,
+                site,
+            },
+            node,
+        ))
     }
 
     fn one(&mut self, id: CodeId) -> CodeList {

@@ -12,6 +12,7 @@ use crate::tape::{Tape, TapeOp};
 use crate::value::Value;
 
 mod apply;
+mod choice;
 mod governor;
 mod kernels;
 mod replay;
@@ -112,7 +113,7 @@ pub struct Evaluator {
     cached_input_slots: Vec<u32>,
     /// Arena lengths right after the cached program was decoded: what `eval` appends to the
     /// decoded forms and the heap during a run is dropped before the next walk.
-    base_codes: (usize, usize),
+    base_codes: (usize, usize, u32),
     base_heap: usize,
     /// Heap length at the end of the last run: when the caller added no cells since, the cells
     /// `eval` appended can go.
@@ -120,6 +121,11 @@ pub struct Evaluator {
     /// The printed result of the last run when it is not numeric (see `Output::Other`).
     shown: String,
     trace: replay::Trace,
+    /// The `soft-choice` read-out of the last run, and where each site's payloads live.
+    choices: Vec<crate::api::ChoiceReadout>,
+    choice_sites: Vec<choice::ChoiceSite>,
+    /// A replay moved the logits since the read-out was computed.
+    choices_stale: bool,
 }
 
 /// What a decoded program depends on: the heap, the forms, the input names and the dialect.
@@ -219,11 +225,14 @@ impl Evaluator {
             cache: None,
             cached_tops: Vec::new(),
             cached_input_slots: Vec::new(),
-            base_codes: (0, 0),
+            base_codes: (0, 0, 0),
             base_heap: 0,
             heap_after: 0,
             shown: String::new(),
             trace: replay::Trace::default(),
+            choices: Vec::new(),
+            choice_sites: Vec::new(),
+            choices_stale: false,
             opts: EvalOptions { n_lanes: b, ..opts },
         }
     }
@@ -330,6 +339,9 @@ impl Evaluator {
         self.mem_seen.set(u64::MAX);
         self.depth = 0;
         self.lowest_set = usize::MAX;
+        self.choices.clear();
+        self.choice_sites.clear();
+        self.choices_stale = false;
         self.false_p = self.lanes.scalar(0.0);
         self.true_p = self.lanes.scalar(1.0);
     }
@@ -357,7 +369,7 @@ impl Evaluator {
         }
         self.reset();
         self.recording = grad;
-        self.trace.begin(grad);
+        self.trace.begin(grad, self.opts.soft_choice);
         if !hit {
             decode::intern_forms(&mut self.heap);
             self.cache = None;
@@ -880,6 +892,11 @@ impl Evaluator {
                     inits,
                     body,
                 } => self.eval_loop_form(n_slots, inits, body, env, code)?,
+                Code::SoftChoice {
+                    options,
+                    logits,
+                    site,
+                } => self.eval_soft_choice(options, logits, site, env, code)?,
                 Code::Recur(list) => {
                     let base = self.argstack.len();
                     self.eval_args(list, env)?;

@@ -22,7 +22,10 @@ mod tape;
 mod value;
 mod vocab;
 
-pub use api::{Dialect, EvalOptions, Evaluation, Gradient, Input, InputValue, Inputs, Output};
+pub use api::{
+    ChoiceMode, ChoiceReadout, Dialect, EvalOptions, Evaluation, Gradient, Input, InputValue,
+    Inputs, Output, SoftChoice,
+};
 pub use error::{CoreError, ErrorKind, Result};
 pub use eval::Evaluator;
 pub use heap::{Heap, Node, NodeId, Program, SrcSpan};

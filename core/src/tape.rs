@@ -29,6 +29,12 @@ pub(crate) enum TapeOp {
     Gather { start: u32 },
     /// Per-lane tensor op; `b` is the second input (or the kept inverse for det/logdet).
     Tensor(TensorOp),
+    /// `soft-choice`: `a` the logits (a vector of k), `b` the temperature (a scalar),
+    /// `extra[start]` the noise (a vector of k), `extra[start + 1]` the weights softmax(z) and the
+    /// pick (k + 1 elements, written by the forward kernel), `extra[start + 2 ..][..len]` the k
+    /// options (scalars). Soft: out = Σ wᵢ·optᵢ; `hard` (straight-through): out = the option of the largest
+    /// z, its adjoint to that option alone, the logits' adjoint the soft blend's.
+    Choice { start: u32, len: u32, hard: bool },
 }
 
 /// One recorded operation.
@@ -48,6 +54,10 @@ pub(crate) struct Tape {
     pub(crate) extra: Vec<PayloadId>,
     adj: Adjoints,
     bufs: [Vec<f64>; 6],
+    /// Scratch of the `Choice` adjoint: the options' adjoint regions and (offset, lane stride),
+    /// and one lane's option values.
+    choice_slots: Vec<(Option<usize>, usize, usize)>,
+    choice_o: Vec<f64>,
     term_cache: TermTable,
 }
 
@@ -385,6 +395,16 @@ impl Tape {
                     e0 += n;
                 }
             }
+            TapeOp::Choice { start, len, hard } => {
+                self.choice_vjp(
+                    lanes,
+                    act,
+                    node,
+                    go,
+                    b,
+                    (start as usize, len as usize, hard),
+                );
+            }
             TapeOp::Gather { start } => {
                 let Some(ia) = self.adj.slot(lanes.meta(node.a), node.a) else {
                     return;
@@ -558,6 +578,118 @@ impl Tape {
             }
         }
     }
+}
+
+impl Tape {
+    /// The adjoint of one `Choice` node (`at`: its start, option count and hardness) on the
+    /// lanes `act`, from the weights and pick its forward kernel kept. A non-finite option takes
+    /// no part in the straight-through logits' adjoint on that lane (the hard value never read it).
+    fn choice_vjp(
+        &mut self,
+        lanes: &Lanes,
+        act: &[u32],
+        node: TapeNode,
+        go: usize,
+        b: usize,
+        at: (usize, usize, bool),
+    ) {
+        let (start, k, hard) = at;
+        let tau = lanes.get(node.b, 0, 0);
+        let il = self.adj.slot(lanes.meta(node.a), node.a);
+        let mut slots = std::mem::take(&mut self.choice_slots);
+        let mut ov = std::mem::take(&mut self.choice_o);
+        slots.clear();
+        for i in 0..k {
+            let p = self.extra[start + 2 + i];
+            let m = lanes.meta(p);
+            slots.push((self.adj.slot(m, p), m.off as usize, stride(m, b).1));
+        }
+        let mw = lanes.meta(self.extra[start + 1]);
+        let (wo, (ww, ws)) = (mw.off as usize, stride(mw, b));
+        let data = &lanes.data;
+        let adj = &mut self.adj.buf;
+        for &l in act {
+            let l = l as usize;
+            let g = adj[go + l];
+            if g == 0.0 {
+                continue;
+            }
+            let w = |i: usize| data[wo + i * ww + l * ws];
+            ov.clear();
+            ov.extend(slots.iter().map(|&(_, off, s)| data[off + l * s]));
+            // The blend the logits' adjoint differentiates: every option (soft), the finite
+            // ones renormalised (straight-through).
+            let (mut wsum, mut s) = (0.0, 0.0);
+            for (i, &o) in ov.iter().enumerate() {
+                if !hard || o.is_finite() {
+                    wsum += w(i);
+                    s += w(i) * o;
+                }
+            }
+            if hard {
+                if let Some(ix) = slots[w(k) as usize].0 {
+                    adj[ix + l] += g;
+                }
+                s /= wsum;
+            } else {
+                for (i, slot) in slots.iter().enumerate() {
+                    if let Some(ix) = slot.0 {
+                        adj[ix + l] += adjoint_term(g, w(i));
+                    }
+                }
+                s = lanes.get(node.out, 0, l);
+            }
+            if let Some(il) = il {
+                let c = g / (wsum * tau);
+                for (i, &o) in ov.iter().enumerate() {
+                    if !hard || o.is_finite() {
+                        adj[il + i * b + l] += c * w(i) * (o - s);
+                    }
+                }
+            }
+        }
+        self.choice_o = ov;
+        self.choice_slots = slots;
+    }
+}
+
+/// The softmax weights `w` of lane `l` of a `soft-choice` (z = (logits + noise) / tau) and the
+/// index of the largest z (the first on ties; a NaN never wins).
+pub(crate) fn choice_weights(
+    lanes: &Lanes,
+    logits: PayloadId,
+    noise: PayloadId,
+    tau: f64,
+    l: usize,
+    w: &mut Vec<f64>,
+) -> usize {
+    let k = lanes.n_elems(logits);
+    let z = |i: usize| (lanes.get(logits, i, l) + lanes.get(noise, i, l)) / tau;
+    softmax_into(k, z, w)
+}
+
+/// `w` = softmax of `z(0) … z(k − 1)`, and the index of the largest z (the first on ties; a NaN
+/// never wins): the one arithmetic of every soft-choice weight.
+#[inline]
+pub(crate) fn softmax_into(k: usize, z: impl Fn(usize) -> f64, w: &mut Vec<f64>) -> usize {
+    w.clear();
+    let (mut best, mut top) = (0, f64::NEG_INFINITY);
+    for i in 0..k {
+        let zi = z(i);
+        if zi > top {
+            (best, top) = (i, zi);
+        }
+        w.push(zi);
+    }
+    let mut sum = 0.0;
+    for x in w.iter_mut() {
+        *x = (*x - top).exp();
+        sum += *x;
+    }
+    for x in w.iter_mut() {
+        *x /= sum;
+    }
+    best
 }
 
 /// Calls `f(o, i, j, coeff)` for each term of a bilinear/linear op in the order of

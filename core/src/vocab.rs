@@ -110,6 +110,7 @@ pub(crate) enum Form {
     Loop,
     Recur,
     Params,
+    SoftChoice,
     /// A known form outside the language (refused with a clear error).
     Unsupported,
 }
@@ -189,6 +190,7 @@ pub(crate) const FORMS: &[FormRow] = &[
     f("loop", Form::Loop, Control, 2, None),
     f("recur", Form::Recur, Control, 0, None),
     f("params", Form::Params, Declaration, 0, None),
+    f("soft-choice", Form::SoftChoice, Control, 2, Some(2)),
     no("call/cc", Control),
     no("call-with-current-continuation", Control),
     no("dynamic-wind", Control),

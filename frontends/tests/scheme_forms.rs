@@ -69,6 +69,7 @@ fn every_vocabulary_row_decodes() {
         ("loop", "(loop ((i 0)) (if (< i 2) (recur (+ i 1)) a))"),
         ("recur", "(loop ((i 0)) (if (< i 2) (recur (+ i 1)) a))"),
         ("params", "(params (k free 1.0)) (* k a)"),
+        ("soft-choice", "(soft-choice (a (* 2.0 a)) (vector 0.1 a))"),
     ];
     let inputs = Inputs::new().param("a", 0.5);
     let mut seen = Vec::new();

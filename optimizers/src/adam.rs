@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use ndvm_core::{Heap, Program};
 
+use crate::config::SoftChoiceConfig;
 use crate::error::Result;
 use crate::objective::Objective;
 use crate::stop::StartStatus;
@@ -69,6 +70,8 @@ pub(crate) struct AdamRun {
     pub(crate) tol_grad: f64,
     pub(crate) target_loss: Option<f64>,
     pub(crate) deadline: Option<Instant>,
+    /// The `soft-choice` schedule over the steps, and the seed of its noise.
+    pub(crate) soft_choice: (SoftChoiceConfig, u64),
 }
 
 fn norm(v: &[f64]) -> f64 {
@@ -89,7 +92,9 @@ pub(crate) fn run(
     let mut m = vec![0.0; u.len()];
     let mut v = vec![0.0; u.len()];
     let (mut b1t, mut b2t) = (1.0, 1.0);
-    for _ in 0..cfg.steps {
+    for step in 0..cfg.steps {
+        let (sc, seed) = cfg.soft_choice;
+        obj.set_soft_choice(sc.at_step(step, cfg.steps, seed));
         if starts.iter().all(|s| s.status.is_some()) {
             return Ok(());
         }

@@ -46,6 +46,25 @@ pub struct StartResult {
     pub polished: bool,
     /// Why it stopped.
     pub status: StartStatus,
+    /// The option each `soft-choice` site picks at its best parameters (on its first data
+    /// point), in site order; empty for a program without one.
+    pub picks: Vec<usize>,
+}
+
+/// The structure a calibration chose: one `soft-choice` site's pick at the best start's
+/// parameters (the option of the largest logit, at the final temperature, without noise).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Choice {
+    /// The site: the soft-choice's ordinal in the program.
+    pub site: u32,
+    /// The index of the picked option.
+    pub index: usize,
+    /// The picked option's source, printed as an s-expression.
+    pub option: String,
+    /// The number of options.
+    pub n_options: usize,
+    /// softmax(logits / τ) at the final temperature.
+    pub weights: Vec<f64>,
 }
 
 /// The result of a calibration.
@@ -85,6 +104,9 @@ pub struct Calibration {
     pub wall_time: Duration,
     /// Why it stopped.
     pub stop_reason: StopReason,
+    /// The `argmax` read-out of the best start's `soft-choice` sites, in site order (empty for a
+    /// program without one).
+    pub choices: Vec<Choice>,
 }
 
 impl Calibration {
@@ -138,6 +160,7 @@ impl Calibrator {
         let cfg = &self.config;
         ev.set_limits(cfg.max_work, cfg.max_depth, cfg.max_memory);
         ev.set_deadline(deadline);
+        ev.set_soft_choice(cfg.soft_choice.settled());
         ev
     }
 
@@ -232,6 +255,9 @@ impl Calibrator {
         let mut starts: Vec<StartState> = u.chunks(p).map(StartState::new).collect();
         let mut polished = vec![false; k];
         let mut n_replayed = 0u64;
+        let mut has_choices = false;
+        // Forward runs of every start for the soft-choice read-out.
+        let mut readout_evals = 0u64;
         let deadline = cfg.time_limit.map(|t| started + t);
         let adam_run = |steps| AdamRun {
             steps,
@@ -239,6 +265,7 @@ impl Calibrator {
             tol_grad: cfg.tol_grad,
             target_loss: cfg.target_loss,
             deadline,
+            soft_choice: (cfg.soft_choice, cfg.seed),
         };
         let lbfgs_run = LbfgsRun {
             max_iters: cfg.max_iters,
@@ -264,6 +291,7 @@ impl Calibrator {
                 adam_run(steps),
             );
             n_replayed += obj.n_replayed;
+            has_choices |= obj.has_choices();
             self.give_back(obj);
             absorb_deadline(res, &mut starts)?;
         }
@@ -290,6 +318,14 @@ impl Calibrator {
                         .total_cmp(&starts[b].best_loss)
                         .then(a.cmp(&b))
                 });
+                if has_choices {
+                    // One start per structure: the best of each, in order.
+                    let params = (names.as_slice(), kinds.as_slice());
+                    let (picks, _) = self.read_out(heap, program, data, params, &starts, None)?;
+                    readout_evals += k as u64;
+                    let mut seen = std::collections::HashSet::new();
+                    order.retain(|&i| seen.insert(picks[i].clone()));
+                }
                 order.truncate(cfg.n_polish);
                 order
             }
@@ -308,6 +344,7 @@ impl Calibrator {
                 }
             }
             n_replayed += obj.n_replayed;
+            has_choices |= obj.has_choices();
             self.give_back(obj);
             absorb_deadline(res, &mut starts)?;
         }
@@ -326,8 +363,8 @@ impl Calibrator {
                 .map(|(&x, &kind)| transform::to_user(kind, x))
                 .collect()
         };
-        let mut n_evals: u64 = starts.iter().map(|s| s.n_evals).sum();
-        let n_grad_evals = n_evals;
+        let mut n_evals: u64 = starts.iter().map(|s| s.n_evals).sum::<u64>() + readout_evals;
+        let n_grad_evals = n_evals - readout_evals;
         let mut fit_r2 = None;
         if let Some(b) = best
             && let Some(target) = &data.target
@@ -343,6 +380,13 @@ impl Calibrator {
             fit_r2 = Some(res?);
             n_evals += 1;
         }
+        let (picks, choices) = if has_choices {
+            n_evals += k as u64;
+            let params = (names.as_slice(), kinds.as_slice());
+            self.read_out(heap, program, data, params, &starts, best)?
+        } else {
+            (vec![Vec::new(); k], Vec::new())
+        };
         let results: Vec<StartResult> = starts
             .iter()
             .enumerate()
@@ -355,6 +399,7 @@ impl Calibrator {
                 n_evals: s.n_evals,
                 polished: polished[i],
                 status: s.status.unwrap_or(StartStatus::MaxIters),
+                picks: picks[i].clone(),
             })
             .collect();
         let (params, loss, grad, grad_free, stop_reason) = match best {
@@ -393,7 +438,54 @@ impl Calibrator {
             n_replayed,
             wall_time: started.elapsed(),
             stop_reason,
+            choices,
         })
+    }
+
+    /// The `soft-choice` picks of every start at its best point (one forward run of all starts,
+    /// at the final temperature without noise), and the best start's read-out.
+    fn read_out(
+        &mut self,
+        heap: &mut Heap,
+        program: &Program,
+        data: &Dataset,
+        (names, kinds): (&[String], &[ParamKind]),
+        starts: &[StartState],
+        best: Option<usize>,
+    ) -> Result<(Vec<Vec<usize>>, Vec<Choice>)> {
+        let cfg = &self.config;
+        let grace = cfg.time_limit.map(|t| Instant::now() + t);
+        let loss = cfg.loss;
+        let k = starts.len();
+        let ev = self.evaluator(k * data.n_points(), grace);
+        let mut obj = Objective::new(ev, names, kinds, data, loss, k);
+        let u: Vec<f64> = starts
+            .iter()
+            .flat_map(|s| s.best_u.iter().copied())
+            .collect();
+        let res = obj.predict(heap, program, &u).map(|_| ());
+        let picks = obj.start_picks();
+        let lane = best.map(|b| b * data.n_points());
+        let choices = match lane {
+            Some(l) if res.is_ok() => obj
+                .choices()
+                .iter()
+                .filter_map(|c| {
+                    let index = c.pick(l)?;
+                    Some(Choice {
+                        site: c.site,
+                        index,
+                        option: ndvm_core::print::display(heap, c.options[index]),
+                        n_options: c.options.len(),
+                        weights: c.weights_of(l)?.to_vec(),
+                    })
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        self.give_back(obj);
+        res?;
+        Ok((picks, choices))
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ndvm_core::{Dialect, EvalOptions, ParamKind};
+use ndvm_core::{ChoiceMode, Dialect, EvalOptions, ParamKind, SoftChoice};
 
 use crate::error::{CalibrateError, Result};
 use crate::transform;
@@ -61,6 +61,71 @@ impl ParamSpec {
     }
 }
 
+/// How a calibration runs the program's `(soft-choice (e1 e2 …) logits)` forms (a program
+/// without one ignores it). Nothing here is process-global: each calibration passes its settings
+/// to its own evaluators.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SoftChoiceConfig {
+    /// Soft, straight-through or hard (see `ndvm_core::ChoiceMode`).
+    pub mode: ChoiceMode,
+    /// The temperature τ of the first Adam step.
+    pub temperature: f64,
+    /// The temperature of the last Adam step, reached linearly from `temperature` over the Adam
+    /// steps (the annealing), and of the L-BFGS polish, the final prediction and the read-out
+    /// (which run straight-through as hard: the same values, no gradient to the logits). Equal
+    /// to `temperature`: no annealing.
+    pub final_temperature: f64,
+    /// Fresh Gumbel noise at every Adam step, seeded by the calibration's `seed` and the step
+    /// (ChaCha8); the polish, the prediction and the read-out have none.
+    pub gumbel: bool,
+}
+
+impl Default for SoftChoiceConfig {
+    /// Soft mode at τ = 1, no annealing, no noise.
+    fn default() -> Self {
+        SoftChoiceConfig {
+            mode: ChoiceMode::Soft,
+            temperature: 1.0,
+            final_temperature: 1.0,
+            gumbel: false,
+        }
+    }
+}
+
+impl SoftChoiceConfig {
+    /// The evaluator's settings at Adam step `step` of `steps` (seeded noise when `gumbel`).
+    pub(crate) fn at_step(&self, step: usize, steps: usize, seed: u64) -> SoftChoice {
+        let f = if steps > 1 {
+            step as f64 / (steps - 1) as f64
+        } else {
+            1.0
+        };
+        SoftChoice {
+            mode: self.mode,
+            temperature: self.temperature + (self.final_temperature - self.temperature) * f,
+            gumbel: self
+                .gumbel
+                .then(|| seed.wrapping_add((step as u64 + 1).wrapping_mul(0xA076_1D64_78BD_642F))),
+        }
+    }
+
+    /// The settings of the polish, the prediction and the read-out: τ at its final value, no
+    /// noise, and straight-through turned hard (the same forward value; the polish then fits the
+    /// other parameters of the structure the Adam steps chose, since the straight-through
+    /// gradient of the logits does not match its piecewise-constant loss, which stalls a line
+    /// search).
+    pub fn settled(&self) -> SoftChoice {
+        SoftChoice {
+            mode: match self.mode {
+                ChoiceMode::StraightThrough => ChoiceMode::Hard,
+                m => m,
+            },
+            temperature: self.final_temperature,
+            gumbel: None,
+        }
+    }
+}
+
 /// Every setting of a calibration. Build one with [`CalibrateConfig::recommended`] and change the
 /// fields you need; [`Calibrator::new`](crate::Calibrator::new) validates it.
 #[derive(Clone, Debug, PartialEq)]
@@ -106,6 +171,8 @@ pub struct CalibrateConfig {
     pub max_memory: u64,
     /// Non-tail recursion depth each evaluation may reach. At least 1.
     pub max_depth: u32,
+    /// Mode, temperature schedule and noise of the program's `soft-choice` forms.
+    pub soft_choice: SoftChoiceConfig,
 }
 
 impl CalibrateConfig {
@@ -113,7 +180,8 @@ impl CalibrateConfig {
     /// `examples/choose_defaults.rs`): portfolio, 32 starts, seed 0, MSE, default dialect, 100
     /// screen steps at learning rate 0.1, then L-BFGS (memory 10, at most 200 iterations) on the
     /// best 4 starts, gradient tolerance 1e-10, no target loss and no time limit; the evaluator's
-    /// default work, memory and depth limits (`ndvm_core::EvalOptions::DEFAULT_*`).
+    /// default work, memory and depth limits (`ndvm_core::EvalOptions::DEFAULT_*`); soft-choice
+    /// in soft mode at τ = 1.
     pub fn recommended() -> Self {
         CalibrateConfig {
             optimizer: Optimizer::Portfolio,
@@ -133,6 +201,7 @@ impl CalibrateConfig {
             max_work: EvalOptions::DEFAULT_MAX_STEPS,
             max_memory: EvalOptions::DEFAULT_MAX_MEMORY,
             max_depth: EvalOptions::DEFAULT_MAX_DEPTH,
+            soft_choice: SoftChoiceConfig::default(),
         }
     }
 
@@ -167,6 +236,15 @@ impl CalibrateConfig {
         }
         if self.max_depth == 0 {
             return bad("max_depth", "must be at least 1");
+        }
+        let sc = &self.soft_choice;
+        for t in [sc.temperature, sc.final_temperature] {
+            if !(t > 0.0 && t.is_finite()) {
+                return bad(
+                    "soft_choice",
+                    "temperatures must be positive finite numbers",
+                );
+            }
         }
         if self.target_loss.is_some_and(f64::is_nan) {
             return bad("target_loss", "must be a number");

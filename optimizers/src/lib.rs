@@ -68,12 +68,12 @@ mod objective;
 pub mod stop;
 mod transform;
 
-pub use calibrator::{Calibration, Calibrator, StartResult};
-pub use config::{CalibrateConfig, Loss, Optimizer, ParamSpec};
+pub use calibrator::{Calibration, Calibrator, Choice, StartResult};
+pub use config::{CalibrateConfig, Loss, Optimizer, ParamSpec, SoftChoiceConfig};
 pub use data::{Column, Dataset, Shared};
 pub use error::{CalibrateError, Result};
 /// The `ndvm-core` types this crate's API names (the heap and program a calibration reads, the
 /// parameter kinds of [`ParamSpec`], the dialect of [`CalibrateConfig`], the evaluator's error
 /// inside [`CalibrateError::Eval`]), so that callers can name them from here.
-pub use ndvm_core::{CoreError, Dialect, ErrorKind, Heap, ParamKind, Program};
+pub use ndvm_core::{ChoiceMode, CoreError, Dialect, ErrorKind, Heap, ParamKind, Program};
 pub use stop::{StartStatus, StopReason};

@@ -114,6 +114,31 @@ impl Objective {
         self.evaluator
     }
 
+    /// Sets the `soft-choice` settings of the next evaluations.
+    pub(crate) fn set_soft_choice(&mut self, sc: ndvm_core::SoftChoice) {
+        self.evaluator.set_soft_choice(sc);
+    }
+
+    /// Whether the last run reached a `soft-choice`.
+    pub(crate) fn has_choices(&mut self) -> bool {
+        !self.evaluator.last_choices().is_empty()
+    }
+
+    /// The picks of every start at the last run (its first data point's lane), one row per
+    /// start, in site order.
+    pub(crate) fn start_picks(&mut self) -> Vec<Vec<usize>> {
+        let (k, n) = (self.n_starts, self.n_points);
+        let choices = self.evaluator.last_choices();
+        (0..k)
+            .map(|k| choices.iter().filter_map(|c| c.pick(k * n)).collect())
+            .collect()
+    }
+
+    /// The read-out of the last run's sites.
+    pub(crate) fn choices(&mut self) -> &[ndvm_core::ChoiceReadout] {
+        self.evaluator.last_choices()
+    }
+
     fn n_params(&self) -> usize {
         self.kinds.len()
     }

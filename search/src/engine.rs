@@ -42,6 +42,10 @@ pub struct Event {
     pub seed: u64,
     /// Fitted parameters.
     pub params: BTreeMap<String, f64>,
+    /// The structure the fit chose: each `soft-choice` site's `argmax` option at the fitted
+    /// parameters (absent for a program without one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<ChoiceEvent>,
     /// Training loss of the best start (absent when not finite).
     pub train_loss: Option<f64>,
     /// Validation R² (absent when not finite or not applicable).
@@ -76,6 +80,33 @@ pub struct Event {
     /// before this field existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_s: Option<f64>,
+}
+
+/// One `soft-choice` site's pick in an [`Event`] (fields in alphabetical order).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChoiceEvent {
+    /// The index of the picked option.
+    pub index: usize,
+    /// The number of options.
+    pub n_options: usize,
+    /// The picked option's source (as an s-expression).
+    pub option: String,
+    /// The site: the soft-choice's ordinal in the program.
+    pub site: u32,
+    /// softmax(logits / τ) at the final temperature, per option.
+    pub weights: Vec<f64>,
+}
+
+impl From<&ndvm_optimizers::Choice> for ChoiceEvent {
+    fn from(c: &ndvm_optimizers::Choice) -> Self {
+        ChoiceEvent {
+            index: c.index,
+            n_options: c.n_options,
+            option: c.option.clone(),
+            site: c.site,
+            weights: c.weights.clone(),
+        }
+    }
 }
 
 /// The front end of an event written before events named theirs.
@@ -394,6 +425,7 @@ pub(crate) fn blank_event(task: &Task, p: &Pending) -> Event {
         complexity: p.checked.complexity,
         seed: task.calibrate.seed,
         params: BTreeMap::new(),
+        choices: Vec::new(),
         train_loss: None,
         validation_r2: None,
         validation_nmse: None,
@@ -490,6 +522,7 @@ pub(crate) fn calibrate_one(task: &Task, p: &Pending, deadline: Option<Instant>)
             .cloned()
             .zip(fit.params.iter().copied())
             .collect();
+        ev.choices = fit.choices.iter().map(ChoiceEvent::from).collect();
         ev.train_loss = finite(fit.loss);
         if ev.train_loss.is_none() {
             ev.status = EventStatus::NonFinite;
@@ -612,7 +645,8 @@ pub fn predict(
             .with_max_steps(c.max_work)
             .with_max_memory(c.max_memory)
             .with_max_depth(c.max_depth)
-            .with_deadline(Some(deadline)),
+            .with_deadline(Some(deadline))
+            .with_soft_choice(c.soft_choice.settled()),
     );
     let mut inputs = Inputs::new();
     for (name, col) in task.inputs.iter().zip(&table.columns) {

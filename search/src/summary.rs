@@ -104,6 +104,9 @@ pub struct FirstSuccess {
 /// A leaderboard entry.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
+    /// The structure the fit chose (`soft-choice` read-out; absent without one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<crate::engine::ChoiceEvent>,
     /// Atoms and pairs in the program.
     pub complexity: usize,
     /// The front end that reads `src`.
@@ -211,6 +214,7 @@ fn entry(task: &Task, e: &Event) -> Entry {
             .collect()
     });
     Entry {
+        choices: e.choices.clone(),
         complexity: e.complexity,
         frontend: e.frontend.clone(),
         id: e.id,
@@ -467,6 +471,16 @@ fn winner_markdown(s: &mut String, best: &Entry) {
         fmt_opt(best.validation_r2),
         fmt_opt(best.validation_nmse)
     );
+    for c in &best.choices {
+        let _ = writeln!(
+            s,
+            "Soft-choice {} picks option {} of {}: {}.",
+            c.site,
+            c.index,
+            c.n_options,
+            code_cell(&c.option)
+        );
+    }
     for (name, m) in best.test.iter().flatten() {
         let _ = writeln!(
             s,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use ndvm_core::{Dialect, EvalOptions, Evaluator, Heap, Inputs, ParamKind};
 use ndvm_frontends::{Frontend, Registry};
-use ndvm_optimizers::{CalibrateConfig, Loss, Optimizer, ParamSpec};
+use ndvm_optimizers::{CalibrateConfig, ChoiceMode, Loss, Optimizer, ParamSpec, SoftChoiceConfig};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
@@ -362,6 +362,40 @@ pub struct CalibratorSpec {
     /// Start-distribution seed (default: the task seed).
     #[serde(default)]
     pub seed: Option<u64>,
+    /// How the candidates' `soft-choice` forms run (mode, annealed temperature, Gumbel noise).
+    #[serde(default)]
+    pub soft_choice: Option<SoftChoiceSpec>,
+}
+
+/// `calibrator.soft_choice:` the settings of every `soft-choice` of a calibration.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SoftChoiceSpec {
+    /// `soft` (default), `straight-through` or `hard`.
+    #[serde(default)]
+    pub mode: Option<ChoiceModeName>,
+    /// Temperature of the first Adam step (default 1).
+    #[serde(default)]
+    pub temperature: Option<Spanned<f64>>,
+    /// Temperature of the last Adam step, the polish and the read-out, reached linearly
+    /// (default: `temperature`, no annealing).
+    #[serde(default)]
+    pub final_temperature: Option<Spanned<f64>>,
+    /// Fresh Gumbel noise each Adam step, seeded by the calibrator seed (default false).
+    #[serde(default)]
+    pub gumbel: Option<bool>,
+}
+
+/// `soft-choice` modes.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChoiceModeName {
+    /// The softmax blend.
+    Soft,
+    /// Hard forward, soft backward.
+    StraightThrough,
+    /// Hard, no gradient to the logits.
+    Hard,
 }
 
 /// Optimizer names.
@@ -1612,6 +1646,9 @@ fn resolve(
         }
         calibrate.learning_rate = lr.value;
     }
+    if let Some(sc) = &c.soft_choice {
+        calibrate.soft_choice = soft_choice_config(path, sc)?;
+    }
     if let Some(m) = &c.max_iters {
         calibrate.max_iters = m.value;
     }
@@ -1892,6 +1929,40 @@ fn resolve_limits(path: &Path, spec: &LimitsSpec, cfg: &mut CalibrateConfig) -> 
     Ok(limits)
 }
 
+/// `calibrator.soft_choice:` resolved; a temperature that is not a positive finite number is an
+/// error at its line.
+fn soft_choice_config(path: &Path, sc: &SoftChoiceSpec) -> Result<SoftChoiceConfig> {
+    let mut out = SoftChoiceConfig::default();
+    if let Some(m) = sc.mode {
+        out.mode = match m {
+            ChoiceModeName::Soft => ChoiceMode::Soft,
+            ChoiceModeName::StraightThrough => ChoiceMode::StraightThrough,
+            ChoiceModeName::Hard => ChoiceMode::Hard,
+        };
+    }
+    for (key, t) in [
+        ("temperature", &sc.temperature),
+        ("final_temperature", &sc.final_temperature),
+    ] {
+        if let Some(t) = t
+            && !(t.value > 0.0 && t.value.is_finite())
+        {
+            return Err(task_err(
+                path,
+                Some(t.referenced),
+                format!("`calibrator.soft_choice.{key}` must be a positive number"),
+            ));
+        }
+    }
+    out.temperature = sc.temperature.as_ref().map_or(1.0, |t| t.value);
+    out.final_temperature = sc
+        .final_temperature
+        .as_ref()
+        .map_or(out.temperature, |t| t.value);
+    out.gumbel = sc.gumbel.unwrap_or(false);
+    Ok(out)
+}
+
 /// Evaluates the formula on the grid and adds N(0, noise²) noise drawn with ChaCha8 from `seed`
 /// (Box–Muller on two uniforms per point, in grid order).
 fn generate(
@@ -2044,6 +2115,53 @@ fn read_table(path: &Path, inputs: &[String], target: &str, opts: CsvOptions) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn soft_choice_keys_resolve_or_name_their_line() {
+        let spec = |sc: &str| {
+            let text = format!(
+                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 3}}\ninputs: [x]\ntarget: y\ncalibrator:\n  soft_choice: {sc}\n"
+            );
+            parse_spec(Path::new("t.yaml"), &text)
+        };
+        let resolved = |sc: &str| {
+            let s = spec(sc).unwrap();
+            soft_choice_config(
+                Path::new("t.yaml"),
+                s.calibrator.soft_choice.as_ref().unwrap(),
+            )
+        };
+        let c = resolved(
+            "{mode: straight-through, temperature: 2, final_temperature: 0.05, gumbel: true}",
+        )
+        .unwrap();
+        assert_eq!(
+            c,
+            SoftChoiceConfig {
+                mode: ChoiceMode::StraightThrough,
+                temperature: 2.0,
+                final_temperature: 0.05,
+                gumbel: true
+            }
+        );
+        let c = resolved("{mode: hard, temperature: 0.5}").unwrap();
+        assert_eq!((c.mode, c.final_temperature), (ChoiceMode::Hard, 0.5));
+        assert_eq!(resolved("{}").unwrap(), SoftChoiceConfig::default());
+        let msg = resolved("{temperature: 0}").unwrap_err().to_string();
+        assert!(
+            msg.starts_with(
+                "t.yaml:7:30: `calibrator.soft_choice.temperature` must be a positive number"
+            ),
+            "{msg}"
+        );
+        let msg = spec("{tau: 1}").unwrap_err().to_string();
+        assert!(msg.starts_with("t.yaml:7:") && msg.contains("tau"), "{msg}");
+        let msg = spec("{mode: gumbel}").unwrap_err().to_string();
+        assert!(
+            msg.starts_with("t.yaml:7:") && msg.contains("straight-through"),
+            "{msg}"
+        );
+    }
 
     #[test]
     fn unknown_key_names_line_and_column() {

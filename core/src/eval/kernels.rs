@@ -344,3 +344,74 @@ pub(crate) fn log_det(
         lanes.set(out, 0, l as usize, x);
     }
 }
+
+/// `out` = the `soft-choice` of the options `opts` (scalars) by `logits` (k elements) with
+/// `noise` (k, uniform) at the temperature `tau` (a scalar payload): the softmax blend, or (`hard`)
+/// the option of the largest z, copied exactly. `wts` (k + 1 elements) receives softmax(z) and,
+/// as element k, the pick, for the adjoint and the read-out: the arithmetic of
+/// [`crate::tape::choice_weights`], which a lane whose logits equal the previous active lane's
+/// copies instead of recomputing (a start's data points share its logits).
+#[allow(clippy::too_many_arguments)] // the payloads of one choice, spelled out
+pub(crate) fn choice(
+    lanes: &mut Lanes,
+    masks: &LaneMask,
+    mask: MaskId,
+    out: PayloadId,
+    wts: PayloadId,
+    (logits, noise, tau): (PayloadId, PayloadId, PayloadId),
+    opts: &[PayloadId],
+    hard: bool,
+    w: &mut Vec<f64>,
+) {
+    let b = lanes.n_lanes();
+    let k = opts.len();
+    let t = lanes.get(tau, 0, 0);
+    let act = compute_lanes(masks, mask, lanes.is_varying(out));
+    let at = |m: crate::lanes::Meta| {
+        let (w, s) = if m.varying { (b, 1) } else { (1, 0) };
+        (m.off as usize, w, s)
+    };
+    let (lo, lw, ls) = at(lanes.meta(logits));
+    let (wo, ww, ws) = at(lanes.meta(wts));
+    let no = lanes.meta(noise).off as usize;
+    let (oo, _, os) = at(lanes.meta(out));
+    let (data, meta) = (&mut lanes.data, &lanes.meta);
+    let mut prev: Option<usize> = None;
+    for &l in act {
+        let l = l as usize;
+        let same = prev.is_some_and(|p| {
+            ls == 0 || (0..k).all(|i| data[lo + i * lw + p] == data[lo + i * lw + l])
+        });
+        if let (true, Some(p)) = (same, prev) {
+            for i in 0..=k {
+                data[wo + i * ww + l * ws] = data[wo + i * ww + p * ws];
+            }
+        } else {
+            let z = |i: usize| (data[lo + i * lw + l * ls] + data[no + i]) / t;
+            let j = crate::tape::softmax_into(k, z, w);
+            for i in 0..k {
+                data[wo + i * ww + l * ws] = w[i];
+            }
+            data[wo + k * ww + l * ws] = j as f64;
+        }
+        prev = Some(l);
+        let v = if hard {
+            let j = data[wo + k * ww + l * ws] as usize;
+            first_elem(data, meta, opts[j], l)
+        } else {
+            let mut s = 0.0;
+            for (i, &p) in opts.iter().enumerate() {
+                s += data[wo + i * ww + l * ws] * first_elem(data, meta, p, l);
+            }
+            s
+        };
+        data[oo + l * os] = v;
+    }
+}
+
+/// Element 0 of payload `p` on lane `l`.
+#[inline]
+fn first_elem(data: &[f64], meta: &[crate::lanes::Meta], p: PayloadId, l: usize) -> f64 {
+    let m = meta[p.0 as usize];
+    data[m.off as usize + if m.varying { l } else { 0 }]
+}

@@ -16,8 +16,9 @@
 //! truthiness, printing, `eval` of data) marks the recording not replayable. A failed check falls
 //! back to an ordinary walk, so a replay is never wrong, only sometimes not taken.
 
+use super::choice::ChoiceSite;
 use super::{Evaluator, kernels};
-use crate::api::{Evaluation, InputValue, Inputs};
+use crate::api::{Evaluation, InputValue, Inputs, SoftChoice};
 use crate::error::Result;
 use crate::lanes::PayloadId;
 use crate::linalg::TensorOp;
@@ -84,6 +85,11 @@ pub(crate) struct Trace {
     root: Value,
     /// The last run was a replay.
     replayed: bool,
+    /// The `soft-choice` settings the recording holds, every site visit's payloads, and whether
+    /// some soft-choice value is not on the tape (then other settings need a new walk).
+    settings: SoftChoice,
+    sites: Vec<ChoiceSite>,
+    fixed: bool,
 }
 
 impl Default for Trace {
@@ -96,13 +102,19 @@ impl Default for Trace {
             inputs: Vec::new(),
             root: Value::Nil,
             replayed: false,
+            settings: SoftChoice::default(),
+            sites: Vec::new(),
+            fixed: false,
         }
     }
 }
 
 impl Trace {
     /// Starts recording a walk (`grad`: it records a tape).
-    pub(super) fn begin(&mut self, grad: bool) {
+    pub(super) fn begin(&mut self, grad: bool, settings: SoftChoice) {
+        self.settings = settings;
+        self.sites.clear();
+        self.fixed = false;
         self.ok = grad;
         self.ready = false;
         self.replayed = false;
@@ -132,6 +144,18 @@ impl Trace {
 
     pub(super) fn replayed(&self) -> bool {
         self.replayed
+    }
+
+    /// Notes a `soft-choice` visit's payloads.
+    pub(super) fn choice_site(&mut self, site: ChoiceSite) {
+        if self.ok {
+            self.sites.push(site);
+        }
+    }
+
+    /// Notes a `soft-choice` value that depends on the settings but has no tape node.
+    pub(super) fn choice_fixed(&mut self) {
+        self.fixed = true;
     }
 }
 
@@ -182,6 +206,9 @@ impl Evaluator {
         if !self.opts.replay || !self.trace.ready || !self.inputs_compatible(inputs) {
             return Ok(false);
         }
+        if !self.retune_choices() {
+            return Ok(false);
+        }
         // Differentiable inputs: the new values into their payloads.
         let b = self.lanes.n_lanes();
         for (inp, &v) in inputs.entries.iter().zip(&self.trace.inputs) {
@@ -204,10 +231,48 @@ impl Evaluator {
             self.trace.invalidate();
             return Ok(false);
         }
+        self.refresh_choices();
         let root = self.trace.root;
         self.finish(root, inputs, true, out);
         self.trace.replayed = true;
         Ok(true)
+    }
+
+    /// Brings the recording to this run's `soft-choice` settings: a new temperature or noise seed
+    /// is written into every visit's payloads (the `Choice` nodes read them); false when the
+    /// settings changed and the recording cannot follow (another mode, or a value off the tape).
+    fn retune_choices(&mut self) -> bool {
+        let now = self.opts.soft_choice;
+        let was = self.trace.settings;
+        if now == was {
+            return true;
+        }
+        if self.trace.sites.is_empty() {
+            self.trace.settings = now;
+            return true;
+        }
+        if now.mode != was.mode || self.trace.fixed {
+            return false;
+        }
+        let mut g = std::mem::take(&mut self.fbuf[0]);
+        for i in 0..self.trace.sites.len() {
+            let s = self.trace.sites[i];
+            let k = self.lanes.n_elems(s.noise);
+            match now.gumbel {
+                Some(seed) => super::choice::gumbel(seed, s.site, k, &mut g),
+                None => {
+                    g.clear();
+                    g.resize(k, 0.0);
+                }
+            }
+            let off = self.lanes.meta(s.noise).off as usize;
+            self.lanes.data[off..off + k].copy_from_slice(&g);
+            let off = self.lanes.meta(s.tau).off as usize;
+            self.lanes.data[off] = now.temperature;
+        }
+        self.fbuf[0] = g;
+        self.trace.settings = now;
+        true
     }
 
     /// The inputs have the recorded names' shapes and differentiability, and every input that is
@@ -288,6 +353,23 @@ impl Evaluator {
             let node = tape.nodes[k];
             match node.op {
                 TapeOp::Unary(op) => kernels::unary(lanes, masks, node.mask, op, node.out, node.a),
+                TapeOp::Choice { start, len, hard } => {
+                    let (start, len) = (start as usize, len as usize);
+                    let (noise, wts) = (tape.extra[start], tape.extra[start + 1]);
+                    let opts = &tape.extra[start + 2..start + 2 + len];
+                    let ins = (node.a, noise, node.b);
+                    kernels::choice(
+                        lanes,
+                        masks,
+                        node.mask,
+                        node.out,
+                        wts,
+                        ins,
+                        opts,
+                        hard,
+                        &mut fbuf[0],
+                    );
+                }
                 TapeOp::Binary(op) => {
                     kernels::binary(lanes, masks, node.mask, op, node.out, node.a, node.b)
                 }

@@ -12,6 +12,10 @@
 //! (44 data lanes; K = 1, 8, 32 multistarts). `cosearch`
 //! ([`cosearch::replay`]): the whole engine replaying that stream at 1 … all threads.
 //!
+//! `recovery` ([`recovery`], not part of `all`): the predecessor's structure-recovery experiment
+//! (f(x) = α·outer(x, inner(x)), two 8-way `soft-choice`s, 12 tasks × 20 seeded restarts); recovery
+//! rate, |α − α*| and seconds per restart (`--quick`: 2 tasks × 4 restarts).
+//!
 //! `search` ([`search::run`], not part of `all`): the co-search side by side with pyoperon on the
 //! LLM-SR problems, NMSE of the selected models (minutes; pyoperon in its own virtual environment).
 
@@ -20,6 +24,7 @@ pub mod ceiling;
 pub mod cosearch;
 pub mod kalman;
 pub mod multicore;
+pub mod recovery;
 pub mod search;
 pub mod timing;
 
@@ -46,6 +51,8 @@ pub enum Selection {
     All,
     /// The co-search beside pyoperon on the LLM-SR problems (not part of `all`).
     Search,
+    /// The structure-recovery experiment with `soft-choice` (not part of `all`).
+    Recovery,
 }
 
 impl Selection {
@@ -58,10 +65,11 @@ impl Selection {
             "cosearch" => Ok(Selection::Cosearch),
             "all" => Ok(Selection::All),
             "search" => Ok(Selection::Search),
+            "recovery" => Ok(Selection::Recovery),
             _ => Err(SearchError::BadArgument {
                 arg: s.to_string(),
                 message: "expected one of kalman, multicore, calibration, cosearch, all, \
-                          or search (beside pyoperon, not part of all)"
+                          search (beside pyoperon, not part of all) or recovery (not part of all)"
                     .to_string(),
             }),
         }
@@ -266,6 +274,9 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Vec<Suit
             table,
         }]);
     }
+    if cfg.selection == Selection::Recovery {
+        return recovery_suite(cfg, progress);
+    }
     check_seed_data(&cfg.seed_data)?;
     let case = kalman::KalmanCase::load(&cfg.seed_data)?;
     std::fs::create_dir_all(&cfg.out_dir).map_err(|source| SearchError::Write { source })?;
@@ -358,6 +369,53 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Vec<Suit
         });
     }
     Ok(reports)
+}
+
+/// The JSON file of the `recovery` suite.
+#[derive(Serialize)]
+struct RecoveryFile<'a> {
+    suite: &'static str,
+    command: String,
+    quick: bool,
+    program: String,
+    settings: &'a recovery::RecoverySettings,
+    machine: &'a Machine,
+    /// `/proc/loadavg` when the suite finished (with `machine.loadavg_at_start`: was it quiet?).
+    loadavg_at_end: Option<String>,
+    totals: recovery::Totals,
+    tasks: &'a [recovery::TaskResult],
+}
+
+/// `bench recovery`: 12 tasks × 20 restarts (`--quick`: the first 2 tasks × 4 restarts).
+fn recovery_suite(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Vec<SuiteReport>> {
+    std::fs::create_dir_all(&cfg.out_dir).map_err(|source| SearchError::Write { source })?;
+    let machine = Machine::probe();
+    let settings = recovery::RecoverySettings::standard();
+    let (tasks, restarts) = if cfg.quick {
+        (&recovery::TASKS[..2], 4)
+    } else {
+        (&recovery::TASKS[..], 20)
+    };
+    let results = recovery::run_tasks(tasks, restarts, &settings, progress)?;
+    let file = RecoveryFile {
+        suite: "recovery",
+        command: format!(
+            "ndvm-search bench recovery{}",
+            if cfg.quick { " --quick" } else { "" }
+        ),
+        quick: cfg.quick,
+        program: recovery::program(),
+        settings: &settings,
+        machine: &machine,
+        loadavg_at_end: loadavg(),
+        totals: recovery::totals(&results, settings.starts),
+        tasks: &results,
+    };
+    Ok(vec![SuiteReport {
+        name: "recovery",
+        path: write_json(&cfg.out_dir, "recovery", &file)?,
+        table: recovery::table(&results, settings.starts),
+    }])
 }
 
 #[cfg(test)]

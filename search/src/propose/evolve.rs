@@ -569,6 +569,7 @@ mod tests {
                 .iter()
                 .map(|n| (n.to_string(), value))
                 .collect(),
+            choices: Vec::new(),
             train_loss: Some(1.0),
             validation_r2: Some(0.5),
             validation_nmse: Some(0.5),
