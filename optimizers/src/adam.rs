@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use ndvm_core::{Heap, Program};
 
+use crate::calibrator::norm;
 use crate::config::SoftChoiceConfig;
 use crate::error::Result;
 use crate::objective::Objective;
@@ -60,6 +61,16 @@ impl StartState {
         }
         finite
     }
+
+    /// Makes the last observed point (`u`) the best one although its loss only ties the best
+    /// within rounding: a least-squares step that lowered the gradient where the loss can no
+    /// longer resolve the difference.
+    pub(crate) fn adopt(&mut self, u: &[f64], loss: f64, grad: &[f64], grad_u: &[f64]) {
+        self.best_loss = loss;
+        self.best_u.copy_from_slice(u);
+        self.best_grad.copy_from_slice(grad);
+        self.best_grad_u.copy_from_slice(grad_u);
+    }
 }
 
 /// Settings of one Adam run.
@@ -72,10 +83,6 @@ pub(crate) struct AdamRun {
     pub(crate) deadline: Option<Instant>,
     /// The `soft-choice` schedule over the steps, and the seed of its noise.
     pub(crate) soft_choice: (SoftChoiceConfig, u64),
-}
-
-fn norm(v: &[f64]) -> f64 {
-    v.iter().map(|x| x * x).sum::<f64>().sqrt()
 }
 
 /// Runs Adam from `u` (K×P) on the starts of `obj`. Starts whose `status` is already set are left

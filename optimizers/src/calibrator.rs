@@ -7,10 +7,11 @@ use std::time::{Duration, Instant};
 use ndvm_core::{ErrorKind, Evaluator, Heap, ParamKind, Program, params};
 
 use crate::adam::{self, AdamRun, StartState};
-use crate::config::{CalibrateConfig, Loss, Optimizer, ParamSpec};
+use crate::config::{CalibrateConfig, Loss, Optimizer, ParamSpec, Polish};
 use crate::data::Dataset;
 use crate::error::{CalibrateError, Result};
 use crate::lbfgs::{self, LbfgsRun};
+use crate::lm::{self, LmRun};
 use crate::multistart;
 use crate::objective::Objective;
 use crate::stop::{StartStatus, StopReason};
@@ -117,7 +118,7 @@ impl Calibration {
     }
 }
 
-fn norm(v: &[f64]) -> f64 {
+pub(crate) fn norm(v: &[f64]) -> f64 {
     v.iter().map(|x| x * x).sum::<f64>().sqrt()
 }
 
@@ -297,7 +298,7 @@ impl Calibrator {
         }
         let to_polish: Vec<usize> = match cfg.optimizer {
             Optimizer::Adam => Vec::new(),
-            Optimizer::Lbfgs => (0..k).collect(),
+            Optimizer::Lbfgs | Optimizer::Lm => (0..k).collect(),
             Optimizer::Portfolio => {
                 let mut order: Vec<usize> = (0..k)
                     .filter(|&i| {
@@ -330,6 +331,18 @@ impl Calibrator {
                 order
             }
         };
+        let use_lm = cfg.loss != Loss::ProgramLoss
+            && match cfg.optimizer {
+                Optimizer::Lm => true,
+                Optimizer::Portfolio => cfg.polish == Polish::Lm,
+                _ => false,
+            };
+        let lm_run = LmRun {
+            max_iters: cfg.max_iters,
+            tol_grad: cfg.tol_grad,
+            target_loss: cfg.target_loss,
+            deadline,
+        };
         if !to_polish.is_empty() {
             let ev = self.evaluator(n, deadline);
             let mut obj = Objective::new(ev, &names, &kinds, data, cfg.loss, 1);
@@ -338,7 +351,11 @@ impl Calibrator {
                 let from = starts[i].best_u.clone();
                 starts[i].status = None;
                 polished[i] = true;
-                res = lbfgs::run(&mut obj, heap, program, &from, &mut starts[i], lbfgs_run);
+                res = if use_lm {
+                    lm::run(&mut obj, heap, program, &from, &mut starts[i], lm_run)
+                } else {
+                    lbfgs::run(&mut obj, heap, program, &from, &mut starts[i], lbfgs_run)
+                };
                 if res.is_err() {
                     break;
                 }

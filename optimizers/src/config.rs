@@ -16,9 +16,24 @@ pub enum Optimizer {
     Adam,
     /// L-BFGS (argmin, More–Thuente line search) on each start in turn, `max_iters` iterations.
     Lbfgs,
-    /// `screen_iters` Adam steps on all starts, then L-BFGS (`max_iters` iterations) on the
-    /// `n_polish` starts with the lowest loss.
+    /// Levenberg–Marquardt on each start in turn, `max_iters` iterations: for the squared-error
+    /// losses (MSE, weighted MSE, Gaussian NLL), whose residuals' Jacobian every walk yields;
+    /// with the program-loss it runs L-BFGS instead.
+    Lm,
+    /// `screen_iters` Adam steps on all starts, then the `polish` method (`max_iters`
+    /// iterations) on the `n_polish` starts with the lowest loss.
     Portfolio,
+}
+
+/// The local method of the portfolio's polish.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Polish {
+    /// L-BFGS (argmin, More–Thuente line search).
+    #[default]
+    Lbfgs,
+    /// Levenberg–Marquardt (see [`Optimizer::Lm`]); L-BFGS with the program-loss.
+    Lm,
 }
 
 /// What is minimised. Every loss is per start; the best start has the lowest.
@@ -148,8 +163,10 @@ pub struct CalibrateConfig {
     pub max_iters: usize,
     /// Adam steps of the portfolio's screen.
     pub screen_iters: usize,
-    /// How many of the best screened starts the portfolio polishes with L-BFGS (at least 1).
+    /// How many of the best screened starts the portfolio polishes (at least 1).
     pub n_polish: usize,
+    /// The portfolio's polish method.
+    pub polish: Polish,
     /// Adam's step size in the unconstrained coordinates.
     pub learning_rate: f64,
     /// Number of correction pairs L-BFGS keeps (at least 1).
@@ -193,6 +210,7 @@ impl CalibrateConfig {
             max_iters: 200,
             screen_iters: 100,
             n_polish: 4,
+            polish: Polish::Lbfgs,
             learning_rate: 0.1,
             lbfgs_memory: 10,
             tol_grad: 1e-10,

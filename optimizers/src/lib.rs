@@ -63,13 +63,14 @@ pub mod config;
 pub mod data;
 pub mod error;
 mod lbfgs;
+mod lm;
 mod multistart;
 mod objective;
 pub mod stop;
 mod transform;
 
 pub use calibrator::{Calibration, Calibrator, Choice, StartResult};
-pub use config::{CalibrateConfig, Loss, Optimizer, ParamSpec, SoftChoiceConfig};
+pub use config::{CalibrateConfig, Loss, Optimizer, ParamSpec, Polish, SoftChoiceConfig};
 pub use data::{Column, Dataset, Shared};
 pub use error::{CalibrateError, Result};
 /// The `ndvm-core` types this crate's API names (the heap and program a calibration reads, the

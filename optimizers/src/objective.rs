@@ -143,6 +143,29 @@ impl Objective {
         self.kinds.len()
     }
 
+    /// Data points per start.
+    pub(crate) fn n_points(&self) -> usize {
+        self.n_points
+    }
+
+    /// The last evaluation of start 0 as least squares (for the squared-error losses): the
+    /// residuals `r_i = √(w_i/W)·(pred_i − y_i)`, whose sum of squares is the (weighted) MSE, and
+    /// their Jacobian `J` (N×P, row-major) in the optimizer coordinates.
+    pub(crate) fn least_squares(&self, r: &mut [f64], jac: &mut [f64]) {
+        let (n, p) = (self.n_points, self.n_params());
+        let Output::Number(preds) = &self.out.value else {
+            unreachable!("least squares follow an evaluation with a number output")
+        };
+        for i in 0..n {
+            let s = (self.weights[i] / self.weight_sum).sqrt();
+            r[i] = s * (at(preds, i) - self.target[i]);
+            for j in 0..p {
+                let slope = transform::slope(self.kinds[j], self.u[j]);
+                jac[i * p + j] = s * at(&self.out.grads[j].per_lane, i) * slope;
+            }
+        }
+    }
+
     /// Evaluates every start at optimizer coordinates `u` (K×P) with gradients, filling
     /// `losses`, `theta`, `grad_theta` and `grad_u`.
     pub(crate) fn eval(&mut self, heap: &mut Heap, program: &Program, u: &[f64]) -> Result<()> {

@@ -105,6 +105,8 @@ pub struct CalibrateArgs {
     pub n_starts: Option<usize>,
     /// `--optimizer`.
     pub optimizer: Option<Optimizer>,
+    /// `--polish-method`.
+    pub polish: Option<ndvm_optimizers::Polish>,
     /// `--seed`.
     pub seed: Option<u64>,
     /// `--max-iters`.
@@ -224,6 +226,9 @@ pub fn run_with(
     }
     if let Some(o) = args.optimizer {
         config.optimizer = o;
+    }
+    if let Some(p) = args.polish {
+        config.polish = p;
     }
     if let Some(s) = args.seed {
         config.seed = s;

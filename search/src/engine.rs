@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use ndvm_core::{EvalOptions, Evaluation, Evaluator, Heap, Inputs, Program};
 use ndvm_optimizers::{
-    CalibrateConfig, Calibration, Calibrator, Dataset, Optimizer, ParamSpec, Shared,
+    CalibrateConfig, Calibration, Calibrator, Dataset, Optimizer, ParamSpec, Polish, Shared,
 };
 use serde::{Deserialize, Serialize};
 
@@ -602,7 +602,11 @@ fn refit_config(
     started: Instant,
 ) -> std::result::Result<CalibrateConfig, Failure> {
     let mut again = cfg.clone();
-    again.optimizer = Optimizer::Lbfgs;
+    again.optimizer = if cfg.optimizer == Optimizer::Lm || cfg.polish == Polish::Lm {
+        Optimizer::Lm
+    } else {
+        Optimizer::Lbfgs
+    };
     again.n_starts = 1;
     again.max_iters = cfg.max_iters.min(REFIT_ITERS);
     again.time_limit = cfg.time_limit.map(|t| t.saturating_sub(started.elapsed()));

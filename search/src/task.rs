@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use ndvm_core::{Dialect, EvalOptions, Evaluator, Heap, Inputs, ParamKind};
 use ndvm_frontends::{Frontend, Registry};
-use ndvm_optimizers::{CalibrateConfig, ChoiceMode, Loss, Optimizer, ParamSpec, SoftChoiceConfig};
+use ndvm_optimizers::{
+    CalibrateConfig, ChoiceMode, Loss, Optimizer, ParamSpec, Polish, SoftChoiceConfig,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
@@ -356,6 +358,9 @@ pub struct CalibratorSpec {
     /// Portfolio polished starts.
     #[serde(default)]
     pub polish: Option<Spanned<usize>>,
+    /// The portfolio's polish method, and the refit's after a screen: `lbfgs` (default) or `lm`.
+    #[serde(default)]
+    pub polish_method: Option<PolishName>,
     /// Adam step size.
     #[serde(default)]
     pub learning_rate: Option<Spanned<f64>>,
@@ -408,6 +413,18 @@ pub enum OptimizerName {
     Adam,
     /// L-BFGS on every start.
     Lbfgs,
+    /// Levenberg–Marquardt on every start.
+    Lm,
+}
+
+/// Polish method names.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum PolishName {
+    /// L-BFGS.
+    Lbfgs,
+    /// Levenberg–Marquardt.
+    Lm,
 }
 
 /// `proposer:` where candidates come from.
@@ -1604,6 +1621,13 @@ fn resolve(
             OptimizerName::Portfolio => Optimizer::Portfolio,
             OptimizerName::Adam => Optimizer::Adam,
             OptimizerName::Lbfgs => Optimizer::Lbfgs,
+            OptimizerName::Lm => Optimizer::Lm,
+        };
+    }
+    if let Some(m) = c.polish_method {
+        calibrate.polish = match m {
+            PolishName::Lbfgs => Polish::Lbfgs,
+            PolishName::Lm => Polish::Lm,
         };
     }
     if let Some(k) = &c.starts {
@@ -2161,6 +2185,38 @@ mod tests {
             msg.starts_with("t.yaml:7:") && msg.contains("straight-through"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn the_polish_method_and_lm_resolve_or_name_their_line() {
+        let dir = std::env::temp_dir().join(format!("ndvm-polish-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let load_with = |calibrator: &str| {
+            let path = dir.join("t.yaml");
+            let text = format!(
+                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 3}}\ninputs: [x]\ntarget: y\nparams: [{{name: a}}]\ncalibrator: {calibrator}\n"
+            );
+            std::fs::write(&path, text).unwrap();
+            load(&path)
+        };
+        let t = load_with("{polish_method: lm}").unwrap();
+        assert_eq!(
+            (t.calibrate.optimizer, t.calibrate.polish),
+            (Optimizer::Portfolio, Polish::Lm)
+        );
+        let t = load_with("{optimizer: lm}").unwrap();
+        assert_eq!(
+            (t.calibrate.optimizer, t.calibrate.polish),
+            (Optimizer::Lm, Polish::Lbfgs)
+        );
+        let msg = load_with("{polish_method: newton}")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("t.yaml:7:") && msg.contains("lbfgs") && msg.contains("lm"),
+            "{msg}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -99,6 +99,7 @@ fn calibrate_via_the_evaluator_fits_what_calibrate_fits_and_replays() {
         params: vec![],
         n_starts: Some(8),
         optimizer: None,
+        polish: None,
         seed: Some(3),
         max_iters: None,
         dialect: Dialect::Default,

@@ -331,6 +331,7 @@ fn calibrate_and_translate_run_the_stack_notation() {
             params: calibratecmd::ParamArg::parse_list("a:positive=1,b:positive=1").unwrap(),
             n_starts: Some(8),
             optimizer: None,
+            polish: None,
             seed: Some(1),
             max_iters: None,
             dialect: ndvm_core::Dialect::Default,

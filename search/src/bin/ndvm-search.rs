@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use ndvm_core::Dialect;
-use ndvm_optimizers::Optimizer;
+use ndvm_optimizers::{Optimizer, Polish};
 use ndvm_search::calibratecmd::{self, CalibrateArgs};
 use ndvm_search::evalcmd::{self, Binding, DataBinding, EvalArgs};
 use ndvm_search::selfhost::SelfHost;
@@ -232,11 +232,15 @@ struct CalibrateCli {
     #[arg(long, value_enum)]
     optimizer: Option<OptimizerArg>,
 
+    /// The portfolio's polish (default lbfgs; lm: Levenberg–Marquardt, for least squares).
+    #[arg(long, value_enum)]
+    polish_method: Option<PolishArg>,
+
     /// Seed of the start distribution (default 0).
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
 
-    /// Adam steps (adam) or L-BFGS iterations per start (lbfgs, portfolio); default 200.
+    /// Adam steps (adam) or iterations per polished start (lbfgs, lm, portfolio); default 200.
     #[arg(long, value_name = "N")]
     max_iters: Option<usize>,
 
@@ -267,8 +271,27 @@ enum OptimizerArg {
     Adam,
     /// L-BFGS on each start.
     Lbfgs,
-    /// Adam screen, then L-BFGS on the best starts.
+    /// Levenberg–Marquardt on each start (squared-error losses).
+    Lm,
+    /// Adam screen, then the polish method on the best starts.
     Portfolio,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum PolishArg {
+    /// L-BFGS.
+    Lbfgs,
+    /// Levenberg–Marquardt.
+    Lm,
+}
+
+impl From<PolishArg> for Polish {
+    fn from(p: PolishArg) -> Polish {
+        match p {
+            PolishArg::Lbfgs => Polish::Lbfgs,
+            PolishArg::Lm => Polish::Lm,
+        }
+    }
 }
 
 impl From<OptimizerArg> for Optimizer {
@@ -276,6 +299,7 @@ impl From<OptimizerArg> for Optimizer {
         match o {
             OptimizerArg::Adam => Optimizer::Adam,
             OptimizerArg::Lbfgs => Optimizer::Lbfgs,
+            OptimizerArg::Lm => Optimizer::Lm,
             OptimizerArg::Portfolio => Optimizer::Portfolio,
         }
     }
@@ -655,6 +679,7 @@ fn calibrate(args: CalibrateCli) -> anyhow::Result<()> {
         },
         n_starts: args.starts,
         optimizer: args.optimizer.map(Optimizer::from),
+        polish: args.polish_method.map(Polish::from),
         seed: args.seed,
         max_iters: args.max_iters,
         dialect: Dialect::from(args.dialect),
