@@ -183,7 +183,7 @@ impl Gen {
     /// A binding-form wrapper around a body of type `ty`: let, let*, letrec or a closure call.
     fn binding(&mut self, ty: Ty, d: u32) -> Sx {
         let saved = self.scope.len();
-        let out = match self.rng.random_range(0..4) {
+        let out = match self.rng.random_range(0..5) {
             0 => {
                 let bt = self.any_ty();
                 let v = self.name("v");
@@ -225,6 +225,34 @@ impl Gen {
                 call(
                     "let",
                     vec![Sx::List(vec![Sx::List(vec![Sx::Sym(f), lam])]), body],
+                )
+            }
+            3 => {
+                // (let ((v init)) (when b (set! v e)) body): under divergence the assignment
+                // happens on some lanes only.
+                let bt = if self.rng.random_bool(0.7) {
+                    Ty::Scalar
+                } else {
+                    Ty::Vector(self.dim())
+                };
+                let v = self.name("v");
+                let init = self.expr(bt, d);
+                self.scope.push((v.clone(), bt));
+                let test = self.expr(Ty::Bool, d.min(2));
+                let new = self.expr(bt, d.min(2));
+                let when = self.pick(&["when", "unless"]);
+                let assign = call(
+                    when,
+                    vec![test, call("set!", vec![Sx::Sym(v.clone()), new])],
+                );
+                let body = self.expr(ty, d);
+                call(
+                    "let",
+                    vec![
+                        Sx::List(vec![Sx::List(vec![Sx::Sym(v), init])]),
+                        assign,
+                        body,
+                    ],
                 )
             }
             _ => {
@@ -572,14 +600,27 @@ impl Gen {
             "if",
             vec![call("<", vec![Sx::Sym(i.clone()), limit]), recur, done],
         );
+        let bindings = Sx::List(vec![
+            Sx::List(vec![Sx::Sym(i), num(0.0)]),
+            Sx::List(vec![Sx::Sym(a.clone()), init]),
+        ]);
+        if self.rng.random_bool(0.7) {
+            return call("loop", vec![bindings, body]);
+        }
+        // Each iteration assigns a variable older than the loop.
+        let w = self.name("w");
+        let w_init = self.expr(Ty::Scalar, d2);
+        let new_w = call(
+            "tanh",
+            vec![call("+", vec![Sx::Sym(w.clone()), Sx::Sym(a)])],
+        );
+        let assign = call("set!", vec![Sx::Sym(w.clone()), new_w]);
+        let lp = call("loop", vec![bindings, call("begin", vec![assign, body])]);
         call(
-            "loop",
+            "let",
             vec![
-                Sx::List(vec![
-                    Sx::List(vec![Sx::Sym(i), num(0.0)]),
-                    Sx::List(vec![Sx::Sym(a), init]),
-                ]),
-                body,
+                Sx::List(vec![Sx::List(vec![Sx::Sym(w.clone()), w_init])]),
+                call("+", vec![lp, Sx::Sym(w)]),
             ],
         )
     }

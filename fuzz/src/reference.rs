@@ -78,6 +78,8 @@ pub struct RefRun {
     /// numbers, a floor of a nearly whole number): a last-bit difference in how the runtime
     /// computes its operands may take the other branch there.
     pub near_tie: bool,
+    /// The largest magnitude of any number a primitive produced.
+    pub max_abs: f64,
 }
 
 /// Relative margin under which a decision counts as a near tie.
@@ -95,6 +97,7 @@ pub fn evaluate(program: &Sx, globals: &[(String, f64)]) -> R<RefRun> {
         }],
         trace: Vec::new(),
         near_tie: false,
+        max_abs: 0.0,
         depth: 0,
         steps: 0,
     };
@@ -103,6 +106,7 @@ pub fn evaluate(program: &Sx, globals: &[(String, f64)]) -> R<RefRun> {
         value,
         trace: ev.trace,
         near_tie: ev.near_tie,
+        max_abs: ev.max_abs,
     })
 }
 
@@ -110,6 +114,7 @@ struct Reference {
     frames: Vec<Frame>,
     trace: Vec<u64>,
     near_tie: bool,
+    max_abs: f64,
     depth: usize,
     steps: u64,
 }
@@ -323,6 +328,24 @@ impl Reference {
                 return bad("case without else");
             }
             "let" | "let*" | "letrec" => return self.eval_let(head, args, frame).map(Some),
+            "begin" => return self.eval_body(args, frame).map(Some),
+            "when" | "unless" => {
+                let Some((test, body)) = args.split_first() else {
+                    return bad("when arity");
+                };
+                if self.truth(test, frame)? == (head == "when") {
+                    return self.eval_body(body, frame).map(Some);
+                }
+                Flow::Val(Val::List(Rc::new(Vec::new())))
+            }
+            "set!" => match args {
+                [Sx::Sym(name), e] => {
+                    let v = self.value(e, frame)?;
+                    self.assign(name, v, frame)?;
+                    Flow::Val(Val::List(Rc::new(Vec::new())))
+                }
+                _ => return bad("set! shape"),
+            },
             "lambda" => match args {
                 [Sx::List(ps), body] => {
                     let mut params = Vec::new();
@@ -367,8 +390,33 @@ impl Reference {
             .collect()
     }
 
+    /// A body: every form in order, the last one's flow.
+    fn eval_body(&mut self, body: &[Sx], frame: usize) -> R<Flow> {
+        let Some((last, init)) = body.split_last() else {
+            return bad("empty body");
+        };
+        for form in init {
+            self.value(form, frame)?;
+        }
+        self.eval(last, frame)
+    }
+
+    fn assign(&mut self, name: &str, v: Val, mut frame: usize) -> R<()> {
+        loop {
+            let f = &mut self.frames[frame];
+            if let Some(slot) = f.vars.iter_mut().rev().find(|(n, _)| n == name) {
+                slot.1 = v;
+                return Ok(());
+            }
+            match f.parent {
+                Some(p) => frame = p,
+                None => return bad(format!("set! of unbound {name}")),
+            }
+        }
+    }
+
     fn eval_let(&mut self, head: &str, args: &[Sx], frame: usize) -> R<Flow> {
-        let [bs, body] = args else {
+        let Some((bs, body)) = args.split_first() else {
             return bad("let shape");
         };
         let bs = Self::bindings(bs)?;
@@ -397,7 +445,7 @@ impl Reference {
                 f
             }
         };
-        self.eval(body, inner)
+        self.eval_body(body, inner)
     }
 
     fn eval_loop(&mut self, args: &[Sx], frame: usize) -> R<Flow> {
@@ -426,7 +474,23 @@ impl Reference {
 
     fn apply(&mut self, f: &Val, args: Vec<Val>) -> R<Val> {
         match f {
-            Val::Prim(name) => self.prim(name, args),
+            Val::Prim(name) => {
+                let v = self.prim(name, args)?;
+                let m = match &v {
+                    Val::Num(x) => x.abs(),
+                    Val::Vector(xs) | Val::Matrix(_, _, xs) => {
+                        xs.iter().fold(0.0_f64, |m, x| m.max(x.abs()))
+                    }
+                    _ => 0.0,
+                };
+                // NaN counts as huge.
+                self.max_abs = if m.is_nan() {
+                    f64::INFINITY
+                } else {
+                    self.max_abs.max(m)
+                };
+                Ok(v)
+            }
             Val::Closure(c) => {
                 if c.params.len() != args.len() {
                     return bad("closure arity");
