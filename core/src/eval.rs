@@ -1374,6 +1374,7 @@ impl Evaluator {
         // numbers, the next iteration starts from the floor again with just those values copied down.
         let floor = self.mark();
         let mut assigned_older = false;
+        let mut first_recur = true;
         let result = loop {
             let frame = self.new_frame(env, n_slots);
             let fb = self.frames[frame as usize].base as usize;
@@ -1411,6 +1412,9 @@ impl Evaluator {
             carried.extend_from_slice(&self.recur_args[ix as usize..ix as usize + n]);
             self.recur_args.truncate(rbase);
             self.mask = rm;
+            if crate::planted::is_planted(crate::planted::Bug::LoopCarried) && self.recording {
+                self.plant_loop_carried(&mut carried, rm, &mut first_recur);
+            }
             if !self.recording
                 && !assigned_older
                 && carried.iter().all(|v| v.is_plain())
@@ -1430,5 +1434,25 @@ impl Evaluator {
         self.mask = outer;
         self.carried_pool.push(carried);
         Ok(result)
+    }
+
+    /// The planted loop-carried bug (`planted::Bug::LoopCarried`, test-only): at a loop's first
+    /// recur each carried differentiable number passes through a select of itself with itself,
+    /// whose adjoint reaches it twice.
+    #[cold]
+    fn plant_loop_carried(&mut self, carried: &mut [Value], rm: MaskId, first: &mut bool) {
+        if !std::mem::replace(first, false) {
+            return;
+        }
+        for v in carried.iter_mut() {
+            if let Value::Num(p) = *v
+                && self.lanes.meta(p).grad
+            {
+                let out = self.lanes.alloc(1, true, true);
+                kernels::select(&mut self.lanes, &self.masks, out, p, rm, p, rm);
+                self.tape.push(TapeOp::Select { then: rm }, out, p, p, rm);
+                *v = Value::Num(out);
+            }
+        }
     }
 }

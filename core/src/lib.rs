@@ -14,6 +14,7 @@ pub mod lanes;
 mod linalg;
 mod mask;
 pub mod params;
+pub mod planted;
 mod prims;
 pub mod print;
 pub mod selfhost;

@@ -204,9 +204,25 @@ impl TensorOp {
             TensorOp::Det { m } => {
                 // dA = g · det · A⁻ᵀ
                 let m = m as usize;
-                for i in 0..m {
-                    for j in 0..m {
-                        da[i * m + j] += g[0] * z[0] * b[j * m + i];
+                let planted = if crate::planted::is_planted(crate::planted::Bug::DetVjp) {
+                    1.01
+                } else {
+                    1.0
+                };
+                if b[..m * m].iter().all(|x| x.is_finite()) {
+                    for i in 0..m {
+                        for j in 0..m {
+                            da[i * m + j] += planted * g[0] * z[0] * b[j * m + i];
+                        }
+                    }
+                } else {
+                    // Singular A (no inverse): det · A⁻ᵀ is the cofactor matrix, which exists.
+                    // Rare, so the scratch is allocated here.
+                    let mut cof = vec![0.0; m * m];
+                    let mut work = Vec::new();
+                    cofactors(&a[..m * m], m, &mut cof, &mut work);
+                    for (d, c) in da.iter_mut().zip(&cof) {
+                        *d += planted * g[0] * c;
                     }
                 }
             }
@@ -295,6 +311,93 @@ pub(crate) fn det_inv(a: &[f64], m: usize, inv: &mut [f64], work: &mut [f64]) ->
     det
 }
 
+/// The cofactor matrix of the m×m matrix `a` (equal to det A · A⁻ᵀ where A is invertible, and
+/// still defined where it is not): `out[i·m + j] = (−1)^(i+j) det(A without row i, column j)`.
+/// `work` is scratch.
+pub(crate) fn cofactors(a: &[f64], m: usize, out: &mut [f64], work: &mut Vec<f64>) {
+    if m == 1 {
+        out[0] = 1.0;
+        return;
+    }
+    let k = m - 1;
+    for i in 0..m {
+        for j in 0..m {
+            work.clear();
+            for r in (0..m).filter(|&r| r != i) {
+                for c in (0..m).filter(|&c| c != j) {
+                    work.push(a[r * m + c]);
+                }
+            }
+            let sign = if (i + j) % 2 == 0 { 1.0 } else { -1.0 };
+            out[i * m + j] = sign * det_in_place(work, k);
+        }
+    }
+}
+
+/// Determinant of the k×k matrix in `w` by elimination with partial pivoting (overwrites `w`).
+fn det_in_place(w: &mut [f64], k: usize) -> f64 {
+    let mut det = 1.0;
+    for col in 0..k {
+        let mut piv = col;
+        for r in col + 1..k {
+            if w[r * k + col].abs() > w[piv * k + col].abs() {
+                piv = r;
+            }
+        }
+        let p = w[piv * k + col];
+        if p == 0.0 {
+            return 0.0;
+        }
+        if piv != col {
+            for j in 0..k {
+                w.swap(piv * k + j, col * k + j);
+            }
+            det = -det;
+        }
+        det *= p;
+        for r in col + 1..k {
+            let f = w[r * k + col] / p;
+            for j in col..k {
+                w[r * k + j] -= f * w[col * k + j];
+            }
+        }
+    }
+    det
+}
+
+/// The det VJP on the lanes whose A is singular (A⁻¹ non-finite there, so the main loop added
+/// nothing): dA += g · cofactors(A). `a` and `inv` are lane-minor (element e of lane l at e·b + l).
+fn singular_det_lanes(
+    m: usize,
+    a: &[f64],
+    inv: &[f64],
+    g: &[f64],
+    da: &mut [f64],
+    b: usize,
+    s: &mut Vec<f64>,
+) {
+    for l in 0..b {
+        if inv[l].is_finite() {
+            continue;
+        }
+        let planted = if crate::planted::is_planted(crate::planted::Bug::DetVjp) {
+            1.01
+        } else {
+            1.0
+        };
+        // s = [A of this lane (m²) | cofactors (m²) | minor scratch].
+        s.clear();
+        s.extend((0..m * m).map(|e| a[e * b + l]));
+        s.resize(2 * m * m, 0.0);
+        let mut work = Vec::new();
+        let (al, cof) = s.split_at_mut(m * m);
+        cofactors(al, m, cof, &mut work);
+        for e in 0..m * m {
+            da[e * b + l] += planted * g[l] * cof[e];
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,6 +463,52 @@ mod tests {
         fd_check(TensorOp::Transpose { r: 2, c: 3 }, &m23, &[], 6);
         fd_check(TensorOp::Trace { r: 2, c: 3 }, &m23, &[], 1);
         fd_check(TensorOp::Outer, &v3, &w3, 9);
+    }
+
+    #[test]
+    fn det_vjp_at_a_singular_matrix_is_the_cofactor_matrix() {
+        // Issue 16 (found by ndvm-fuzz): det · A⁻ᵀ is NaN where A is singular; the gradient of
+        // det is the cofactor matrix, which exists. Rows 0 and 1 are proportional here, so the
+        // elimination meets an exact zero pivot; cofactor (0, 0) = 4·1 − 6·0 = 4.
+        let a = [1.0, 2.0, 3.0, 2.0, 4.0, 6.0, 1.0, 0.0, 1.0];
+        let (mut inv, mut work) = ([0.0; 9], [0.0; 9]);
+        let det = det_inv(&a, 3, &mut inv, &mut work);
+        assert_eq!(det, 0.0);
+        assert!(inv[0].is_nan());
+        let mut da = [0.0; 9];
+        TensorOp::Det { m: 3 }.vjp(&a, &inv, &[det], &[1.0], &mut da, &mut []);
+        // Known answer: cofactors of [[1 2 3] [2 4 6] [1 0 1]].
+        assert_eq!(da, [4.0, 4.0, -4.0, -2.0, -2.0, 2.0, 0.0, 0.0, 0.0]);
+        // The lane-parallel path gives the same on a singular lane next to an invertible one.
+        let b = [2.0, 0.5, 0.5, 1.5];
+        let lanes = 2;
+        let mut a2 = [0.0; 8];
+        let (mut inv2, mut z2) = ([0.0; 8], [0.0; 2]);
+        let sing = [1.0, 2.0, 2.0, 4.0];
+        for (l, m) in [sing, b].iter().enumerate() {
+            let (mut i1, mut w1) = ([0.0; 4], [0.0; 4]);
+            z2[l] = det_inv(m, 2, &mut i1, &mut w1);
+            for e in 0..4 {
+                a2[e * lanes + l] = m[e];
+                inv2[e * lanes + l] = i1[e];
+            }
+        }
+        let mut da2 = [0.0; 8];
+        let mut s = Vec::new();
+        det_family_vjp(
+            TensorOp::Det { m: 2 },
+            &a2,
+            &inv2,
+            &z2,
+            &[1.0, 1.0],
+            &mut da2,
+            true,
+            lanes,
+            &mut s,
+        );
+        // Lane 0: cofactors of [[1 2] [2 4]] = [4, −2, −2, 1]; lane 1: of [[2 .5] [.5 1.5]].
+        assert_eq!([da2[0], da2[2], da2[4], da2[6]], [4.0, -2.0, -2.0, 1.0]);
+        assert_eq!([da2[1], da2[3], da2[5], da2[7]], [1.5, -0.5, -0.5, 2.0]);
     }
 
     #[test]
@@ -1049,6 +1198,7 @@ pub(crate) fn terms_vjp_masked(
 #[allow(clippy::too_many_arguments)] // the op, its three inputs, the adjoint and its flag, scratch
 pub(crate) fn det_family_vjp(
     op: TensorOp,
+    a: &[f64],
     inv_or_z: &[f64],
     z: &[f64],
     g: &[f64],
@@ -1058,9 +1208,9 @@ pub(crate) fn det_family_vjp(
     s: &mut Vec<f64>,
 ) {
     if fresh {
-        det_family::<true>(op, inv_or_z, z, g, da, b, s);
+        det_family::<true>(op, a, inv_or_z, z, g, da, b, s);
     } else {
-        det_family::<false>(op, inv_or_z, z, g, da, b, s);
+        det_family::<false>(op, a, inv_or_z, z, g, da, b, s);
     }
 }
 
@@ -1072,8 +1222,10 @@ fn stale_or<const FRESH: bool>(d: f64) -> f64 {
 
 /// [`det_family_vjp`] with the freshness of `da` fixed.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)] // as det_family_vjp
 fn det_family<const FRESH: bool>(
     op: TensorOp,
+    a: &[f64],
     inv_or_z: &[f64],
     z: &[f64],
     g: &[f64],
@@ -1092,8 +1244,16 @@ fn det_family<const FRESH: bool>(
                     let t = &inv_or_z[(j * m + i) * b..(j * m + i + 1) * b];
                     if det {
                         let z = &z[..b];
+                        let planted = if crate::planted::is_planted(crate::planted::Bug::DetVjp) {
+                            1.01
+                        } else {
+                            1.0
+                        };
                         for l in 0..b {
-                            d[l] = stale_or::<FRESH>(d[l]) + g[l] * z[l] * t[l];
+                            // A singular lane (non-finite A⁻¹) gets its cofactors below.
+                            let term = planted * g[l] * z[l] * t[l];
+                            let term = if t[l].is_finite() { term } else { 0.0 };
+                            d[l] = stale_or::<FRESH>(d[l]) + term;
                         }
                     } else {
                         for l in 0..b {
@@ -1101,6 +1261,9 @@ fn det_family<const FRESH: bool>(
                         }
                     }
                 }
+            }
+            if det {
+                singular_det_lanes(m, a, inv_or_z, g, da, b, s);
             }
         }
         TensorOp::Inv { m: 2 } => {

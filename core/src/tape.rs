@@ -362,16 +362,18 @@ impl Tape {
                 }
             }
             TapeOp::Select { then } => {
+                let planted = crate::planted::is_planted(crate::planted::Bug::SelectMerge);
                 for (src, set) in [(node.a, then), (node.b, node.mask)] {
                     let Some(is) = self.adj.slot(lanes.meta(src), src) else {
                         continue;
                     };
+                    let scale = if planted && src == node.a { 1.25 } else { 1.0 };
                     let adj = &mut self.adj.buf;
                     for &l in masks.lanes(set) {
                         let l = l as usize;
                         for e in 0..n_out {
                             let g = adj[go + e * b + l];
-                            adj[is + e * b + l] += g;
+                            adj[is + e * b + l] += scale * g;
                         }
                     }
                 }
@@ -512,8 +514,9 @@ impl Tape {
                 let t = &data[ms.off as usize..ms.off as usize + ms.n as usize * b];
                 let z = &data[mo.off as usize..mo.off as usize + b];
                 let na = ma.n as usize;
+                let a = &data[ma.off as usize..ma.off as usize + na * b];
                 let [g, da] = regions(&mut self.adj.buf, [go..go + n_out * b, ia..ia + na * b]);
-                det_family_vjp(op, t, z, g, da, fresh, b, &mut self.bufs[5]);
+                det_family_vjp(op, a, t, z, g, da, fresh, b, &mut self.bufs[5]);
             }
             TapeOp::Tensor(op) => {
                 let (ma, mb) = (lanes.meta(node.a), lanes.meta(node.b));

@@ -1,0 +1,616 @@
+//! The oracles, each a separate check of one case against the runtime: forward values against the
+//! reference evaluator, gradients against Richardson-extrapolated central differences of the
+//! reference, lane decomposition, replay against a fresh walk, a pooled (worker-thread)
+//! evaluator against a fresh one, and print → parse round trips through both front ends.
+
+use std::fmt;
+
+use ndvm_core::{EvalOptions, Evaluation, Evaluator, Heap, Inputs, Output, Program, print};
+use ndvm_frontends::{Frontend, infix::Infix, scheme::Scheme};
+
+use crate::generate::Case;
+use crate::reference::{self, RefError, Val};
+
+/// Which check failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Oracle {
+    /// Runtime value (or error) against the reference evaluator.
+    Forward,
+    /// Runtime gradient against finite differences of the reference.
+    Gradient,
+    /// B lanes against B one-lane runs, bit for bit.
+    Lanes,
+    /// A replayed run against a fresh walk, bit for bit.
+    Replay,
+    /// A pooled evaluator (the worker thread's, warm from earlier programs) against a fresh one.
+    Threads,
+    /// Print → parse through the Scheme and infix front ends (same forms, same values).
+    RoundTrip,
+}
+
+impl Oracle {
+    /// Every oracle, in check order.
+    pub const ALL: [Oracle; 6] = [
+        Oracle::Forward,
+        Oracle::Gradient,
+        Oracle::Lanes,
+        Oracle::Replay,
+        Oracle::Threads,
+        Oracle::RoundTrip,
+    ];
+
+    /// The oracle's name in reports and regression files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Oracle::Forward => "forward",
+            Oracle::Gradient => "gradient",
+            Oracle::Lanes => "lanes",
+            Oracle::Replay => "replay",
+            Oracle::Threads => "threads",
+            Oracle::RoundTrip => "roundtrip",
+        }
+    }
+
+    /// The oracle named `name`.
+    pub fn from_name(name: &str) -> Option<Oracle> {
+        Oracle::ALL.into_iter().find(|o| o.name() == name)
+    }
+}
+
+impl fmt::Display for Oracle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One failed check.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Failure {
+    /// The oracle.
+    pub oracle: Oracle,
+    /// What differed.
+    pub detail: String,
+}
+
+/// Why a case was not checked (the reference is undefined there).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Skip {
+    /// Outside the reference's subset or ill-typed (a shrinker artefact).
+    Unsupported,
+    /// The reference ran out of depth or steps.
+    Budget,
+    /// A non-finite or huge reference value, or a huge intermediate number.
+    Domain,
+    /// The runtime's value differs from the reference's only after a decision the reference
+    /// took within rounding of a tie (comparison of nearly equal numbers, floor of a nearly whole
+    /// number), where a last-bit difference legitimately changes the branch.
+    Tie,
+}
+
+/// What checking one case found.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    /// `Some` when the case was not checked.
+    pub skipped: Option<Skip>,
+    /// Failed checks (empty: all passed).
+    pub failures: Vec<Failure>,
+    /// Gradient entries checked and those skipped at a kink (the trace changed within the step).
+    pub grads_checked: u64,
+    /// Gradient entries not checked: a branch decision changed within the step, or the
+    /// differences did not converge as the step was halved.
+    pub grads_at_kink: u64,
+    /// Whether the replay oracle's second run was a replay (not a walk).
+    pub replayed: bool,
+    /// Whether the infix printer could spell the program.
+    pub infix_printed: bool,
+    /// A digest of every runtime output bit of the case (for the threads-1-equals-threads-N check).
+    pub digest: u64,
+}
+
+/// A worker's long-lived evaluators (reused across cases, as a calibration pool reuses them).
+pub struct Pool {
+    many: Option<(usize, Evaluator)>,
+}
+
+impl Default for Pool {
+    fn default() -> Self {
+        Pool::new()
+    }
+}
+
+impl Pool {
+    /// An empty pool.
+    pub fn new() -> Self {
+        Pool { many: None }
+    }
+
+    fn evaluator(&mut self, n_lanes: usize) -> &mut Evaluator {
+        if self.many.as_ref().is_none_or(|(n, _)| *n != n_lanes) {
+            self.many = None;
+        }
+        &mut self
+            .many
+            .get_or_insert_with(|| (n_lanes, Evaluator::new(options(n_lanes))))
+            .1
+    }
+}
+
+/// Work budget of a runtime run (generated programs need a few thousand units).
+const MAX_STEPS: u64 = 5_000_000;
+/// Forward values: relative and absolute tolerance against the reference (different rounding
+/// order in det, inv and matmul).
+const VALUE_TOL: f64 = 1e-8;
+/// Finite-difference step (parameters lie in [-1.5, 1.5]).
+const FD_STEP: f64 = 1e-3;
+/// Gradient tolerance: absolute and relative, plus the Richardson error estimate.
+const GRAD_TOL: f64 = 1e-6;
+/// A reference value beyond this is outside the checked domain.
+const HUGE: f64 = 1e8;
+/// An intermediate number beyond this puts the program outside the checked domain: finite
+/// differences at [`FD_STEP`] say nothing about, say, sin of 10¹².
+const HUGE_INSIDE: f64 = 1e6;
+
+fn options(n_lanes: usize) -> EvalOptions {
+    EvalOptions::new(n_lanes).with_max_steps(MAX_STEPS)
+}
+
+fn fail(oracle: Oracle, detail: impl Into<String>) -> Failure {
+    Failure {
+        oracle,
+        detail: detail.into(),
+    }
+}
+
+/// The case's inputs for the lanes `lanes`.
+fn inputs(case: &Case, lanes: &[usize]) -> Inputs {
+    let mut inputs = Inputs::new();
+    for (name, vals) in &case.params {
+        inputs = inputs.param_lanes(name, lanes.iter().map(|&l| vals[l]).collect());
+    }
+    inputs
+}
+
+fn parse_scheme(text: &str) -> Result<(Heap, Program), String> {
+    let mut heap = Heap::new();
+    let program = Scheme.parse(&mut heap, text).map_err(|e| e.to_string())?;
+    Ok((heap, program))
+}
+
+type RunResult = Result<Evaluation, String>;
+
+fn run(ev: &mut Evaluator, heap: &mut Heap, program: &Program, inputs: &Inputs) -> RunResult {
+    ev.eval_grad(heap, program, inputs)
+        .map_err(|e| format!("{}: {}", e.kind.code(), e.message))
+}
+
+/// Flattened elements of one lane of an output (bools as 0/1; `None` for other values).
+fn lane_values(out: &Output, lane: usize) -> Option<Vec<f64>> {
+    match out {
+        Output::Number(v) => v.get(lane).map(|&x| vec![x]),
+        Output::Bool(v) => v.get(lane).map(|&b| vec![f64::from(u8::from(b))]),
+        Output::Vector { len, data } => data.get(lane * len..(lane + 1) * len).map(<[f64]>::to_vec),
+        Output::Matrix { rows, cols, data } => {
+            let n = rows * cols;
+            data.get(lane * n..(lane + 1) * n).map(<[f64]>::to_vec)
+        }
+        Output::Other(_) => None,
+    }
+}
+
+fn ref_values(v: &Val) -> Option<Vec<f64>> {
+    match v {
+        Val::Num(x) => Some(vec![*x]),
+        Val::Bool(b) => Some(vec![f64::from(u8::from(*b))]),
+        Val::Vector(xs) | Val::Matrix(_, _, xs) => Some(xs.clone()),
+        _ => None,
+    }
+}
+
+/// Bitwise equality of two runs' values, gradients and faults (NaN payloads compared as bits).
+fn bits_equal(a: &Evaluation, b: &Evaluation) -> bool {
+    let vals = |e: &Evaluation| -> Vec<u64> {
+        let mut out = Vec::new();
+        match &e.value {
+            Output::Number(v) => out.extend(v.iter().map(|x| x.to_bits())),
+            Output::Bool(v) => out.extend(v.iter().map(|&x| u64::from(x))),
+            Output::Vector { data, .. } | Output::Matrix { data, .. } => {
+                out.extend(data.iter().map(|x| x.to_bits()))
+            }
+            Output::Other(s) => out.extend(s.bytes().map(u64::from)),
+        }
+        for g in &e.grads {
+            out.extend(g.per_lane.iter().map(|x| x.to_bits()));
+        }
+        out.extend(e.faults.iter().map(|&f| u64::from(f)));
+        out
+    };
+    std::mem::discriminant(&a.value) == std::mem::discriminant(&b.value) && vals(a) == vals(b)
+}
+
+fn digest_of(e: &Evaluation) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut mix = |x: u64| {
+        h ^= x;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    };
+    match &e.value {
+        Output::Number(v) => v.iter().for_each(|x| mix(x.to_bits())),
+        Output::Bool(v) => v.iter().for_each(|&x| mix(u64::from(x))),
+        Output::Vector { data, .. } | Output::Matrix { data, .. } => {
+            data.iter().for_each(|x| mix(x.to_bits()))
+        }
+        Output::Other(s) => s.bytes().for_each(|x| mix(u64::from(x))),
+    }
+    for g in &e.grads {
+        g.per_lane.iter().for_each(|x| mix(x.to_bits()));
+    }
+    h
+}
+
+/// One lane of a B-lane run as a one-lane evaluation (for the lane-decomposition comparison).
+fn slice_lane(e: &Evaluation, lane: usize) -> Option<Evaluation> {
+    let value = match &e.value {
+        Output::Number(v) => Output::Number(vec![*v.get(lane)?]),
+        Output::Bool(v) => Output::Bool(vec![*v.get(lane)?]),
+        Output::Vector { len, .. } => Output::Vector {
+            len: *len,
+            data: lane_values(&e.value, lane)?,
+        },
+        Output::Matrix { rows, cols, .. } => Output::Matrix {
+            rows: *rows,
+            cols: *cols,
+            data: lane_values(&e.value, lane)?,
+        },
+        Output::Other(s) => Output::Other(s.clone()),
+    };
+    let grads = e
+        .grads
+        .iter()
+        .map(|g| {
+            Some(ndvm_core::Gradient {
+                name: g.name.clone(),
+                per_lane: vec![*g.per_lane.get(lane)?],
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(Evaluation {
+        value,
+        grads,
+        faults: vec![*e.faults.get(lane)?],
+    })
+}
+
+/// Checks one case with every oracle (or the ones in `only`, when given).
+pub fn check(case: &Case, pool: &mut Pool, only: Option<Oracle>) -> Outcome {
+    let mut out = Outcome::default();
+    let wants = |o: Oracle| only.is_none_or(|x| x == o);
+    let b = case.n_lanes();
+    let all: Vec<usize> = (0..b).collect();
+
+    // The reference on every lane; a case outside its domain is skipped, not failed.
+    let mut refs = Vec::with_capacity(b);
+    for lane in 0..b {
+        match reference::evaluate(&case.program, &case.lane(lane)) {
+            Ok(r) => refs.push(r),
+            Err(RefError::Unsupported(_)) => {
+                out.skipped = Some(Skip::Unsupported);
+                return out;
+            }
+            Err(RefError::Budget) => {
+                out.skipped = Some(Skip::Budget);
+                return out;
+            }
+        }
+    }
+    let ref_vals: Vec<Vec<f64>> = match refs.iter().map(|r| ref_values(&r.value)).collect() {
+        Some(v) => v,
+        None => {
+            out.skipped = Some(Skip::Unsupported);
+            return out;
+        }
+    };
+    if ref_vals
+        .iter()
+        .flatten()
+        .any(|x| !x.is_finite() || x.abs() > HUGE)
+        || refs.iter().any(|r| r.max_abs > HUGE_INSIDE)
+    {
+        out.skipped = Some(Skip::Domain);
+        return out;
+    }
+
+    let text = case.program.to_text();
+    let (mut heap, program) = match parse_scheme(&text) {
+        Ok(p) => p,
+        Err(e) => {
+            out.failures.push(fail(
+                Oracle::RoundTrip,
+                format!("the Scheme reader refused the program: {e}"),
+            ));
+            return out;
+        }
+    };
+    let main_inputs = inputs(case, &all);
+    let mut fresh = Evaluator::new(options(b));
+    let main = run(&mut fresh, &mut heap, &program, &main_inputs);
+    if let Ok(e) = &main {
+        out.digest = digest_of(e);
+    }
+
+    if wants(Oracle::Forward) {
+        forward(&main, &ref_vals, &mut out);
+        if refs.iter().any(|r| r.near_tie)
+            && out.failures.iter().any(|f| f.oracle == Oracle::Forward)
+        {
+            out.failures.clear();
+            out.skipped = Some(Skip::Tie);
+            return out;
+        }
+        if let Ok(m) = &main {
+            // A forward-only run (no tape, payloads released per loop iteration) gives the
+            // recording run's value bit for bit.
+            let plain = fresh.eval(&mut heap, &program, &main_inputs);
+            let same = plain.as_ref().is_ok_and(|p| {
+                let strip = |e: &Evaluation| Evaluation {
+                    value: e.value.clone(),
+                    grads: Vec::new(),
+                    faults: Vec::new(),
+                };
+                bits_equal(&strip(p), &strip(m))
+            });
+            if !same {
+                out.failures.push(fail(
+                    Oracle::Forward,
+                    format!(
+                        "a forward-only run gave {plain:?}, the recording run {:?}",
+                        m.value
+                    ),
+                ));
+            }
+        }
+    }
+    let Ok(main) = main else {
+        return out;
+    };
+    if wants(Oracle::Gradient) {
+        gradient(case, &refs, &main, &mut out);
+    }
+    if wants(Oracle::Lanes) && b > 1 {
+        lanes(case, &mut heap, &program, &main, &mut out);
+    }
+    if wants(Oracle::Replay) {
+        replay(case, &mut heap, &program, &main, &mut out);
+    }
+    if wants(Oracle::Threads) {
+        let pooled = run(pool.evaluator(b), &mut heap, &program, &main_inputs);
+        match pooled {
+            Ok(p) if bits_equal(&p, &main) => {}
+            other => out.failures.push(fail(
+                Oracle::Threads,
+                format!("a pooled evaluator gave {other:?}, a fresh one {main:?}"),
+            )),
+        }
+    }
+    if wants(Oracle::RoundTrip) {
+        round_trip(case, &heap, &program, &main, &mut out);
+    }
+    out
+}
+
+fn forward(main: &RunResult, ref_vals: &[Vec<f64>], out: &mut Outcome) {
+    let e = match main {
+        Ok(e) => e,
+        Err(msg) => {
+            out.failures.push(fail(
+                Oracle::Forward,
+                format!("runtime error {msg} where the reference gives {ref_vals:?}"),
+            ));
+            return;
+        }
+    };
+    for (lane, want) in ref_vals.iter().enumerate() {
+        let got = lane_values(&e.value, lane);
+        let ok = got.as_ref().is_some_and(|g| {
+            g.len() == want.len()
+                && g.iter()
+                    .zip(want)
+                    .all(|(x, y)| (x - y).abs() <= VALUE_TOL * (1.0 + y.abs()))
+        });
+        if !ok {
+            out.failures.push(fail(
+                Oracle::Forward,
+                format!("lane {lane}: runtime {got:?}, reference {want:?}"),
+            ));
+            return;
+        }
+    }
+}
+
+/// The reference's output summed over elements (the runtime differentiates that sum).
+fn ref_sum(case: &Case, lane: usize, param: usize, x: f64) -> Option<(f64, Vec<u64>)> {
+    let mut globals = case.lane(lane);
+    globals[param].1 = x;
+    let r = reference::evaluate(&case.program, &globals).ok()?;
+    let s = ref_values(&r.value)?.iter().sum();
+    Some((s, r.trace))
+}
+
+fn gradient(case: &Case, refs: &[reference::RefRun], main: &Evaluation, out: &mut Outcome) {
+    for (j, (name, vals)) in case.params.iter().enumerate() {
+        let Some(got) = main.grad(name) else {
+            out.failures
+                .push(fail(Oracle::Gradient, format!("no gradient for {name}")));
+            return;
+        };
+        for (lane, &x) in vals.iter().enumerate() {
+            let h = FD_STEP;
+            let pts = [
+                x + h,
+                x - h,
+                x + h / 2.0,
+                x - h / 2.0,
+                x + h / 4.0,
+                x - h / 4.0,
+            ];
+            let mut f = [0.0; 6];
+            let mut kink = false;
+            for (k, &p) in pts.iter().enumerate() {
+                match ref_sum(case, lane, j, p) {
+                    Some((v, trace)) => {
+                        f[k] = v;
+                        kink |= trace != refs[lane].trace;
+                    }
+                    None => kink = true,
+                }
+            }
+            let d1 = (f[0] - f[1]) / (2.0 * h);
+            let d2 = (f[2] - f[3]) / h;
+            let d3 = (f[4] - f[5]) / (h / 2.0);
+            // Central differences converge as h²: halving h must shrink the change (by 4 in
+            // theory). Where it does not, the function varies on a scale below the step (a
+            // huge argument of sin, say) and the differences say nothing.
+            let converging = (d2 - d3).abs() <= 0.5 * (d1 - d2).abs() + 1e-9 * (1.0 + d3.abs());
+            if kink || !converging || f.iter().any(|v| !v.is_finite()) {
+                out.grads_at_kink += 1;
+                continue;
+            }
+            out.grads_checked += 1;
+            let rich = (4.0 * d3 - d2) / 3.0;
+            let err = (d2 - d3).abs();
+            let g = got[lane];
+            let tol = GRAD_TOL * (1.0 + rich.abs()) + err;
+            // NaN fails too.
+            let close = (g - rich).abs() <= tol;
+            if !close {
+                out.failures.push(fail(
+                    Oracle::Gradient,
+                    format!("lane {lane}: d/d{name} runtime {g:e}, finite differences {rich:e} (±{tol:.1e})"),
+                ));
+                return;
+            }
+        }
+    }
+}
+
+fn lanes(case: &Case, heap: &mut Heap, program: &Program, main: &Evaluation, out: &mut Outcome) {
+    let mut one = Evaluator::new(options(1));
+    for lane in 0..case.n_lanes() {
+        let single = run(&mut one, heap, program, &inputs(case, &[lane]));
+        let want = slice_lane(main, lane);
+        let same = match (&single, &want) {
+            (Ok(s), Some(w)) => bits_equal(s, w) || same_but_summation_order(s, w),
+            _ => false,
+        };
+        if !same {
+            out.failures.push(fail(
+                Oracle::Lanes,
+                format!("lane {lane}: alone {single:?}, in the batch {want:?}"),
+            ));
+            return;
+        }
+    }
+}
+
+/// Lane decomposition's one tolerance: values and faults bit for bit, gradients within
+/// [`LANES_GRAD_RTOL`]. Under divergence a variable's adjoint reaches it through the select that
+/// merged the branches, so its terms are summed in another grouping than in a one-lane run (where
+/// no select exists); the sums then differ in the last bits.
+fn same_but_summation_order(a: &Evaluation, b: &Evaluation) -> bool {
+    let strip = |e: &Evaluation| Evaluation {
+        value: e.value.clone(),
+        grads: Vec::new(),
+        faults: e.faults.clone(),
+    };
+    bits_equal(&strip(a), &strip(b))
+        && a.grads.len() == b.grads.len()
+        && a.grads.iter().zip(&b.grads).all(|(x, y)| {
+            x.name == y.name
+                && x.per_lane.len() == y.per_lane.len()
+                && x.per_lane.iter().zip(&y.per_lane).all(|(u, v)| {
+                    u.to_bits() == v.to_bits()
+                        || (u - v).abs() <= LANES_GRAD_RTOL * u.abs().max(v.abs()).max(1.0)
+                })
+        })
+}
+
+/// Gradient difference the lane-decomposition oracle tolerates (summation order only): relative
+/// above magnitude 1, absolute below (a sum that cancels to about zero keeps the rounding of its
+/// terms, which are of order 1).
+const LANES_GRAD_RTOL: f64 = 1e-12;
+
+fn replay(case: &Case, heap: &mut Heap, program: &Program, main: &Evaluation, out: &mut Outcome) {
+    // Record at shifted parameters, then run at the case's own: a replay when the guards hold.
+    let shifted = Case {
+        program: case.program.clone(),
+        params: case
+            .params
+            .iter()
+            .map(|(n, v)| (n.clone(), v.iter().map(|x| x + 0.0125).collect()))
+            .collect(),
+    };
+    let all: Vec<usize> = (0..case.n_lanes()).collect();
+    let mut ev = Evaluator::new(options(case.n_lanes()));
+    let first = run(&mut ev, heap, program, &inputs(&shifted, &all));
+    let second = run(&mut ev, heap, program, &inputs(case, &all));
+    out.replayed = ev.last_run_replayed();
+    let ok = first.is_ok() && second.as_ref().is_ok_and(|s| bits_equal(s, main));
+    if !ok {
+        out.failures.push(fail(
+            Oracle::Replay,
+            format!(
+                "replayed={}: second run {second:?}, fresh walk {main:?}",
+                out.replayed
+            ),
+        ));
+    }
+}
+
+fn round_trip(case: &Case, heap: &Heap, program: &Program, main: &Evaluation, out: &mut Outcome) {
+    let forms = |h: &Heap, p: &Program| print::program_to_string(h, p).map_err(|e| e.message);
+    let want = forms(heap, program);
+    // Scheme: print → parse gives the same forms.
+    let text = Scheme.print(heap, program).map_err(|e| e.message);
+    let back = text.as_deref().map_err(Clone::clone).and_then(parse_scheme);
+    match &back {
+        Ok((h, p)) if forms(h, p) == want => {}
+        _ => {
+            out.failures.push(fail(
+                Oracle::RoundTrip,
+                format!("scheme print → parse: {text:?} gave other forms"),
+            ));
+            return;
+        }
+    }
+    // Infix: when the printer can spell the program, it reads back as the same forms and values.
+    let Ok(infix) = Infix.print(heap, program) else {
+        return;
+    };
+    out.infix_printed = true;
+    let mut h = Heap::new();
+    let p = match Infix.parse(&mut h, &infix) {
+        Ok(p) => p,
+        Err(e) => {
+            out.failures.push(fail(
+                Oracle::RoundTrip,
+                format!("infix text does not read back: {e}\n{infix}"),
+            ));
+            return;
+        }
+    };
+    if forms(&h, &p) != want {
+        out.failures.push(fail(
+            Oracle::RoundTrip,
+            format!("infix print → parse changed the forms:\n{infix}"),
+        ));
+        return;
+    }
+    let all: Vec<usize> = (0..case.n_lanes()).collect();
+    let mut ev = Evaluator::new(options(case.n_lanes()));
+    match run(&mut ev, &mut h, &p, &inputs(case, &all)) {
+        Ok(e) if bits_equal(&e, main) => {}
+        other => out.failures.push(fail(
+            Oracle::RoundTrip,
+            format!("the infix program gave {other:?}, the Scheme one {main:?}"),
+        )),
+    }
+}
