@@ -99,20 +99,50 @@ fn quick_bench_writes_both_reports() {
             "interp_fwd_us",
             "ceiling_fwd_us",
             "ratio_fwd",
+            "lanes_grad_us",
+            "lanes_fwd_us",
+            "lanes_f32_grad_us",
+            "lanes_f32_fwd_us",
+            "ratio_grad_lanes",
+            "ratio_grad_walk_lanes",
+            "ratio_fwd_lanes",
+            "lanes_f32_over_f64_grad",
         ] {
             positive(&row[key], key);
         }
         assert!(row["max_rel_diff"].as_f64().unwrap() <= 1e-9);
+        assert!(row["max_rel_diff_lanes"].as_f64().unwrap() <= 1e-9);
+        assert!(row["max_rel_diff_lanes_f32"].as_f64().unwrap() <= 1e-4);
         for key in [
             "interp_grad",
             "interp_grad_walk",
             "ceiling_grad",
             "interp_fwd",
             "ceiling_fwd",
+            "lanes_grad",
+            "lanes_fwd",
+            "lanes_f32_grad",
+            "lanes_f32_fwd",
         ] {
             check_timing(&row[key], key);
         }
     }
+    assert!(
+        kalman["ceiling_lanes"]
+            .as_str()
+            .is_some_and(|s| s.contains("lanes per block")),
+        "{kalman}"
+    );
+
+    let first = read_json(&dir.0.join("firsteval.json"));
+    assert_eq!(first["suite"], "firsteval");
+    check_machine(&first["machine"]);
+    let report = &first["report"];
+    assert_eq!(report["n_programs"], 200, "every corpus program reads and runs");
+    for key in ["first_eval_us", "parse_us", "replay_us", "first_over_replay"] {
+        positive(&report[key], key);
+    }
+    assert_eq!(report["per_program_us"].as_array().map(Vec::len), Some(200));
 
     let multicore = read_json(&dir.0.join("multicore.json"));
     assert_eq!(multicore["suite"], "multicore");
@@ -215,7 +245,7 @@ fn unknown_suite_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("kalman, multicore, calibration, cosearch, all"),
+        stderr.contains("kalman, multicore, calibration, cosearch, firsteval, all"),
         "{stderr}"
     );
 }

@@ -1,9 +1,12 @@
 //! The Kalman per-lane sweep: `kalman2d_T80` forward and forward+gradient through the interpreter
-//! at B = 1 … 1024 lanes, beside the compiled ceiling on the same `(q, r)` values, in one process.
+//! at B = 1 … 1024 lanes, beside two compiled ceilings on the same `(q, r)` values, in one process:
+//! the scalar one ([`ceiling`], one lane after another) and the lane-batched one ([`ceiling_lanes`],
+//! blocks of lanes in vectorised loops; f64, and f32 for reference). Every ratio is given against both.
 //!
 //! Also home of [`KalmanCase`] (the program and its 80×2 observations, read from the seed data) and
 //! [`KalmanRunner`] (one warmed-up evaluator whose inputs are changed in place between runs).
 
+use std::hint::black_box;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -11,6 +14,7 @@ use ndvm_core::{Dialect, EvalOptions, Evaluation, Evaluator, Heap, InputValue, I
 use serde::Serialize;
 
 use super::ceiling;
+use super::ceiling_lanes::{self, LaneResults};
 use super::timing::{self, Budget, Timing};
 use crate::{Result, SearchError, evalcmd};
 
@@ -225,6 +229,27 @@ pub struct SweepRow {
     pub ceiling_fwd_us: f64,
     /// `interp_fwd_us / ceiling_fwd_us`.
     pub ratio_fwd: f64,
+    /// Lane-batched ceiling (f64), forward and gradient, per lane (µs).
+    pub lanes_grad_us: f64,
+    /// Lane-batched ceiling (f64), forward only, per lane (µs).
+    pub lanes_fwd_us: f64,
+    /// Lane-batched ceiling in f32, forward and gradient, per lane (µs).
+    pub lanes_f32_grad_us: f64,
+    /// Lane-batched ceiling in f32, forward only, per lane (µs).
+    pub lanes_f32_fwd_us: f64,
+    /// `interp_grad_us / lanes_grad_us`.
+    pub ratio_grad_lanes: f64,
+    /// `interp_grad_walk_us / lanes_grad_us`.
+    pub ratio_grad_walk_lanes: f64,
+    /// `interp_fwd_us / lanes_fwd_us`.
+    pub ratio_fwd_lanes: f64,
+    /// `lanes_f32_grad_us / lanes_grad_us`: what f32 saves the compiled code.
+    pub lanes_f32_over_f64_grad: f64,
+    /// Largest relative difference between the interpreter and the f64 lane-batched ceiling (values
+    /// and gradients, every lane).
+    pub max_rel_diff_lanes: f64,
+    /// Same for the f32 lane-batched ceiling (its rounding, not a fault).
+    pub max_rel_diff_lanes_f32: f64,
     /// Largest relative difference between interpreter and ceiling over all lanes' values and
     /// gradients (a sanity check: the two compute the same function).
     pub max_rel_diff: f64,
@@ -242,6 +267,14 @@ pub struct SweepRow {
     pub interp_fwd: Timing,
     /// Raw ceiling forward-only timing.
     pub ceiling_fwd: Timing,
+    /// Raw lane-batched f64 forward+gradient timing (per call of B lanes).
+    pub lanes_grad: Timing,
+    /// Raw lane-batched f64 forward-only timing.
+    pub lanes_fwd: Timing,
+    /// Raw lane-batched f32 forward+gradient timing.
+    pub lanes_f32_grad: Timing,
+    /// Raw lane-batched f32 forward-only timing.
+    pub lanes_f32_fwd: Timing,
 }
 
 /// The lane counts of the sweep.
@@ -290,6 +323,17 @@ pub fn sweep(
             max_rel_diff <= 1e-9,
             "interpreter and ceiling disagree at B = {n_lanes}: relative difference {max_rel_diff:e}"
         );
+        // The lane-batched ceilings against the interpreter's last (replayed) run at (q2, r2).
+        let (mut lanes64, mut lanes32) = (LaneResults::default(), LaneResults::default());
+        ceiling_lanes::kalman_lanes_f64(&case.obs, &q2, &r2, true, &mut lanes64);
+        ceiling_lanes::kalman_lanes_f32(&case.obs, &q2, &r2, true, &mut lanes32);
+        let (max_rel_diff_lanes, max_rel_diff_lanes_f32) =
+            lanes_diffs(&runner, &lanes64, &lanes32, n_lanes);
+        assert!(
+            max_rel_diff_lanes <= 1e-9 && max_rel_diff_lanes_f32 <= 1e-4,
+            "interpreter and lane-batched ceilings disagree at B = {n_lanes}: \
+             {max_rel_diff_lanes:e} (f64), {max_rel_diff_lanes_f32:e} (f32)"
+        );
 
         let arena_floats_grad = runner.arena_floats();
         let mut fwd_runner = KalmanRunner::new(case, n_lanes, true)?;
@@ -328,6 +372,29 @@ pub fn sweep(
             }
             Ok(())
         };
+        // Each lane-batched case owns its result buffers (reused, so no allocation is timed).
+        let mut b1 = LaneResults::default();
+        let mut lanes_grad = || {
+            ceiling_lanes::kalman_lanes_f64(black_box(&case.obs), &q, &r, true, &mut lanes64);
+            black_box(&lanes64.value);
+            Ok(())
+        };
+        let mut lanes_fwd = || {
+            ceiling_lanes::kalman_lanes_f64(black_box(&case.obs), &q, &r, false, &mut b1);
+            black_box(&b1.value);
+            Ok(())
+        };
+        let mut lanes_f32_grad = || {
+            ceiling_lanes::kalman_lanes_f32(black_box(&case.obs), &q, &r, true, &mut lanes32);
+            black_box(&lanes32.value);
+            Ok(())
+        };
+        let mut b3 = LaneResults::default();
+        let mut lanes_f32_fwd = || {
+            ceiling_lanes::kalman_lanes_f32(black_box(&case.obs), &q, &r, false, &mut b3);
+            black_box(&b3.value);
+            Ok(())
+        };
         let mut timings = timing::measure_interleaved(
             budget,
             &mut [
@@ -336,12 +403,18 @@ pub fn sweep(
                 &mut interp_fwd,
                 &mut ceiling_grad,
                 &mut ceiling_fwd,
+                &mut lanes_grad,
+                &mut lanes_fwd,
+                &mut lanes_f32_grad,
+                &mut lanes_f32_fwd,
             ],
         )?
         .into_iter();
-        let mut next = || timings.next().expect("five timings");
+        let mut next = || timings.next().expect("nine timings");
         let (interp_grad, interp_grad_walk, interp_fwd, ceiling_grad, ceiling_fwd) =
             (next(), next(), next(), next(), next());
+        let (lanes_grad, lanes_fwd, lanes_f32_grad, lanes_f32_fwd) =
+            (next(), next(), next(), next());
         let per = |t: &Timing| t.median_us / n_lanes as f64;
         rows.push(SweepRow {
             n_lanes,
@@ -353,6 +426,16 @@ pub fn sweep(
             interp_fwd_us: per(&interp_fwd),
             ceiling_fwd_us: per(&ceiling_fwd),
             ratio_fwd: interp_fwd.median_us / ceiling_fwd.median_us,
+            lanes_grad_us: per(&lanes_grad),
+            lanes_fwd_us: per(&lanes_fwd),
+            lanes_f32_grad_us: per(&lanes_f32_grad),
+            lanes_f32_fwd_us: per(&lanes_f32_fwd),
+            ratio_grad_lanes: interp_grad.median_us / lanes_grad.median_us,
+            ratio_grad_walk_lanes: interp_grad_walk.median_us / lanes_grad.median_us,
+            ratio_fwd_lanes: interp_fwd.median_us / lanes_fwd.median_us,
+            lanes_f32_over_f64_grad: lanes_f32_grad.median_us / lanes_grad.median_us,
+            max_rel_diff_lanes,
+            max_rel_diff_lanes_f32,
             max_rel_diff,
             arena_floats_grad,
             arena_floats_fwd,
@@ -361,9 +444,32 @@ pub fn sweep(
             ceiling_grad,
             interp_fwd,
             ceiling_fwd,
+            lanes_grad,
+            lanes_fwd,
+            lanes_f32_grad,
+            lanes_f32_fwd,
         });
     }
     Ok(rows)
+}
+
+/// Largest relative differences between the runner's last run and the f64 and f32 lane results.
+fn lanes_diffs(
+    runner: &KalmanRunner,
+    lanes64: &LaneResults,
+    lanes32: &LaneResults,
+    n_lanes: usize,
+) -> (f64, f64) {
+    let (mut d64, mut d32) = (0.0f64, 0.0f64);
+    for lane in 0..n_lanes {
+        let (v, g, _) = runner.lane_result(lane);
+        for (k, want) in [v, g[0], g[1]].into_iter().enumerate() {
+            let pick = |r: &LaneResults| [r.value[lane], r.grad[lane][0], r.grad[lane][1]][k];
+            d64 = d64.max(rel_diff(pick(lanes64), want));
+            d32 = d32.max(rel_diff(pick(lanes32), want));
+        }
+    }
+    (d64, d32)
 }
 
 /// The sweep as a text table.
@@ -371,33 +477,44 @@ pub fn table(rows: &[SweepRow]) -> String {
     let mut s = String::from(
         "kalman2d_T80, reference dialect: median µs per lane (interpreter) and per evaluation (ceiling);\n\
          replay: the recorded trace re-run with new (q, r); walk: the program walked every run;\n\
+         lanes: the lane-batched ceiling (f64, blocks of lanes in vectorised loops), ratios ÷ it in [];\n\
          tape MiB: payload arena after a forward+gradient run\n",
     );
     s += &format!(
-        "{:>6} | {:>10} {:>10} {:>10} {:>8} {:>8} | {:>10} {:>10} {:>8} | {:>8}\n",
+        "{:>6} | {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} | {:>9} {:>9} {:>8} {:>8} {:>8} | {:>7} {:>8}\n",
         "B",
         "replay",
         "walk",
         "ceiling",
+        "lanes",
         "ratio",
-        "(walk)",
+        "[ratio]",
+        "[(walk)]",
         "fwd only",
         "ceiling",
+        "lanes",
         "ratio",
+        "[ratio]",
+        "f32/f64",
         "tape MiB"
     );
     for row in rows {
         s += &format!(
-            "{:>6} | {:>10.3} {:>10.3} {:>10.3} {:>7.1}x {:>7.1}x | {:>10.3} {:>10.3} {:>7.1}x | {:>8.2}\n",
+            "{:>6} | {:>9.3} {:>9.3} {:>9.3} {:>8.3} {:>7.1}x {:>7.1}x {:>7.1}x | {:>9.3} {:>9.3} {:>8.3} {:>7.1}x {:>7.1}x | {:>7.2} {:>8.2}\n",
             row.n_lanes,
             row.interp_grad_us,
             row.interp_grad_walk_us,
             row.ceiling_grad_us,
+            row.lanes_grad_us,
             row.ratio_grad,
-            row.ratio_grad_walk,
+            row.ratio_grad_lanes,
+            row.ratio_grad_walk_lanes,
             row.interp_fwd_us,
             row.ceiling_fwd_us,
+            row.lanes_fwd_us,
             row.ratio_fwd,
+            row.ratio_fwd_lanes,
+            row.lanes_f32_over_f64_grad,
             row.arena_floats_grad as f64 * 8.0 / (1024.0 * 1024.0)
         );
     }

@@ -3,14 +3,16 @@
 //! binary's default `<out>` is a fresh `results/bench-<timestamp>/`; the committed reference run is
 //! written with `--out results/bench`.
 //!
-//! Suites: `kalman` ([`kalman::sweep`]: per-lane time at B = 1 … 1024 against [`ceiling`]) and
+//! Suites: `kalman` ([`kalman::sweep`]: per-lane time at B = 1 … 1024 against [`ceiling`] and the
+//! lane-batched [`ceiling_lanes`]) and
 //! `multicore` ([`multicore::scaling`]: candidates per second at 1 … all cores, identical results).
 //! Speed is measured here and never asserted in tests.
 //!
 //! `calibration` ([`calibration::throughput`]): 50-step Adam calibrations per second on the 247
 //! replayed symbolic-regression candidates and the `tasks/recurrence.yaml` loop/recur candidates
 //! (44 data lanes; K = 1, 8, 32 multistarts). `cosearch`
-//! ([`cosearch::replay`]): the whole engine replaying that stream at 1 … all threads.
+//! ([`cosearch::replay`]): the whole engine replaying that stream at 1 … all threads. `firsteval`
+//! ([`firsteval::run`]): reader + decoder + first walk of each new program of the fuzz corpus.
 //!
 //! `recovery` ([`recovery`], not part of `all`): the predecessor's structure-recovery experiment
 //! (f(x) = α·outer(x, inner(x)), two 8-way `soft-choice`s, 12 tasks × 20 seeded restarts); recovery
@@ -21,7 +23,9 @@
 
 pub mod calibration;
 pub mod ceiling;
+pub mod ceiling_lanes;
 pub mod cosearch;
+pub mod firsteval;
 pub mod kalman;
 pub mod multicore;
 pub mod recovery;
@@ -47,6 +51,8 @@ pub enum Selection {
     Calibration,
     /// The whole co-search engine replaying the candidate stream at 1 … all threads.
     Cosearch,
+    /// First evaluations of new programs (reader, decoder, first walk) over the fuzz corpus.
+    FirstEval,
     /// Every suite above.
     All,
     /// The co-search beside pyoperon on the LLM-SR problems (not part of `all`).
@@ -63,14 +69,16 @@ impl Selection {
             "multicore" => Ok(Selection::Multicore),
             "calibration" => Ok(Selection::Calibration),
             "cosearch" => Ok(Selection::Cosearch),
+            "firsteval" => Ok(Selection::FirstEval),
             "all" => Ok(Selection::All),
             "search" => Ok(Selection::Search),
             "recovery" => Ok(Selection::Recovery),
             _ => Err(SearchError::BadArgument {
                 arg: s.to_string(),
-                message: "expected one of kalman, multicore, calibration, cosearch, all, \
+                message:
+                    "expected one of kalman, multicore, calibration, cosearch, firsteval, all, \
                           search (beside pyoperon, not part of all) or recovery (not part of all)"
-                    .to_string(),
+                        .to_string(),
             }),
         }
     }
@@ -98,7 +106,11 @@ pub fn default_seed_data() -> PathBuf {
 
 /// Checks that `dir` holds the seed-data files the bench reads; the error names the `--data` flag.
 pub fn check_seed_data(dir: &Path) -> Result<()> {
-    for name in ["oracle_refs.json", "cosearch_candidates_valid.jsonl"] {
+    for name in [
+        "oracle_refs.json",
+        "cosearch_candidates_valid.jsonl",
+        firsteval::CORPUS,
+    ] {
         if !dir.join(name).is_file() {
             return Err(SearchError::BadArgument {
                 arg: format!("--data {}", dir.display()),
@@ -205,6 +217,8 @@ struct KalmanFile<'a> {
     program: &'static str,
     dialect: &'static str,
     ceiling: &'static str,
+    /// The lane-batched ceiling: layout, block widths and the SIMD the build's target enables.
+    ceiling_lanes: String,
     machine: &'a Machine,
     /// `/proc/loadavg` when the suite finished (with `machine.loadavg_at_start`: was it quiet?).
     loadavg_at_end: Option<String>,
@@ -236,6 +250,20 @@ struct CosearchFile<'a> {
     /// `/proc/loadavg` when the suite finished (with `machine.loadavg_at_start`: was it quiet?).
     loadavg_at_end: Option<String>,
     rows: &'a [cosearch::CosearchRow],
+}
+
+/// The JSON file of the `firsteval` suite.
+#[derive(Serialize)]
+struct FirstEvalFile<'a> {
+    suite: &'static str,
+    command: String,
+    quick: bool,
+    corpus: &'static str,
+    machine: &'a Machine,
+    /// `/proc/loadavg` when the suite finished (with `machine.loadavg_at_start`: was it quiet?).
+    loadavg_at_end: Option<String>,
+    budget_per_program: &'a Budget,
+    report: &'a firsteval::FirstEvalReport,
 }
 
 /// The JSON file of the `multicore` suite.
@@ -297,6 +325,13 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Vec<Suit
             program: kalman::PROGRAM_NAME,
             dialect: "reference",
             ceiling: "plain Rust f64, 2×2 closed forms; gradient by forward-mode dual numbers (q, r)",
+            ceiling_lanes: format!(
+                "the same filter on structure-of-arrays packs of lanes (f64: {} lanes per block, \
+                 f32: {}), loops over lanes vectorised for the target ({})",
+                ceiling_lanes::LANES_F64,
+                ceiling_lanes::LANES_F32,
+                ceiling_lanes::simd_target()
+            ),
             machine: &machine,
             loadavg_at_end: loadavg(),
             budget: &budget,
@@ -366,6 +401,26 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Vec<Suit
             name: "cosearch",
             path: write_json(&cfg.out_dir, "cosearch", &file)?,
             table: cosearch::table(&rows),
+        });
+    }
+    if matches!(cfg.selection, Selection::FirstEval | Selection::All) {
+        let corpus = firsteval::load(&cfg.seed_data)?;
+        let budget = firsteval::budget(cfg.quick);
+        let report = firsteval::run(&corpus, &budget, progress)?;
+        let file = FirstEvalFile {
+            suite: "firsteval",
+            command: format!("ndvm-search bench firsteval{quick_flag}"),
+            quick: cfg.quick,
+            corpus: firsteval::CORPUS,
+            machine: &machine,
+            loadavg_at_end: loadavg(),
+            budget_per_program: &budget,
+            report: &report,
+        };
+        reports.push(SuiteReport {
+            name: "firsteval",
+            path: write_json(&cfg.out_dir, "firsteval", &file)?,
+            table: firsteval::table(&report),
         });
     }
     Ok(reports)
@@ -442,6 +497,7 @@ mod tests {
     fn selection_names() {
         assert_eq!(Selection::parse("all").unwrap(), Selection::All);
         assert_eq!(Selection::parse("search").unwrap(), Selection::Search);
+        assert_eq!(Selection::parse("firsteval").unwrap(), Selection::FirstEval);
         assert!(Selection::parse("fast").is_err());
     }
 }

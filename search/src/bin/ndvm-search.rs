@@ -113,7 +113,7 @@ enum Command {
     ///   ndvm-search bench search --quick --no-pyoperon        # 5 s, seed 0, this project only
     #[command(verbatim_doc_comment)]
     Bench {
-        /// Which suite: kalman, multicore, calibration, cosearch, all (these four), or search.
+        /// Which suite: kalman, multicore, calibration, cosearch, firsteval, all (these five), search or recovery.
         #[arg(default_value = "all", value_parser = |s: &str| usage(ndvm_search::bench::Selection::parse(s)))]
         suite: ndvm_search::bench::Selection,
         /// A few-second smoke run instead of the full measurement.
