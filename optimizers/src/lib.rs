@@ -1,6 +1,7 @@
 //! ndvm-optimizers: fits a program's constants to data. K starts × N data points run as K·N lanes
-//! of one evaluator walk; Adam (batched over starts), L-BFGS (argmin, per start) or a portfolio of
-//! both find the parameters with the lowest loss.
+//! of one evaluator walk; Adam (batched over starts), L-BFGS (argmin, per start),
+//! Levenberg–Marquardt (per start, for the squared-error losses) or a portfolio (an Adam screen,
+//! then L-BFGS or LM on the best starts) find the parameters with the lowest loss.
 //!
 //! ```
 //! use ndvm_core::Heap;
