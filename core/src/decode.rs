@@ -126,7 +126,7 @@ pub(crate) struct Codes {
     pub(crate) nodes: Vec<NodeId>,
     pub(crate) lists: Vec<CodeId>,
     /// Global name → slot.
-    pub(crate) globals: HashMap<Symbol, u32>,
+    pub(crate) globals: HashMap<Symbol, u32, crate::symbol::FxBuild>,
     /// Global slot names, by slot.
     pub(crate) global_names: Vec<Symbol>,
     /// `soft-choice` forms decoded so far (the next one's site).
@@ -134,6 +134,16 @@ pub(crate) struct Codes {
 }
 
 impl Codes {
+    /// Empties every table, keeping the memory (a new program's decode reuses it).
+    pub(crate) fn clear(&mut self) {
+        self.codes.clear();
+        self.nodes.clear();
+        self.lists.clear();
+        self.globals.clear();
+        self.global_names.clear();
+        self.n_choice_sites = 0;
+    }
+
     /// Lengths of the arenas, to drop what later decodes (`eval`) append.
     pub(crate) fn lens(&self) -> (usize, usize, u32) {
         (self.codes.len(), self.lists.len(), self.n_choice_sites)

@@ -373,7 +373,7 @@ impl Evaluator {
         if !hit {
             decode::intern_forms(&mut self.heap);
             self.cache = None;
-            self.codes = Codes::default();
+            self.codes.clear();
             self.cached_input_slots.clear();
             for inp in &inputs.entries {
                 let sym = self.heap.intern(&inp.name);
