@@ -6,12 +6,13 @@
 //! node it came from for error spans.
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use crate::api::Dialect;
 use crate::error::{CoreError, ErrorKind, Result};
 use crate::heap::{Heap, Node, NodeId};
 use crate::prims::{Compare, Prim};
-use crate::symbol::Symbol;
+use crate::symbol::{Interner, Symbol};
 use crate::vocab::{FORMS, Form, WordKind, unsupported_reason};
 
 /// Index of one decoded form.
@@ -211,25 +212,33 @@ struct Forms {
 /// The name of the decoder's temporaries (`case` keys, `cond` `=>` tests).
 const HIDDEN: &str = " key";
 
-impl Forms {
-    fn new(heap: &mut Heap) -> Self {
-        Forms {
-            syms: std::array::from_fn(|i| (heap.intern(FORMS[i].name), FORMS[i].form)),
-            hidden: heap.intern(HIDDEN),
+/// The interner every heap starts from: the names of [`FORMS`] and the hidden name, interned
+/// first (so their ids are the same small numbers in every heap), with room for a program's own.
+pub(crate) fn forms_interner() -> &'static Interner {
+    static TEMPLATE: OnceLock<Interner> = OnceLock::new();
+    TEMPLATE.get_or_init(|| {
+        let mut it = Interner::default();
+        for row in FORMS {
+            it.intern(row.name);
         }
-    }
+        it.intern(HIDDEN);
+        it.reserve(192, 2048);
+        it
+    })
+}
 
-    /// The names as already interned in `heap` (by [`intern_forms`]).
-    fn interned(heap: &Heap) -> Self {
-        let sym = |name: &str| {
-            heap.symbols()
-                .lookup(name)
-                .expect("special forms are interned first")
-        };
-        Forms {
-            syms: std::array::from_fn(|i| (sym(FORMS[i].name), FORMS[i].form)),
-            hidden: sym(HIDDEN),
-        }
+impl Forms {
+    /// The form names' symbols: the same in every heap (see [`forms_interner`]).
+    fn get() -> Self {
+        static FORMS_SYMS: OnceLock<Forms> = OnceLock::new();
+        *FORMS_SYMS.get_or_init(|| {
+            let it = forms_interner();
+            let sym = |name: &str| it.lookup(name).unwrap_or(Symbol(u32::MAX));
+            Forms {
+                syms: std::array::from_fn(|i| (sym(FORMS[i].name), FORMS[i].form)),
+                hidden: sym(HIDDEN),
+            }
+        })
     }
 
     /// The form or keyword `s` names, if any.
@@ -293,20 +302,15 @@ fn syntax(node: NodeId, msg: impl Into<String>) -> CoreError {
     CoreError::new(ErrorKind::Syntax, msg).at(node)
 }
 
-/// Interns the special-form names the decoder needs (call before borrowing the heap immutably).
-pub(crate) fn intern_forms(heap: &mut Heap) {
-    let _ = Forms::new(heap);
-}
-
 impl<'a> Decoder<'a> {
-    /// A decoder over `heap` (whose form names were interned by `intern_forms`).
+    /// A decoder over `heap` (whose form names every heap holds from the start).
     pub(crate) fn new(
         heap: &'a Heap,
         codes: &'a mut Codes,
         dialect: Dialect,
         max_depth: u32,
     ) -> Self {
-        let forms = Forms::interned(heap);
+        let forms = Forms::get();
         Decoder {
             heap,
             codes,

@@ -371,7 +371,6 @@ impl Evaluator {
         self.recording = grad;
         self.trace.begin(grad, self.opts.soft_choice);
         if !hit {
-            decode::intern_forms(&mut self.heap);
             self.cache = None;
             self.codes.clear();
             self.cached_input_slots.clear();

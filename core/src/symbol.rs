@@ -138,6 +138,28 @@ impl Interner {
         }
     }
 
+    /// Makes room for `names` more names of `bytes` bytes in all without growing.
+    pub(crate) fn reserve(&mut self, names: usize, bytes: usize) {
+        self.text.reserve(bytes);
+        self.ends.reserve(names);
+        while (self.ends.len() + names) * 2 > self.table.len() {
+            self.grow();
+        }
+    }
+
+    /// A copy with the same room left as this one (a clone keeps only what is used).
+    pub(crate) fn copy_with_room(&self) -> Interner {
+        let mut text = String::with_capacity(self.text.capacity());
+        text.push_str(&self.text);
+        let mut ends = Vec::with_capacity(self.ends.capacity());
+        ends.extend_from_slice(&self.ends);
+        Interner {
+            text,
+            ends,
+            table: self.table.clone(),
+        }
+    }
+
     /// The id of `name` if it was interned before.
     pub fn lookup(&self, name: &str) -> Option<Symbol> {
         if self.table.is_empty() {
