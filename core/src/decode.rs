@@ -222,7 +222,7 @@ pub(crate) fn forms_interner() -> &'static Interner {
             it.intern(row.name);
         }
         it.intern(HIDDEN);
-        it.reserve(192, 2048);
+        it.reserve(64, 512);
         it
     })
 }
@@ -286,6 +286,8 @@ pub(crate) struct Decoder<'a> {
     dialect: Dialect,
     scopes: Vec<Scope>,
     loops: Vec<Option<LoopCtx>>,
+    /// Decoded ids of the lists being built, innermost last (one buffer for every nesting level).
+    scratch: Vec<CodeId>,
     depth: u32,
     max_depth: u32,
     /// Work units (cells visited) left before decoding stops with `ErrorKind::StepBudget`: run-time
@@ -318,6 +320,7 @@ impl<'a> Decoder<'a> {
             dialect,
             scopes: Vec::new(),
             loops: vec![None],
+            scratch: Vec::new(),
             depth: 0,
             max_depth,
             budget: std::cell::Cell::new(u64::MAX),
@@ -558,23 +561,65 @@ impl<'a> Decoder<'a> {
     }
 
     fn exprs(&mut self, nodes: &[NodeId]) -> Result<CodeList> {
-        let mut ids = Vec::with_capacity(nodes.len());
+        let start = self.scratch.len();
         for &n in nodes {
-            ids.push(self.expr(n, false)?);
+            match self.expr(n, false) {
+                Ok(id) => self.scratch.push(id),
+                Err(e) => {
+                    self.scratch.truncate(start);
+                    return Err(e);
+                }
+            }
         }
-        Ok(self.codes.push_list(&ids))
+        let list = self.codes.push_list(&self.scratch[start..]);
+        self.scratch.truncate(start);
+        Ok(list)
+    }
+
+    /// [`Self::exprs`] over the elements of `list`, a proper list (checked by the caller).
+    fn exprs_of_list(&mut self, mut list: NodeId) -> Result<CodeList> {
+        let start = self.scratch.len();
+        while let Node::Pair(item, rest) = self.heap.node(list) {
+            match self.expr(item, false) {
+                Ok(id) => self.scratch.push(id),
+                Err(e) => {
+                    self.scratch.truncate(start);
+                    return Err(e);
+                }
+            }
+            list = rest;
+        }
+        let codes = self.codes.push_list(&self.scratch[start..]);
+        self.scratch.truncate(start);
+        Ok(codes)
+    }
+
+    /// Checks that `node` is a proper list (the error [`Self::items`] gives otherwise), without
+    /// collecting it.
+    fn check_proper(&self, mut node: NodeId) -> Result<()> {
+        let start = node;
+        loop {
+            match self.heap.node(node) {
+                Node::Nil => return Ok(()),
+                Node::Pair(_, rest) => node = rest,
+                _ => return Err(syntax(start, "improper list in a form")),
+            }
+        }
     }
 
     fn application(&mut self, node: NodeId, tail: bool) -> Result<CodeId> {
-        let items = self.items(node)?;
-        let head = items[0];
+        self.check_proper(node)?;
+        let Node::Pair(head, rest) = self.heap.node(node) else {
+            return Err(syntax(node, "improper list in a form"));
+        };
         if let Some(s) = self.symbol_of(head)
             && let Some(ctx) = self.loops.last().copied().flatten()
             && ctx.alias == Some(s)
         {
+            let items = self.items(node)?;
             return self.recur(node, &items[1..], tail, ctx);
         }
-        let args = self.exprs(&items[1..])?;
+        let args = self.exprs_of_list(rest)?;
         if let Some(s) = self.symbol_of(head)
             && let Some(Code::PrimRef(prim)) = self.lookup(s)
         {

@@ -76,9 +76,9 @@ impl Heap {
     }
 
     /// The three shared cells' entries, with room for a small program's cells (a program of a
-    /// few hundred cells is read without growing).
+    /// hundred cells is read without growing).
     fn with_room<T: Copy>(first: [T; 3]) -> Vec<T> {
-        let mut v = Vec::with_capacity(256);
+        let mut v = Vec::with_capacity(128);
         v.extend_from_slice(&first);
         v
     }
