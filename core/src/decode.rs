@@ -241,8 +241,12 @@ impl Forms {
         })
     }
 
-    /// The form or keyword `s` names, if any.
+    /// The form or keyword `s` names, if any. Every form name has a smaller id than the hidden
+    /// name (the template interns it last), so the program's own names are rejected at once.
     fn form(&self, s: Symbol) -> Option<Form> {
+        if s.0 > self.hidden.0 {
+            return None;
+        }
         self.syms.iter().find(|p| p.0 == s).map(|p| p.1)
     }
 
@@ -255,10 +259,12 @@ impl Forms {
     }
 
     fn is_special(&self, s: Symbol) -> bool {
-        self.syms
-            .iter()
-            .zip(FORMS)
-            .any(|(p, row)| p.0 == s && row.kind == WordKind::SpecialForm)
+        s.0 <= self.hidden.0
+            && self
+                .syms
+                .iter()
+                .zip(FORMS)
+                .any(|(p, row)| p.0 == s && row.kind == WordKind::SpecialForm)
     }
 }
 
@@ -1810,4 +1816,31 @@ pub(crate) fn arity_error(what: &str, lo: u32, hi: u32, got: usize) -> CoreError
         ErrorKind::Arity,
         format!("{what} takes {expected} arguments, got {got}"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_heap_starts_with_the_form_names_below_the_hidden_one() {
+        // `Forms::form` rejects ids above the hidden name's: every form name must sit below it, at
+        // the same id in every heap (new or cloned), whatever the program interned.
+        let forms = Forms::get();
+        let mut heap = Heap::new();
+        heap.sym("x");
+        let clone = heap.clone();
+        for (row, &(sym, form)) in FORMS.iter().zip(&forms.syms) {
+            assert!(sym.0 < forms.hidden.0, "{}", row.name);
+            assert_eq!(heap.symbols().lookup(row.name), Some(sym), "{}", row.name);
+            assert_eq!(clone.symbols().lookup(row.name), Some(sym), "{}", row.name);
+            assert_eq!(forms.form(sym), Some(form), "{}", row.name);
+        }
+        assert_eq!(heap.symbols().lookup(HIDDEN), Some(forms.hidden));
+        let x = heap.intern("x");
+        assert!(x.0 > forms.hidden.0);
+        assert_eq!(forms.form(x), None);
+        assert!(!forms.is_special(x));
+        assert!(forms.is_special(forms.sym(Form::Lambda)));
+    }
 }
