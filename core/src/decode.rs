@@ -6,12 +6,13 @@
 //! node it came from for error spans.
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use crate::api::Dialect;
 use crate::error::{CoreError, ErrorKind, Result};
 use crate::heap::{Heap, Node, NodeId};
 use crate::prims::{Compare, Prim};
-use crate::symbol::Symbol;
+use crate::symbol::{Interner, Symbol};
 use crate::vocab::{FORMS, Form, WordKind, unsupported_reason};
 
 /// Index of one decoded form.
@@ -126,7 +127,7 @@ pub(crate) struct Codes {
     pub(crate) nodes: Vec<NodeId>,
     pub(crate) lists: Vec<CodeId>,
     /// Global name → slot.
-    pub(crate) globals: HashMap<Symbol, u32>,
+    pub(crate) globals: HashMap<Symbol, u32, crate::symbol::FxBuild>,
     /// Global slot names, by slot.
     pub(crate) global_names: Vec<Symbol>,
     /// `soft-choice` forms decoded so far (the next one's site).
@@ -134,6 +135,16 @@ pub(crate) struct Codes {
 }
 
 impl Codes {
+    /// Empties every table, keeping the memory (a new program's decode reuses it).
+    pub(crate) fn clear(&mut self) {
+        self.codes.clear();
+        self.nodes.clear();
+        self.lists.clear();
+        self.globals.clear();
+        self.global_names.clear();
+        self.n_choice_sites = 0;
+    }
+
     /// Lengths of the arenas, to drop what later decodes (`eval`) append.
     pub(crate) fn lens(&self) -> (usize, usize, u32) {
         (self.codes.len(), self.lists.len(), self.n_choice_sites)
@@ -201,29 +212,41 @@ struct Forms {
 /// The name of the decoder's temporaries (`case` keys, `cond` `=>` tests).
 const HIDDEN: &str = " key";
 
+/// The interner every heap starts from: the names of [`FORMS`] and the hidden name, interned
+/// first (so their ids are the same small numbers in every heap), with room for a program's own.
+pub(crate) fn forms_interner() -> &'static Interner {
+    static TEMPLATE: OnceLock<Interner> = OnceLock::new();
+    TEMPLATE.get_or_init(|| {
+        let mut it = Interner::default();
+        for row in FORMS {
+            it.intern(row.name);
+        }
+        it.intern(HIDDEN);
+        it.reserve(64, 512);
+        it
+    })
+}
+
 impl Forms {
-    fn new(heap: &mut Heap) -> Self {
-        Forms {
-            syms: std::array::from_fn(|i| (heap.intern(FORMS[i].name), FORMS[i].form)),
-            hidden: heap.intern(HIDDEN),
-        }
+    /// The form names' symbols: the same in every heap (see [`forms_interner`]).
+    fn get() -> Self {
+        static FORMS_SYMS: OnceLock<Forms> = OnceLock::new();
+        *FORMS_SYMS.get_or_init(|| {
+            let it = forms_interner();
+            let sym = |name: &str| it.lookup(name).unwrap_or(Symbol(u32::MAX));
+            Forms {
+                syms: std::array::from_fn(|i| (sym(FORMS[i].name), FORMS[i].form)),
+                hidden: sym(HIDDEN),
+            }
+        })
     }
 
-    /// The names as already interned in `heap` (by [`intern_forms`]).
-    fn interned(heap: &Heap) -> Self {
-        let sym = |name: &str| {
-            heap.symbols()
-                .lookup(name)
-                .expect("special forms are interned first")
-        };
-        Forms {
-            syms: std::array::from_fn(|i| (sym(FORMS[i].name), FORMS[i].form)),
-            hidden: sym(HIDDEN),
-        }
-    }
-
-    /// The form or keyword `s` names, if any.
+    /// The form or keyword `s` names, if any. Every form name has a smaller id than the hidden
+    /// name (the template interns it last), so the program's own names are rejected at once.
     fn form(&self, s: Symbol) -> Option<Form> {
+        if s.0 > self.hidden.0 {
+            return None;
+        }
         self.syms.iter().find(|p| p.0 == s).map(|p| p.1)
     }
 
@@ -236,10 +259,12 @@ impl Forms {
     }
 
     fn is_special(&self, s: Symbol) -> bool {
-        self.syms
-            .iter()
-            .zip(FORMS)
-            .any(|(p, row)| p.0 == s && row.kind == WordKind::SpecialForm)
+        s.0 <= self.hidden.0
+            && self
+                .syms
+                .iter()
+                .zip(FORMS)
+                .any(|(p, row)| p.0 == s && row.kind == WordKind::SpecialForm)
     }
 }
 
@@ -267,6 +292,8 @@ pub(crate) struct Decoder<'a> {
     dialect: Dialect,
     scopes: Vec<Scope>,
     loops: Vec<Option<LoopCtx>>,
+    /// Decoded ids of the lists being built, innermost last (one buffer for every nesting level).
+    scratch: Vec<CodeId>,
     depth: u32,
     max_depth: u32,
     /// Work units (cells visited) left before decoding stops with `ErrorKind::StepBudget`: run-time
@@ -283,20 +310,15 @@ fn syntax(node: NodeId, msg: impl Into<String>) -> CoreError {
     CoreError::new(ErrorKind::Syntax, msg).at(node)
 }
 
-/// Interns the special-form names the decoder needs (call before borrowing the heap immutably).
-pub(crate) fn intern_forms(heap: &mut Heap) {
-    let _ = Forms::new(heap);
-}
-
 impl<'a> Decoder<'a> {
-    /// A decoder over `heap` (whose form names were interned by `intern_forms`).
+    /// A decoder over `heap` (whose form names every heap holds from the start).
     pub(crate) fn new(
         heap: &'a Heap,
         codes: &'a mut Codes,
         dialect: Dialect,
         max_depth: u32,
     ) -> Self {
-        let forms = Forms::interned(heap);
+        let forms = Forms::get();
         Decoder {
             heap,
             codes,
@@ -304,6 +326,7 @@ impl<'a> Decoder<'a> {
             dialect,
             scopes: Vec::new(),
             loops: vec![None],
+            scratch: Vec::new(),
             depth: 0,
             max_depth,
             budget: std::cell::Cell::new(u64::MAX),
@@ -544,23 +567,65 @@ impl<'a> Decoder<'a> {
     }
 
     fn exprs(&mut self, nodes: &[NodeId]) -> Result<CodeList> {
-        let mut ids = Vec::with_capacity(nodes.len());
+        let start = self.scratch.len();
         for &n in nodes {
-            ids.push(self.expr(n, false)?);
+            match self.expr(n, false) {
+                Ok(id) => self.scratch.push(id),
+                Err(e) => {
+                    self.scratch.truncate(start);
+                    return Err(e);
+                }
+            }
         }
-        Ok(self.codes.push_list(&ids))
+        let list = self.codes.push_list(&self.scratch[start..]);
+        self.scratch.truncate(start);
+        Ok(list)
+    }
+
+    /// [`Self::exprs`] over the elements of `list`, a proper list (checked by the caller).
+    fn exprs_of_list(&mut self, mut list: NodeId) -> Result<CodeList> {
+        let start = self.scratch.len();
+        while let Node::Pair(item, rest) = self.heap.node(list) {
+            match self.expr(item, false) {
+                Ok(id) => self.scratch.push(id),
+                Err(e) => {
+                    self.scratch.truncate(start);
+                    return Err(e);
+                }
+            }
+            list = rest;
+        }
+        let codes = self.codes.push_list(&self.scratch[start..]);
+        self.scratch.truncate(start);
+        Ok(codes)
+    }
+
+    /// Checks that `node` is a proper list (the error [`Self::items`] gives otherwise), without
+    /// collecting it.
+    fn check_proper(&self, mut node: NodeId) -> Result<()> {
+        let start = node;
+        loop {
+            match self.heap.node(node) {
+                Node::Nil => return Ok(()),
+                Node::Pair(_, rest) => node = rest,
+                _ => return Err(syntax(start, "improper list in a form")),
+            }
+        }
     }
 
     fn application(&mut self, node: NodeId, tail: bool) -> Result<CodeId> {
-        let items = self.items(node)?;
-        let head = items[0];
+        self.check_proper(node)?;
+        let Node::Pair(head, rest) = self.heap.node(node) else {
+            return Err(syntax(node, "improper list in a form"));
+        };
         if let Some(s) = self.symbol_of(head)
             && let Some(ctx) = self.loops.last().copied().flatten()
             && ctx.alias == Some(s)
         {
+            let items = self.items(node)?;
             return self.recur(node, &items[1..], tail, ctx);
         }
-        let args = self.exprs(&items[1..])?;
+        let args = self.exprs_of_list(rest)?;
         if let Some(s) = self.symbol_of(head)
             && let Some(Code::PrimRef(prim)) = self.lookup(s)
         {
@@ -1751,4 +1816,31 @@ pub(crate) fn arity_error(what: &str, lo: u32, hi: u32, got: usize) -> CoreError
         ErrorKind::Arity,
         format!("{what} takes {expected} arguments, got {got}"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_heap_starts_with_the_form_names_below_the_hidden_one() {
+        // `Forms::form` rejects ids above the hidden name's: every form name must sit below it, at
+        // the same id in every heap (new or cloned), whatever the program interned.
+        let forms = Forms::get();
+        let mut heap = Heap::new();
+        heap.sym("x");
+        let clone = heap.clone();
+        for (row, &(sym, form)) in FORMS.iter().zip(&forms.syms) {
+            assert!(sym.0 < forms.hidden.0, "{}", row.name);
+            assert_eq!(heap.symbols().lookup(row.name), Some(sym), "{}", row.name);
+            assert_eq!(clone.symbols().lookup(row.name), Some(sym), "{}", row.name);
+            assert_eq!(forms.form(sym), Some(form), "{}", row.name);
+        }
+        assert_eq!(heap.symbols().lookup(HIDDEN), Some(forms.hidden));
+        let x = heap.intern("x");
+        assert!(x.0 > forms.hidden.0);
+        assert_eq!(forms.form(x), None);
+        assert!(!forms.is_special(x));
+        assert!(forms.is_special(forms.sym(Form::Lambda)));
+    }
 }

@@ -129,7 +129,7 @@ pub struct Evaluator {
 }
 
 /// What a decoded program depends on: the heap, the forms, the input names and the dialect.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Default, PartialEq)]
 struct DecodeKey {
     heap: u64,
     forms: Vec<crate::heap::NodeId>,
@@ -371,9 +371,9 @@ impl Evaluator {
         self.recording = grad;
         self.trace.begin(grad, self.opts.soft_choice);
         if !hit {
-            decode::intern_forms(&mut self.heap);
-            self.cache = None;
-            self.codes = Codes::default();
+            // The old key's buffers are reused for the new one once it decodes.
+            let mut key = self.cache.take().unwrap_or_default();
+            self.codes.clear();
             self.cached_input_slots.clear();
             for inp in &inputs.entries {
                 let sym = self.heap.intern(&inp.name);
@@ -386,11 +386,20 @@ impl Evaluator {
                 self.opts.max_depth,
             )
             .top_level(program.forms())?;
-            self.cache = Some(DecodeKey {
-                heap: self.heap.id(),
-                forms: program.forms().to_vec(),
-                inputs: inputs.entries.iter().map(|e| e.name.clone()).collect(),
-            });
+            key.heap = self.heap.id();
+            key.forms.clear();
+            key.forms.extend_from_slice(program.forms());
+            key.inputs.truncate(inputs.entries.len());
+            for (i, e) in inputs.entries.iter().enumerate() {
+                match key.inputs.get_mut(i) {
+                    Some(name) => {
+                        name.clear();
+                        name.push_str(&e.name);
+                    }
+                    None => key.inputs.push(e.name.clone()),
+                }
+            }
+            self.cache = Some(key);
             self.base_codes = self.codes.lens();
             self.base_heap = self.heap.len();
         } else {

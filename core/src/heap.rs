@@ -64,14 +64,23 @@ impl Heap {
     /// The node id of `#t`.
     pub const TRUE: NodeId = NodeId(2);
 
-    /// An empty heap holding only the shared `()`, `#f` and `#t` cells.
+    /// An empty heap holding only the shared `()`, `#f` and `#t` cells; its symbol table starts
+    /// with the special forms' names (the same ids in every heap).
     pub fn new() -> Self {
         Heap {
             id: fresh_heap_id(),
-            nodes: vec![Node::Nil, Node::Bool(false), Node::Bool(true)],
-            spans: vec![None, None, None],
-            symbols: Interner::default(),
+            nodes: Self::with_room([Node::Nil, Node::Bool(false), Node::Bool(true)]),
+            spans: Self::with_room([None; 3]),
+            symbols: crate::decode::forms_interner().copy_with_room(),
         }
+    }
+
+    /// The three shared cells' entries, with room for a small program's cells (a program of a
+    /// hundred cells is read without growing).
+    fn with_room<T: Copy>(first: [T; 3]) -> Vec<T> {
+        let mut v = Vec::with_capacity(128);
+        v.extend_from_slice(&first);
+        v
     }
 
     /// This heap's identity, from a process-wide counter: fresh for every new or cloned heap. A

@@ -685,7 +685,7 @@ pub(crate) const PRIMITIVES: &[PrimRow] = &[
 
 /// Row index by name, and the first row of each opcode (its name in messages, its arity).
 struct Index {
-    by_name: HashMap<&'static str, usize>,
+    by_name: HashMap<&'static str, usize, crate::symbol::FxBuild>,
     /// Read when a primitive value is applied (its arity), so hashed with a few multiplies.
     by_prim: HashMap<Prim, usize, BuildHasherDefault<OpcodeHasher>>,
 }

@@ -138,8 +138,16 @@ fn quick_bench_writes_both_reports() {
     assert_eq!(first["suite"], "firsteval");
     check_machine(&first["machine"]);
     let report = &first["report"];
-    assert_eq!(report["n_programs"], 200, "every corpus program reads and runs");
-    for key in ["first_eval_us", "parse_us", "replay_us", "first_over_replay"] {
+    assert_eq!(
+        report["n_programs"], 200,
+        "every corpus program reads and runs"
+    );
+    for key in [
+        "first_eval_us",
+        "parse_us",
+        "replay_us",
+        "first_over_replay",
+    ] {
         positive(&report[key], key);
     }
     assert_eq!(report["per_program_us"].as_array().map(Vec::len), Some(200));

@@ -904,7 +904,6 @@ impl Evaluator {
     fn eval_datum(&mut self, v: Value) -> Result<Value> {
         let mut heap = std::mem::take(&mut self.heap);
         let node = self.store_in_heap(&mut heap, v);
-        crate::decode::intern_forms(&mut heap);
         self.heap = heap;
         let node = node?;
         let left = self.opts.max_steps.saturating_sub(self.steps);

@@ -65,9 +65,20 @@ pub(crate) struct Lexer<'src> {
 }
 
 /// True for chars that end a symbol or number token.
-fn is_delimiter(c: char) -> bool {
+const fn is_delimiter(c: char) -> bool {
     c.is_whitespace() || matches!(c, '(' | ')' | '[' | ']' | '"' | ';' | '\'' | '`' | ',')
 }
+
+/// [`is_delimiter`] for each ASCII byte.
+const ASCII_DELIMITER: [bool; 128] = {
+    let mut t = [false; 128];
+    let mut b = 0;
+    while b < 128 {
+        t[b] = is_delimiter(b as u8 as char);
+        b += 1;
+    }
+    t
+};
 
 impl<'src> Lexer<'src> {
     pub(crate) fn new(src: &'src str) -> Self {
@@ -79,14 +90,34 @@ impl<'src> Lexer<'src> {
     }
 
     fn peek(&self) -> Option<char> {
-        self.rest().chars().next()
+        match self.src.as_bytes().get(self.pos) {
+            Some(&b) if b.is_ascii() => Some(char::from(b)),
+            _ => self.rest().chars().next(),
+        }
     }
 
-    /// Byte offset just past the run of non-delimiter chars starting at `from`.
+    /// Byte offset just past the run of non-delimiter chars starting at `from` (bytes for ASCII,
+    /// whole chars otherwise, so non-ASCII whitespace still ends a run).
     fn scan_run(&self, from: usize) -> usize {
-        let rest = self.src.get(from..).unwrap_or("");
-        let len = rest.find(is_delimiter).unwrap_or(rest.len());
-        from + len
+        let bytes = self.src.as_bytes();
+        let mut pos = from;
+        while let Some(&b) = bytes.get(pos) {
+            if b.is_ascii() {
+                if ASCII_DELIMITER[usize::from(b)] {
+                    return pos;
+                }
+                pos += 1;
+            } else {
+                let Some(c) = self.src.get(pos..).and_then(|r| r.chars().next()) else {
+                    return pos;
+                };
+                if is_delimiter(c) {
+                    return pos;
+                }
+                pos += c.len_utf8();
+            }
+        }
+        pos
     }
 
     /// The next token, `Ok(None)` at the end of input.
@@ -124,6 +155,14 @@ impl<'src> Lexer<'src> {
     /// Skips whitespace, `;` line comments and nestable `#| … |#` block comments.
     fn skip_atmosphere(&mut self) -> Result<(), ParseError> {
         loop {
+            // ASCII whitespace, byte by byte.
+            let bytes = self.src.as_bytes();
+            while bytes
+                .get(self.pos)
+                .is_some_and(|&b| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | b'\x0b' | b'\x0c'))
+            {
+                self.pos += 1;
+            }
             let rest = self.rest();
             let Some(c) = rest.chars().next() else {
                 return Ok(());
@@ -382,6 +421,29 @@ mod tests {
         );
         assert_eq!(kinds("#;x"), Ok(vec![DatumComment, Sym]));
         assert_eq!(kinds("a'b"), Ok(vec![Sym, Prefix("quote"), Sym]));
+    }
+
+    #[test]
+    fn non_ascii_text_and_whitespace() {
+        // The byte-wise scan: non-ASCII letters stay in a symbol, non-ASCII whitespace (NBSP,
+        // U+2003) ends one and is skipped, with byte spans.
+        let src = "(λx\u{a0}y\u{2003}1.5)";
+        let mut lexer = Lexer::new(src);
+        let mut spans = Vec::new();
+        while let Ok(Some(t)) = lexer.next_token() {
+            spans.push((t.kind, &src[t.start..t.end]));
+        }
+        assert_eq!(
+            spans,
+            vec![
+                (TokenKind::Open(Delim::Paren), "("),
+                (TokenKind::Sym, "λx"),
+                (TokenKind::Sym, "y"),
+                (TokenKind::Num(1.5), "1.5"),
+                (TokenKind::Close(Delim::Paren), ")"),
+            ]
+        );
+        assert_eq!(kinds("a\x0bb\x0cc"), Ok(vec![TokenKind::Sym; 3]));
     }
 
     #[test]

@@ -17,11 +17,12 @@ enum DotState {
     Tail(NodeId),
 }
 
-/// A list being read: its opener and the elements so far (each with its start byte).
+/// A list being read: its opener and where its elements so far (each with its start byte) begin
+/// on the reader's shared item stack.
 struct ListFrame {
     delim: Delim,
     open_start: u32,
-    items: Vec<(NodeId, u32)>,
+    first_item: usize,
     dot: DotState,
 }
 
@@ -47,6 +48,7 @@ pub(crate) fn read_program(heap: &mut Heap, src: &str) -> Result<Program, ParseE
         src,
         heap,
         stack: Vec::new(),
+        items: Vec::with_capacity(64),
         forms: Vec::new(),
     };
     let mut lexer = Lexer::new(src);
@@ -60,6 +62,8 @@ struct Reader<'a> {
     src: &'a str,
     heap: &'a mut Heap,
     stack: Vec<Frame>,
+    /// The elements of every open list, innermost last (one buffer instead of one per list).
+    items: Vec<(NodeId, u32)>,
     forms: Vec<NodeId>,
 }
 
@@ -89,7 +93,7 @@ impl Reader<'_> {
                 self.stack.push(Frame::List(ListFrame {
                     delim,
                     open_start: start,
-                    items: Vec::new(),
+                    first_item: self.items.len(),
                     dot: DotState::None,
                 }));
                 Ok(())
@@ -153,7 +157,7 @@ impl Reader<'_> {
                 Some(Frame::List(list)) => {
                     return match list.dot {
                         DotState::None => {
-                            list.items.push((node, start));
+                            self.items.push((node, start));
                             Ok(())
                         }
                         DotState::AfterDot(_) => {
@@ -182,7 +186,7 @@ impl Reader<'_> {
             Some(Frame::DatumComment { .. }) => stray("expected a datum after `#;`, found `.`"),
             Some(Frame::List(list)) => match (list.delim, list.dot) {
                 (Delim::Bracket, _) => stray("`.` is not allowed inside `[...]`"),
-                (Delim::Paren, DotState::None) if list.items.is_empty() => {
+                (Delim::Paren, DotState::None) if list.first_item == self.items.len() => {
                     stray("`.` must follow at least one datum in a list")
                 }
                 (Delim::Paren, DotState::None) => {
@@ -238,7 +242,10 @@ impl Reader<'_> {
                 ));
             }
         };
-        for &(item, item_start) in list.items.iter().rev() {
+        while self.items.len() > list.first_item {
+            let Some((item, item_start)) = self.items.pop() else {
+                break;
+            };
             tail = self.heap.cons(item, tail);
             self.heap.set_span(tail, src_span(item_start, end));
         }
