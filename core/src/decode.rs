@@ -212,19 +212,49 @@ struct Forms {
 /// The name of the decoder's temporaries (`case` keys, `cond` `=>` tests).
 const HIDDEN: &str = " key";
 
-/// The interner every heap starts from: the names of [`FORMS`] and the hidden name, interned
-/// first (so their ids are the same small numbers in every heap), with room for a program's own.
-pub(crate) fn forms_interner() -> &'static Interner {
-    static TEMPLATE: OnceLock<Interner> = OnceLock::new();
+/// What every heap starts from: an interner holding the names of [`FORMS`], then the hidden name,
+/// then every primitive's name (so their ids are the same small numbers in every heap), with room
+/// for a program's own; and, by symbol id, the primitive table row each of those names denotes.
+struct Template {
+    interner: Interner,
+    prim_rows: Vec<Option<u16>>,
+}
+
+fn template() -> &'static Template {
+    static TEMPLATE: OnceLock<Template> = OnceLock::new();
     TEMPLATE.get_or_init(|| {
-        let mut it = Interner::default();
+        let mut interner = Interner::default();
         for row in FORMS {
-            it.intern(row.name);
+            interner.intern(row.name);
         }
-        it.intern(HIDDEN);
-        it.reserve(64, 512);
-        it
+        interner.intern(HIDDEN);
+        let mut prim_rows = vec![None; interner.len()];
+        for row in crate::prims::PRIMITIVES {
+            let sym = interner.intern(row.name);
+            prim_rows.resize(interner.len(), None);
+            let slot = &mut prim_rows[sym.0 as usize];
+            if slot.is_none() {
+                *slot = Prim::lookup_row(row.name).and_then(|r| u16::try_from(r).ok());
+            }
+        }
+        interner.reserve(64, 512);
+        Template {
+            interner,
+            prim_rows,
+        }
     })
+}
+
+/// The interner every heap starts from (see [`Template`]).
+pub(crate) fn forms_interner() -> &'static Interner {
+    &template().interner
+}
+
+/// The primitive `sym` names in `dialect`, if any: a table look-up by id (every primitive name is
+/// in the template, so a name outside it is no primitive).
+fn prim_of(sym: Symbol, dialect: Dialect) -> Option<Prim> {
+    let row = (*template().prim_rows.get(sym.0 as usize)?)?;
+    Some(Prim::of_row(usize::from(row), dialect))
 }
 
 impl Forms {
@@ -489,7 +519,7 @@ impl<'a> Decoder<'a> {
         if let Some(&slot) = self.codes.globals.get(&sym) {
             return Some(Code::Global(slot));
         }
-        Prim::lookup(self.heap.symbol_name(sym), self.dialect).map(Code::PrimRef)
+        prim_of(sym, self.dialect).map(Code::PrimRef)
     }
 
     fn is_loop_alias(&self, sym: Symbol) -> bool {
@@ -554,7 +584,10 @@ impl<'a> Decoder<'a> {
                 }
             },
             Node::Pair(head, _) => {
+                // `special` declines a name that is no form: ask that first (an id compare for
+                // the program's own names) before the scope and global look-ups.
                 if let Some(s) = self.symbol_of(head)
+                    && self.forms.form(s).is_some()
                     && !self.shadowed_locally(s)
                     && !self.is_loop_alias(s)
                     && let Some(code) = self.special(s, node, tail)?
@@ -1842,5 +1875,22 @@ mod tests {
         assert_eq!(forms.form(x), None);
         assert!(!forms.is_special(x));
         assert!(forms.is_special(forms.sym(Form::Lambda)));
+    }
+
+    #[test]
+    fn primitives_resolve_by_symbol_id_as_by_name() {
+        // Oracle: `Prim::lookup` by name. Every primitive name is in the template, so the id
+        // table agrees with it in both dialects, and a program's own name is no primitive.
+        let mut heap = Heap::new();
+        for row in crate::prims::PRIMITIVES {
+            let sym = heap.intern(row.name);
+            assert!(sym.0 < template().interner.len() as u32, "{}", row.name);
+            for d in [Dialect::Default, Dialect::Reference] {
+                assert_eq!(prim_of(sym, d), Prim::lookup(row.name, d), "{}", row.name);
+            }
+        }
+        let own = heap.intern("not-a-primitive");
+        assert_eq!(prim_of(own, Dialect::Default), None);
+        assert_eq!(prim_of(Forms::get().sym(Form::If), Dialect::Default), None);
     }
 }

@@ -741,12 +741,24 @@ fn index() -> &'static Index {
 
 impl Prim {
     /// The primitive a global name denotes in `dialect`, if any.
+    #[cfg(test)]
     pub(crate) fn lookup(name: &str, dialect: Dialect) -> Option<Prim> {
-        let row = &PRIMITIVES[*index().by_name.get(name)?];
-        Some(match dialect {
+        Some(Prim::of_row(Prim::lookup_row(name)?, dialect))
+    }
+
+    /// The row of [`PRIMITIVES`] a name denotes, if any.
+    pub(crate) fn lookup_row(name: &str) -> Option<usize> {
+        index().by_name.get(name).copied()
+    }
+
+    /// The primitive row `row` of [`PRIMITIVES`] denotes in `dialect` (the row of
+    /// [`Prim::lookup_row`]).
+    pub(crate) fn of_row(row: usize, dialect: Dialect) -> Prim {
+        let row = &PRIMITIVES[row];
+        match dialect {
             Dialect::Reference => row.reference,
             _ => row.prim,
-        })
+        }
     }
 
     fn row(self) -> Option<&'static PrimRow> {

@@ -104,8 +104,11 @@ impl Evaluator {
             + (self.slots.len() + self.globals.len() + self.argstack.len()) as u64
                 * size_of::<crate::value::Value>() as u64
             + self.codes.bytes()
-            // Interned names (with their map entries), about 64 bytes each.
-            + self.heap.symbols().len() as u64 * 64;
+            // Interned names (with their table entries), about 64 bytes each; the names every
+            // heap starts with (forms and primitives) are not the program's.
+            + (self.heap.symbols().len())
+                .saturating_sub(crate::decode::forms_interner().len()) as u64
+                * 64;
         MemUse { arena, tape, heap }
     }
 
