@@ -273,12 +273,7 @@ pub(crate) fn det_inv(a: &[f64], m: usize, inv: &mut [f64], work: &mut [f64]) ->
     }
     let mut det = 1.0;
     for col in 0..m {
-        let mut piv = col;
-        for r in col + 1..m {
-            if work[r * m + col].abs() > work[piv * m + col].abs() {
-                piv = r;
-            }
-        }
+        let piv = pivot_row(work, m, col);
         let p = work[piv * m + col];
         if p == 0.0 {
             inv[..m * m].iter_mut().for_each(|x| *x = f64::NAN);
@@ -334,16 +329,23 @@ pub(crate) fn cofactors(a: &[f64], m: usize, out: &mut [f64], work: &mut Vec<f64
     }
 }
 
+/// The row at or below `col` of the k×k matrix in `w` with the largest magnitude in column `col`
+/// (the first such row on ties): partial pivoting's choice.
+fn pivot_row(w: &[f64], k: usize, col: usize) -> usize {
+    let mut piv = col;
+    for r in col + 1..k {
+        if w[r * k + col].abs() > w[piv * k + col].abs() {
+            piv = r;
+        }
+    }
+    piv
+}
+
 /// Determinant of the k×k matrix in `w` by elimination with partial pivoting (overwrites `w`).
 fn det_in_place(w: &mut [f64], k: usize) -> f64 {
     let mut det = 1.0;
     for col in 0..k {
-        let mut piv = col;
-        for r in col + 1..k {
-            if w[r * k + col].abs() > w[piv * k + col].abs() {
-                piv = r;
-            }
-        }
+        let piv = pivot_row(w, k, col);
         let p = w[piv * k + col];
         if p == 0.0 {
             return 0.0;
