@@ -59,6 +59,10 @@ pub(crate) struct Tape {
     choice_slots: Vec<(Option<usize>, usize, usize)>,
     choice_o: Vec<f64>,
     term_cache: TermTable,
+    /// Where a divergent branch merged: see [`Merges`].
+    merges: Merges,
+    /// Whether a `Select` was pushed since the last clear.
+    has_select: bool,
 }
 
 /// The contribution `g · d` of one adjoint step; a zero adjoint contributes exactly zero, so a
@@ -78,6 +82,7 @@ impl Tape {
     pub(crate) fn clear(&mut self) {
         self.nodes.clear();
         self.extra.clear();
+        self.has_select = false;
     }
 
     /// Bytes held beside the nodes: the adjoint arena (sized by the last sweep) and the term
@@ -107,6 +112,7 @@ impl Tape {
         b: PayloadId,
         mask: MaskId,
     ) {
+        self.has_select |= matches!(op, TapeOp::Select { .. });
         self.nodes.push(TapeNode {
             op,
             out,
@@ -134,12 +140,20 @@ impl Tape {
     pub(crate) fn backward(&mut self, lanes: &Lanes, masks: &LaneMask, root: PayloadId) {
         let b = lanes.n_lanes();
         self.adj.reset(lanes.meta.len(), b);
+        let merged = self.has_select && self.merges.index(&self.nodes, lanes.meta.len());
         let rm = lanes.meta(root);
+        if merged && self.merges.is_merge(root) {
+            self.seed_through_merges(lanes, masks, root);
+            return self.backward_merged(lanes, masks, b);
+        }
         let Some(r) = self.adj.slot(rm, root) else {
             return;
         };
         let rr = self.adj.range(r, 0, rm.n as usize);
         self.adj.buf[rr].fill(1.0);
+        if merged {
+            return self.backward_merged(lanes, masks, b);
+        }
 
         // An output nothing accumulated into has an exactly-zero adjoint: its node is skipped.
         if b == 1 {
@@ -254,10 +268,24 @@ impl Tape {
 
     /// Accumulates the adjoint contributions of `node`, whose output adjoint lives at `go`.
     fn node_vjp(&mut self, lanes: &Lanes, masks: &LaneMask, node: TapeNode, go: usize, b: usize) {
+        let act = masks.lanes(node.mask);
+        self.node_vjp_on(lanes, masks, node, go, b, act, node.mask == MaskId::FULL);
+    }
+
+    /// [`Tape::node_vjp`] on the lanes `act` (`full`: every lane).
+    #[allow(clippy::too_many_arguments)]
+    fn node_vjp_on(
+        &mut self,
+        lanes: &Lanes,
+        masks: &LaneMask,
+        node: TapeNode,
+        go: usize,
+        b: usize,
+        act: &[u32],
+        full: bool,
+    ) {
         let mo = lanes.meta(node.out);
         let n_out = mo.n as usize;
-        let act = masks.lanes(node.mask);
-        let full = node.mask == MaskId::FULL;
         let data = &lanes.data[..];
         match node.op {
             TapeOp::Unary(op) => {
@@ -362,6 +390,8 @@ impl Tape {
                 }
             }
             TapeOp::Select { then } => {
+                // Reached only with the merges unindexed: a select of a payload with itself, or
+                // the planted merge bug.
                 let planted = crate::planted::is_planted(crate::planted::Bug::SelectMerge);
                 for (src, set) in [(node.a, then), (node.b, node.mask)] {
                     let Some(is) = self.adj.slot(lanes.meta(src), src) else {
@@ -1114,6 +1144,226 @@ pub(crate) fn tensor_has_b(op: TensorOp) -> bool {
             | TensorOp::Det { .. }
             | TensorOp::LogDet { .. }
     )
+}
+
+/// The merges of divergent branches on a tape: each `Select` of two different payloads (a select
+/// of a payload with itself is an identity, swept as a node).
+///
+/// Lane decomposition, bit for bit: a one-lane run has no select (its lane took one branch), so
+/// every consumer of a branch's value accumulates straight into that value's adjoint, in its own
+/// order. The B-lane sweep does the same: a node that reads a merged payload is swept once per
+/// group of lanes that took the same payloads (followed through nested merges), as the node
+/// reading those payloads directly, on those lanes. A merged payload's region is never
+/// accumulated into, so no sum is grouped differently, and its select node has nothing to pass.
+#[derive(Clone, Debug, Default)]
+struct Merges {
+    /// Per payload: the index of the select node that produced it, or `NOT_MERGED`.
+    node_of: Vec<u32>,
+    /// Scratch of [`Tape::sweep_substituted`]: the node's inputs, one lane's sources, the
+    /// groups' sources (one row per group), each active lane's group, one group's lanes.
+    inputs: Vec<PayloadId>,
+    key: Vec<PayloadId>,
+    keys: Vec<PayloadId>,
+    group_of: Vec<u32>,
+    group_lanes: Vec<u32>,
+}
+
+const NOT_MERGED: u32 = u32::MAX;
+
+impl Merges {
+    /// Indexes the merges of `nodes`; whether there is any. With the planted merge bug the
+    /// selects are swept as nodes instead.
+    fn index(&mut self, nodes: &[TapeNode], n_payloads: usize) -> bool {
+        self.node_of.clear();
+        if crate::planted::is_planted(crate::planted::Bug::SelectMerge) {
+            return false;
+        }
+        let mut any = false;
+        for (k, n) in nodes.iter().enumerate() {
+            if matches!(n.op, TapeOp::Select { .. }) && n.a != n.b {
+                if !any {
+                    self.node_of.resize(n_payloads, NOT_MERGED);
+                    any = true;
+                }
+                self.node_of[n.out.0 as usize] = k as u32;
+            }
+        }
+        any
+    }
+
+    #[inline]
+    fn is_merge(&self, p: PayloadId) -> bool {
+        self.node_of
+            .get(p.0 as usize)
+            .is_some_and(|&k| k != NOT_MERGED)
+    }
+
+    /// The payload lane `l` of `p` holds, through every merge; `None` for a lane neither side
+    /// of a merge had.
+    fn source(
+        &self,
+        nodes: &[TapeNode],
+        masks: &LaneMask,
+        mut p: PayloadId,
+        l: u32,
+    ) -> Option<PayloadId> {
+        while let Some(&k) = self.node_of.get(p.0 as usize)
+            && k != NOT_MERGED
+        {
+            let n = nodes[k as usize];
+            let TapeOp::Select { then } = n.op else {
+                break;
+            };
+            // As the forward kernel writes them: the else lanes last.
+            p = if masks.lanes(n.mask).binary_search(&l).is_ok() {
+                n.b
+            } else if masks.lanes(then).binary_search(&l).is_ok() {
+                n.a
+            } else {
+                return None;
+            };
+        }
+        Some(p)
+    }
+}
+
+impl Tape {
+    /// The payloads whose adjoints `node`'s sweep accumulates into, in the order of
+    /// [`Tape::substituted`].
+    fn inputs_of(&self, node: TapeNode, out: &mut Vec<PayloadId>) {
+        out.clear();
+        match node.op {
+            TapeOp::Concat { start, len } => {
+                out.extend_from_slice(&self.extra[start as usize..][..len as usize]);
+            }
+            TapeOp::Choice { start, len, .. } => {
+                out.extend([node.a, node.b]);
+                out.extend_from_slice(&self.extra[start as usize + 2..][..len as usize]);
+            }
+            _ => out.extend([node.a, node.b]),
+        }
+    }
+
+    /// `node` reading `inputs` (in the order of [`Tape::inputs_of`]) instead of its own; lists
+    /// of inputs are appended to `extra`, which the caller truncates after.
+    fn substituted(&mut self, node: TapeNode, inputs: &[PayloadId]) -> TapeNode {
+        let at = self.extra.len() as u32;
+        match node.op {
+            TapeOp::Concat { len, .. } => {
+                self.extra.extend_from_slice(inputs);
+                TapeNode {
+                    op: TapeOp::Concat { start: at, len },
+                    ..node
+                }
+            }
+            TapeOp::Choice { start, len, hard } => {
+                let (noise, weights) = (self.extra[start as usize], self.extra[start as usize + 1]);
+                self.extra.extend([noise, weights]);
+                self.extra.extend_from_slice(&inputs[2..]);
+                TapeNode {
+                    op: TapeOp::Choice {
+                        start: at,
+                        len,
+                        hard,
+                    },
+                    a: inputs[0],
+                    b: inputs[1],
+                    ..node
+                }
+            }
+            _ => TapeNode {
+                a: inputs[0],
+                b: inputs[1],
+                ..node
+            },
+        }
+    }
+
+    /// Seeds the adjoint of a merged root where each of its lanes came from.
+    fn seed_through_merges(&mut self, lanes: &Lanes, masks: &LaneMask, root: PayloadId) {
+        let b = lanes.n_lanes();
+        let n = lanes.n_elems(root);
+        for l in 0..b as u32 {
+            let Some(src) = self.merges.source(&self.nodes, masks, root, l) else {
+                continue;
+            };
+            let Some(o) = self.adj.slot(lanes.meta(src), src) else {
+                continue;
+            };
+            for e in 0..n {
+                self.adj.buf[o + e * b + l as usize] = 1.0;
+            }
+        }
+    }
+
+    /// The reverse sweep of a tape with merges (see [`Merges`]).
+    fn backward_merged(&mut self, lanes: &Lanes, masks: &LaneMask, b: usize) {
+        for k in (0..self.nodes.len()).rev() {
+            let node = self.nodes[k];
+            let Some(go) = self.adj.get(node.out) else {
+                continue;
+            };
+            if !self.sweep_substituted(lanes, masks, node, go, b) {
+                self.node_vjp(lanes, masks, node, go, b);
+            }
+            self.adj.release(node.out, go, lanes.n_elems(node.out));
+        }
+    }
+
+    /// Sweeps `node` if it reads a merged payload: its active lanes grouped by the payloads they
+    /// took, each group swept as the node reading those directly. `false` when it reads none.
+    fn sweep_substituted(
+        &mut self,
+        lanes: &Lanes,
+        masks: &LaneMask,
+        node: TapeNode,
+        go: usize,
+        b: usize,
+    ) -> bool {
+        let mut m = std::mem::take(&mut self.merges);
+        self.inputs_of(node, &mut m.inputs);
+        if !m.inputs.iter().any(|&p| m.is_merge(p)) {
+            self.merges = m;
+            return false;
+        }
+        let act = masks.lanes(node.mask);
+        let k = m.inputs.len();
+        m.keys.clear();
+        m.group_of.clear();
+        for &l in act {
+            m.key.clear();
+            for &p in &m.inputs {
+                match m.source(&self.nodes, masks, p, l) {
+                    Some(s) => m.key.push(s),
+                    None => break,
+                }
+            }
+            if m.key.len() < k {
+                m.group_of.push(NOT_MERGED);
+                continue;
+            }
+            let groups = m.keys.len() / k;
+            let g = (0..groups)
+                .find(|&g| m.keys[g * k..][..k] == m.key[..])
+                .unwrap_or_else(|| {
+                    m.keys.extend_from_slice(&m.key);
+                    groups
+                });
+            m.group_of.push(g as u32);
+        }
+        for g in 0..m.keys.len() / k {
+            m.group_lanes.clear();
+            let members = act.iter().zip(&m.group_of).filter(|&(_, &x)| x == g as u32);
+            m.group_lanes.extend(members.map(|(&l, _)| l));
+            let full = node.mask == MaskId::FULL && m.group_lanes.len() == b;
+            let extra = self.extra.len();
+            let sub = self.substituted(node, &m.keys[g * k..][..k]);
+            self.node_vjp_on(lanes, masks, sub, go, b, &m.group_lanes, full);
+            self.extra.truncate(extra);
+        }
+        self.merges = m;
+        true
+    }
 }
 
 #[cfg(test)]

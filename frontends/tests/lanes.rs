@@ -258,6 +258,22 @@ fn divergent_cases() -> Vec<LaneCase> {
         )
         .input("n", &[0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 9.0])
         .param("x", &[1.1, 0.9, 1.2, 0.8, 1.3, 0.7, 1.05]),
+        // A branch's value that is also read directly: its adjoint terms must reach it one by
+        // one, in the order a lane alone accumulates them (fuzz/regressions/lanes-merge-order-*).
+        LaneCase::new(
+            "merged value also read directly",
+            "(let ((w (if (< x 1.0) x a))) (+ (* w (* x w)) (tanh (* 3.0 (+ x x))) w))",
+            d,
+        )
+        .param("x", &[0.3, 0.7, 1.1, 1.9, 0.99, 3.3, 0.1])
+        .param("a", &A7),
+        LaneCase::new(
+            "merged matrix entries and set! under divergence",
+            "(let ((v x)) (unless (<= 0.95 v) (set! v a)) (det (matmul (mat (vec x v a) (vec v x x) (vec a 0.5 v)) (mat (vec x x v) (vec 0.25 v x) (vec v a 1.5)))))",
+            d,
+        )
+        .param("x", &[-1.1, 1.08, 0.2, 0.97, -0.3, 2.0, 0.5])
+        .param("a", &A7),
         LaneCase::new("reference dialect: 0 is false", "(if (- x 1.0) (* a x) a)", Dialect::Reference)
             .param("x", &[1.0, 2.0, 1.0, 0.5, 1.0, 3.0, 0.0])
             .param("a", &A7),

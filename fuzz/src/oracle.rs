@@ -523,7 +523,7 @@ fn lanes(case: &Case, heap: &mut Heap, program: &Program, main: &Evaluation, out
         let single = run(&mut one, heap, program, &inputs(case, &[lane]));
         let want = slice_lane(main, lane);
         let same = match (&single, &want) {
-            (Ok(s), Some(w)) => bits_equal(s, w) || same_but_summation_order(s, w),
+            (Ok(s), Some(w)) => bits_equal(s, w),
             _ => false,
         };
         if !same {
@@ -535,33 +535,6 @@ fn lanes(case: &Case, heap: &mut Heap, program: &Program, main: &Evaluation, out
         }
     }
 }
-
-/// Lane decomposition's one tolerance: values and faults bit for bit, gradients within
-/// [`LANES_GRAD_RTOL`]. Under divergence a variable's adjoint reaches it through the select that
-/// merged the branches, so its terms are summed in another grouping than in a one-lane run (where
-/// no select exists); the sums then differ in the last bits.
-fn same_but_summation_order(a: &Evaluation, b: &Evaluation) -> bool {
-    let strip = |e: &Evaluation| Evaluation {
-        value: e.value.clone(),
-        grads: Vec::new(),
-        faults: e.faults.clone(),
-    };
-    bits_equal(&strip(a), &strip(b))
-        && a.grads.len() == b.grads.len()
-        && a.grads.iter().zip(&b.grads).all(|(x, y)| {
-            x.name == y.name
-                && x.per_lane.len() == y.per_lane.len()
-                && x.per_lane.iter().zip(&y.per_lane).all(|(u, v)| {
-                    u.to_bits() == v.to_bits()
-                        || (u - v).abs() <= LANES_GRAD_RTOL * u.abs().max(v.abs()).max(1.0)
-                })
-        })
-}
-
-/// Gradient difference the lane-decomposition oracle tolerates (summation order only): relative
-/// above magnitude 1, absolute below (a sum that cancels to about zero keeps the rounding of its
-/// terms, which are of order 1).
-const LANES_GRAD_RTOL: f64 = 1e-12;
 
 fn replay(case: &Case, heap: &mut Heap, program: &Program, main: &Evaluation, out: &mut Outcome) {
     // Record at shifted parameters, then run at the case's own: a replay when the guards hold.
