@@ -83,6 +83,7 @@ impl Tape {
         self.nodes.clear();
         self.extra.clear();
         self.has_select = false;
+        self.merges.built = None;
     }
 
     /// Bytes held beside the nodes: the adjoint arena (sized by the last sweep) and the term
@@ -140,10 +141,10 @@ impl Tape {
     pub(crate) fn backward(&mut self, lanes: &Lanes, masks: &LaneMask, root: PayloadId) {
         let b = lanes.n_lanes();
         self.adj.reset(lanes.meta.len(), b);
-        let merged = self.has_select && self.merges.index(&self.nodes, lanes.meta.len());
+        let merged = self.has_select && self.merges.index(&self.nodes, masks, lanes.meta.len(), b);
         let rm = lanes.meta(root);
         if merged && self.merges.is_merge(root) {
-            self.seed_through_merges(lanes, masks, root);
+            self.seed_through_merges(lanes, root);
             return self.backward_merged(lanes, masks, b);
         }
         let Some(r) = self.adj.slot(rm, root) else {
@@ -1151,17 +1152,30 @@ pub(crate) fn tensor_has_b(op: TensorOp) -> bool {
 ///
 /// Lane decomposition, bit for bit: a one-lane run has no select (its lane took one branch), so
 /// every consumer of a branch's value accumulates straight into that value's adjoint, in its own
-/// order. The B-lane sweep does the same: a node that reads a merged payload is swept once per
-/// group of lanes that took the same payloads (followed through nested merges), as the node
-/// reading those payloads directly, on those lanes. A merged payload's region is never
-/// accumulated into, so no sum is grouped differently, and its select node has nothing to pass.
+/// order. The B-lane sweep does the same. Before a node that reads a merged payload is swept,
+/// each active lane's cells of that payload are loaded with the adjoint of the payload the lane
+/// took (its source, followed through nested merges); the node accumulates into them as it would
+/// into the source; after it they are stored back. Where a lane's source is also read by the node
+/// another way (directly, or through a second merged input), the node is instead swept once per
+/// group of lanes with the same sources, as the node reading those directly. Either way no sum is
+/// grouped differently than alone, and a select node has nothing left to pass.
 #[derive(Clone, Debug, Default)]
 struct Merges {
-    /// Per payload: the index of the select node that produced it, or `NOT_MERGED`.
-    node_of: Vec<u32>,
-    /// Scratch of [`Tape::sweep_substituted`]: the node's inputs, one lane's sources, the
-    /// groups' sources (one row per group), each active lane's group, one group's lanes.
+    /// Per payload: its merge's row in `sources`, or `NOT_MERGED`.
+    row_of: Vec<u32>,
+    /// Per merge, per lane: the source payload's id, or `NOT_MERGED` for a lane neither side had.
+    sources: Vec<u32>,
+    /// Per merge: its lanes grouped by source, `(source, start, len)` into `seg_lanes`, in
+    /// `segs[seg_of[row] .. seg_of[row + 1]]`.
+    segs: Vec<(PayloadId, u32, u32)>,
+    seg_lanes: Vec<u32>,
+    seg_of: Vec<u32>,
+    /// `(tape length, lanes)` the rows were built for (a replay sweeps the same tape again).
+    built: Option<(usize, usize)>,
+    /// Scratch of one node's sweep: its inputs, its merged inputs, one lane's sources, the groups'
+    /// sources (one row per group), each active lane's group, one group's lanes.
     inputs: Vec<PayloadId>,
+    merged: Vec<PayloadId>,
     key: Vec<PayloadId>,
     keys: Vec<PayloadId>,
     group_of: Vec<u32>,
@@ -1171,59 +1185,103 @@ struct Merges {
 const NOT_MERGED: u32 = u32::MAX;
 
 impl Merges {
-    /// Indexes the merges of `nodes`; whether there is any. With the planted merge bug the
-    /// selects are swept as nodes instead.
-    fn index(&mut self, nodes: &[TapeNode], n_payloads: usize) -> bool {
-        self.node_of.clear();
+    /// Indexes the merges of `nodes` (once per recorded tape); whether there is any. With the
+    /// planted merge bug the selects are swept as nodes instead.
+    fn index(&mut self, nodes: &[TapeNode], masks: &LaneMask, n_payloads: usize, b: usize) -> bool {
         if crate::planted::is_planted(crate::planted::Bug::SelectMerge) {
+            self.built = None;
             return false;
         }
-        let mut any = false;
-        for (k, n) in nodes.iter().enumerate() {
-            if matches!(n.op, TapeOp::Select { .. }) && n.a != n.b {
-                if !any {
-                    self.node_of.resize(n_payloads, NOT_MERGED);
-                    any = true;
-                }
-                self.node_of[n.out.0 as usize] = k as u32;
-            }
+        if self.built == Some((nodes.len(), b)) {
+            return !self.sources.is_empty();
         }
-        any
+        self.row_of.clear();
+        self.row_of.resize(n_payloads, NOT_MERGED);
+        self.sources.clear();
+        self.segs.clear();
+        self.seg_lanes.clear();
+        self.seg_of.clear();
+        for n in nodes {
+            let TapeOp::Select { then } = n.op else {
+                continue;
+            };
+            if n.a == n.b {
+                continue;
+            }
+            let row = self.sources.len();
+            self.sources.resize(row + b, NOT_MERGED);
+            // As the forward kernel writes them: the else lanes last.
+            for (side, set) in [(n.a, then), (n.b, n.mask)] {
+                let from = self.row_of[side.0 as usize];
+                for &l in masks.lanes(set) {
+                    let l = l as usize;
+                    self.sources[row + l] = if from == NOT_MERGED {
+                        side.0
+                    } else {
+                        self.sources[from as usize + l]
+                    };
+                }
+            }
+            self.row_of[n.out.0 as usize] = row as u32;
+            self.group_row(row, b);
+        }
+        self.seg_of.push(self.segs.len() as u32);
+        self.built = Some((nodes.len(), b));
+        !self.sources.is_empty()
+    }
+
+    /// Groups the lanes of the merge at `row` by source (ascending lanes within a source).
+    fn group_row(&mut self, row: usize, b: usize) {
+        self.seg_of.push(self.segs.len() as u32);
+        let from = self.seg_lanes.len();
+        let lanes = (0..b as u32).filter(|&l| self.sources[row + l as usize] != NOT_MERGED);
+        self.seg_lanes.extend(lanes);
+        let sources = &self.sources[row..row + b];
+        self.seg_lanes[from..].sort_unstable_by_key(|&l| (sources[l as usize], l));
+        let mut i = from;
+        while i < self.seg_lanes.len() {
+            let src = sources[self.seg_lanes[i] as usize];
+            let mut j = i + 1;
+            while j < self.seg_lanes.len() && sources[self.seg_lanes[j] as usize] == src {
+                j += 1;
+            }
+            self.segs.push((PayloadId(src), i as u32, (j - i) as u32));
+            i = j;
+        }
+    }
+
+    /// The lanes of the merged payload `p` grouped by source.
+    #[inline]
+    fn segments(&self, p: PayloadId) -> &[(PayloadId, u32, u32)] {
+        let row = self.row_of[p.0 as usize] as usize;
+        let k = row / self.b();
+        &self.segs[self.seg_of[k] as usize..self.seg_of[k + 1] as usize]
+    }
+
+    /// Lanes per merge row.
+    #[inline]
+    fn b(&self) -> usize {
+        self.built.map_or(1, |(_, b)| b.max(1))
     }
 
     #[inline]
     fn is_merge(&self, p: PayloadId) -> bool {
-        self.node_of
+        self.row_of
             .get(p.0 as usize)
-            .is_some_and(|&k| k != NOT_MERGED)
+            .is_some_and(|&r| r != NOT_MERGED)
     }
 
-    /// The payload lane `l` of `p` holds, through every merge; `None` for a lane neither side
-    /// of a merge had.
-    fn source(
-        &self,
-        nodes: &[TapeNode],
-        masks: &LaneMask,
-        mut p: PayloadId,
-        l: u32,
-    ) -> Option<PayloadId> {
-        while let Some(&k) = self.node_of.get(p.0 as usize)
-            && k != NOT_MERGED
-        {
-            let n = nodes[k as usize];
-            let TapeOp::Select { then } = n.op else {
-                break;
-            };
-            // As the forward kernel writes them: the else lanes last.
-            p = if masks.lanes(n.mask).binary_search(&l).is_ok() {
-                n.b
-            } else if masks.lanes(then).binary_search(&l).is_ok() {
-                n.a
-            } else {
-                return None;
-            };
+    /// The payload lane `l` of `p` holds (`p` itself when not merged); `None` for a lane
+    /// neither side of a merge had.
+    #[inline]
+    fn source(&self, p: PayloadId, l: usize) -> Option<PayloadId> {
+        match self.row_of.get(p.0 as usize) {
+            Some(&r) if r != NOT_MERGED => {
+                let s = self.sources[r as usize + l];
+                (s != NOT_MERGED).then_some(PayloadId(s))
+            }
+            _ => Some(p),
         }
-        Some(p)
     }
 }
 
@@ -1280,60 +1338,128 @@ impl Tape {
     }
 
     /// Seeds the adjoint of a merged root where each of its lanes came from.
-    fn seed_through_merges(&mut self, lanes: &Lanes, masks: &LaneMask, root: PayloadId) {
+    fn seed_through_merges(&mut self, lanes: &Lanes, root: PayloadId) {
         let b = lanes.n_lanes();
         let n = lanes.n_elems(root);
-        for l in 0..b as u32 {
-            let Some(src) = self.merges.source(&self.nodes, masks, root, l) else {
-                continue;
-            };
+        let m = std::mem::take(&mut self.merges);
+        for &(src, start, len) in m.segments(root) {
             let Some(o) = self.adj.slot(lanes.meta(src), src) else {
                 continue;
             };
             for e in 0..n {
-                self.adj.buf[o + e * b + l as usize] = 1.0;
+                for &l in &m.seg_lanes[start as usize..][..len as usize] {
+                    self.adj.buf[o + e * b + l as usize] = 1.0;
+                }
             }
         }
+        self.merges = m;
     }
 
     /// The reverse sweep of a tape with merges (see [`Merges`]).
     fn backward_merged(&mut self, lanes: &Lanes, masks: &LaneMask, b: usize) {
+        let mut m = std::mem::take(&mut self.merges);
         for k in (0..self.nodes.len()).rev() {
             let node = self.nodes[k];
             let Some(go) = self.adj.get(node.out) else {
                 continue;
             };
-            if !self.sweep_substituted(lanes, masks, node, go, b) {
+            self.inputs_of(node, &mut m.inputs);
+            m.merged.clear();
+            for &p in &m.inputs {
+                if m.is_merge(p) && !m.merged.contains(&p) {
+                    m.merged.push(p);
+                }
+            }
+            if m.is_merge(node.out) {
+                // Its consumers passed its lanes on to their sources.
+            } else if m.merged.is_empty() {
                 self.node_vjp(lanes, masks, node, go, b);
+            } else if Self::sources_read_once(&m) {
+                self.move_merged(&m, lanes, true);
+                self.node_vjp(lanes, masks, node, go, b);
+                self.move_merged(&m, lanes, false);
+            } else {
+                self.sweep_grouped(&mut m, lanes, masks, node, go);
             }
             self.adj.release(node.out, go, lanes.n_elems(node.out));
         }
+        self.merges = m;
     }
 
-    /// Sweeps `node` if it reads a merged payload: its active lanes grouped by the payloads they
-    /// took, each group swept as the node reading those directly. `false` when it reads none.
-    fn sweep_substituted(
+    /// Whether no source of a merged input of the node is also read by it another way
+    /// (directly, or as a source of another merged input); conservative over lanes.
+    fn sources_read_once(m: &Merges) -> bool {
+        m.merged.iter().enumerate().all(|(i, &p)| {
+            m.segments(p).iter().all(|&(s, ..)| {
+                !m.inputs.contains(&s)
+                    && m.merged[..i]
+                        .iter()
+                        .all(|&q| m.segments(q).iter().all(|&(t, ..)| t != s))
+            })
+        })
+    }
+
+    /// Loads (`load`) each lane of every merged input with its source's adjoint, or stores it
+    /// back there and zeroes it.
+    fn move_merged(&mut self, m: &Merges, lanes: &Lanes, load: bool) {
+        let b = lanes.n_lanes();
+        for &p in &m.merged {
+            let Some(om) = self.adj.slot(lanes.meta(p), p) else {
+                continue;
+            };
+            let n = lanes.n_elems(p);
+            for &(s, start, len) in m.segments(p) {
+                let ls = &m.seg_lanes[start as usize..][..len as usize];
+                let buf = &mut self.adj.buf;
+                if load {
+                    match self.adj.off[s.0 as usize] {
+                        NO_ADJ => (0..n).for_each(|e| {
+                            ls.iter().for_each(|&l| buf[om + e * b + l as usize] = 0.0)
+                        }),
+                        o => {
+                            let o = o as usize;
+                            for e in 0..n {
+                                for &l in ls {
+                                    buf[om + e * b + l as usize] = buf[o + e * b + l as usize];
+                                }
+                            }
+                        }
+                    }
+                } else {
+                    let Some(o) = self.adj.slot(lanes.meta(s), s) else {
+                        continue;
+                    };
+                    let buf = &mut self.adj.buf;
+                    for e in 0..n {
+                        for &l in ls {
+                            let c = e * b + l as usize;
+                            buf[o + c] = std::mem::replace(&mut buf[om + c], 0.0);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sweeps `node`, which reads merged payloads, once per group of its active lanes that took
+    /// the same sources, as the node reading those directly, on those lanes.
+    fn sweep_grouped(
         &mut self,
+        m: &mut Merges,
         lanes: &Lanes,
         masks: &LaneMask,
         node: TapeNode,
         go: usize,
-        b: usize,
-    ) -> bool {
-        let mut m = std::mem::take(&mut self.merges);
-        self.inputs_of(node, &mut m.inputs);
-        if !m.inputs.iter().any(|&p| m.is_merge(p)) {
-            self.merges = m;
-            return false;
-        }
+    ) {
+        let b = lanes.n_lanes();
         let act = masks.lanes(node.mask);
         let k = m.inputs.len();
         m.keys.clear();
         m.group_of.clear();
         for &l in act {
             m.key.clear();
-            for &p in &m.inputs {
-                match m.source(&self.nodes, masks, p, l) {
+            for i in 0..k {
+                match m.source(m.inputs[i], l as usize) {
                     Some(s) => m.key.push(s),
                     None => break,
                 }
@@ -1361,8 +1487,6 @@ impl Tape {
             self.node_vjp_on(lanes, masks, sub, go, b, &m.group_lanes, full);
             self.extra.truncate(extra);
         }
-        self.merges = m;
-        true
     }
 }
 
