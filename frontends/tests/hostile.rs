@@ -8,8 +8,9 @@
 //! ;; lanes: 1408             lane count (differentiable parameters then vary per lane)
 //! ;; grad: a=0.5             differentiable parameters (the run records a tape)
 //! ;; max_steps: 1000         work budget instead of the default
-//! ;; deadline_ms: 1000       deadline instead of the generous default (10 s)
-//! ;; max_ms: 1200            the most the case may take (default 5,000)
+//! ;; deadline_ms: 1000       deadline instead of the default (60 s, a guard against hangs: a
+//!                            case's speed is not tested here, its bounded work is)
+//! ;; max_ms: 3000            the most the case may take, for a case about the deadline itself
 //! ;; output_len: 100002      length of the printed (non-numeric) result
 //! ;; generate: nested-plus N the program is N nested `(+ …)` around 1, built by the runner
 //! ```
@@ -40,7 +41,7 @@ struct Header {
     grad: Vec<(String, f64)>,
     max_steps: Option<u64>,
     deadline_ms: u64,
-    max_ms: u64,
+    max_ms: Option<u64>,
     output_len: Option<usize>,
     generate: Option<(String, usize)>,
 }
@@ -48,8 +49,7 @@ struct Header {
 fn header(src: &str, file: &str) -> Header {
     let mut h = Header {
         lanes: 1,
-        deadline_ms: 10_000,
-        max_ms: 5_000,
+        deadline_ms: 60_000,
         ..Header::default()
     };
     for line in src.lines().take_while(|l| l.starts_with(";;")) {
@@ -80,7 +80,7 @@ fn header(src: &str, file: &str) -> Header {
             }
             "max_steps" => h.max_steps = Some(num(v)),
             "deadline_ms" => h.deadline_ms = num(v),
-            "max_ms" => h.max_ms = num(v),
+            "max_ms" => h.max_ms = Some(num(v)),
             "output_len" => h.output_len = Some(num(v) as usize),
             "generate" => {
                 let (what, n) = v
@@ -170,11 +170,12 @@ fn run_case(path: &Path) -> String {
         Err(e) => format!("{} ({})", e.kind.code(), e.message),
     };
     let line = format!("{file}: {outcome} in {} ms", elapsed.as_millis());
-    assert!(
-        elapsed <= Duration::from_millis(h.max_ms),
-        "{line}: took longer than {} ms",
-        h.max_ms
-    );
+    if let Some(max) = h.max_ms {
+        assert!(
+            elapsed <= Duration::from_millis(max),
+            "{line}: took longer than {max} ms"
+        );
+    }
     let expect = h.expect.as_str();
     if expect.starts_with('E') {
         let err = res
