@@ -364,12 +364,34 @@ impl Evaluator {
                     .zip(&inputs.entries)
                     .all(|(a, b)| *a == b.name)
         });
-        if hit && grad && self.try_replay(inputs, out)? {
+        if hit && self.try_replay(inputs, grad, out)? {
             return Ok(());
         }
+        // A forward-only run of the program the last run walked records too, so that the runs
+        // after it replay; should the recording outgrow the memory limit, it walks again without.
+        let record = grad || (hit && self.opts.replay);
+        match self.walk_run(program, inputs, grad, record, hit, out) {
+            Err(e) if !grad && record && e.kind == ErrorKind::MemoryLimit => {
+                self.walk_run(program, inputs, false, false, true, out)
+            }
+            res => res,
+        }
+    }
+
+    /// One walk of `program`, recording a tape when `record` (`hit`: its decoded forms are
+    /// cached).
+    fn walk_run(
+        &mut self,
+        program: &Program,
+        inputs: &Inputs,
+        grad: bool,
+        record: bool,
+        hit: bool,
+        out: &mut Evaluation,
+    ) -> crate::error::Result<()> {
         self.reset();
-        self.recording = grad;
-        self.trace.begin(grad, self.opts.soft_choice);
+        self.recording = record;
+        self.trace.begin(record, self.opts.soft_choice);
         if !hit {
             // The old key's buffers are reused for the new one once it decodes.
             let mut key = self.cache.take().unwrap_or_default();
@@ -442,7 +464,7 @@ impl Evaluator {
             let bad = |m: String| err(ErrorKind::Input, format!("input `{}`: {m}", inp.name));
             let v = match &inp.value {
                 InputValue::Uniform(x) => {
-                    let p = self.lanes.alloc(1, false, inp.grad && grad);
+                    let p = self.lanes.alloc(1, false, inp.grad && self.recording);
                     self.set(p, 0, 0, *x);
                     Value::Num(p)
                 }
@@ -450,7 +472,7 @@ impl Evaluator {
                     if xs.len() != b {
                         return Err(bad(format!("{} values for {b} lanes", xs.len())));
                     }
-                    let p = self.lanes.alloc(1, true, inp.grad && grad);
+                    let p = self.lanes.alloc(1, true, inp.grad && self.recording);
                     for (l, x) in xs.iter().enumerate() {
                         self.set(p, 0, l, *x);
                     }
@@ -481,10 +503,10 @@ impl Evaluator {
                     Value::Matrix(p, *rows as u16, *cols as u16)
                 }
             };
-            if inp.grad && grad {
+            if inp.grad && self.recording {
                 if let Value::Num(p) = v {
                     grad_inputs.push((k, p));
-                } else {
+                } else if grad {
                     return Err(bad("only scalar inputs can be differentiated".into()));
                 }
             }

@@ -270,7 +270,7 @@ fn changed_data_or_shapes_are_walked() {
 }
 
 #[test]
-fn a_forward_run_between_gradient_runs_forces_a_walk() {
+fn forward_runs_replay_the_recorded_trace_and_record_one_when_repeated() {
     let src = "(* a a a)";
     let mut heap = Heap::new();
     let program = ndvm_frontends::scheme::parse(&mut heap, src).expect("parse");
@@ -284,13 +284,28 @@ fn a_forward_run_between_gradient_runs_forces_a_walk() {
             ev.last_run_replayed(),
         )
     };
+    let f = |ev: &mut Evaluator, heap: &mut Heap, a: f64| {
+        let e = ev.eval(heap, &program, &at(a)).expect("runs");
+        assert!(e.grads.is_empty(), "a forward run reports no gradient");
+        (e.value.number(0), ev.last_run_replayed())
+    };
     assert_eq!(g(&mut ev, &mut heap, 2.0), (Some(8.0), 12.0, false));
     assert_eq!(g(&mut ev, &mut heap, 3.0), (Some(27.0), 27.0, true));
-    let fwd = ev.eval(&mut heap, &program, &at(5.0)).expect("runs");
-    assert_eq!(fwd.value.number(0), Some(125.0));
-    assert!(!ev.last_run_replayed());
-    assert_eq!(g(&mut ev, &mut heap, 1.0), (Some(1.0), 3.0, false));
-    assert_eq!(g(&mut ev, &mut heap, 4.0), (Some(64.0), 48.0, true));
+    // A forward run replays the gradient run's trace, forward only; the trace stays.
+    assert_eq!(f(&mut ev, &mut heap, 5.0), (Some(125.0), true));
+    assert_eq!(g(&mut ev, &mut heap, 1.0), (Some(1.0), 3.0, true));
+    // A fresh evaluator: the first forward run walks (decoding), the second walks recording,
+    // the third replays; a gradient run then replays that recording with its gradient.
+    let mut ev = Evaluator::new(opts(Dialect::Default, 1));
+    assert_eq!(f(&mut ev, &mut heap, 5.0), (Some(125.0), false));
+    assert_eq!(f(&mut ev, &mut heap, 6.0), (Some(216.0), false));
+    assert_eq!(f(&mut ev, &mut heap, 7.0), (Some(343.0), true));
+    assert_eq!(g(&mut ev, &mut heap, 2.0), (Some(8.0), 12.0, true));
+    // With replay off every run walks.
+    let mut ev = Evaluator::new(opts(Dialect::Default, 1).with_replay(false));
+    for a in [5.0, 6.0, 7.0] {
+        assert_eq!(f(&mut ev, &mut heap, a), (Some(a * a * a), false));
+    }
 }
 
 /// A random program over parameters `a`, `b` and a data input `x`, with branches, `floor`,
@@ -377,4 +392,28 @@ fn random_programs_replay_bit_for_bit() {
         guard_falls >= 20,
         "only {guard_falls} guard failures exercised"
     );
+}
+
+#[test]
+fn a_forward_run_whose_recording_outgrows_memory_walks_without_one() {
+    // Without a tape the loop's arena is released every iteration; recorded, it grows.
+    let src = "(loop ((i 0) (s 0.0)) (if (< i 100000) (recur (+ i 1) (+ s (* a 0.5))) s))";
+    let mut heap = Heap::new();
+    let program = ndvm_frontends::scheme::parse(&mut heap, src).expect("parse");
+    let mut ev = Evaluator::new(
+        opts(Dialect::Default, 1)
+            .with_max_memory(2 << 20)
+            .with_max_steps(10_000_000),
+    );
+    let inputs = Inputs::new().param("a", 2.0);
+    let grad = ev.eval_grad(&mut heap, &program, &inputs);
+    assert_eq!(
+        grad.expect_err("a gradient run records").kind.code(),
+        "E013"
+    );
+    for _ in 0..3 {
+        let e = ev.eval(&mut heap, &program, &inputs).expect("runs");
+        assert_eq!(e.value.number(0), Some(100000.0));
+        assert!(!ev.last_run_replayed());
+    }
 }

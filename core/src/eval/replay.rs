@@ -202,7 +202,12 @@ impl Evaluator {
 
     /// Replays the last recording with `inputs` when it is valid for them; `Ok(false)` leaves the
     /// run to the walk.
-    pub(super) fn try_replay(&mut self, inputs: &Inputs, out: &mut Evaluation) -> Result<bool> {
+    pub(super) fn try_replay(
+        &mut self,
+        inputs: &Inputs,
+        grad: bool,
+        out: &mut Evaluation,
+    ) -> Result<bool> {
         if !self.opts.replay || !self.trace.ready || !self.inputs_compatible(inputs) {
             return Ok(false);
         }
@@ -233,7 +238,7 @@ impl Evaluator {
         }
         self.refresh_choices();
         let root = self.trace.root;
-        self.finish(root, inputs, true, out);
+        self.finish(root, inputs, grad, out);
         self.trace.replayed = true;
         Ok(true)
     }
