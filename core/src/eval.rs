@@ -77,6 +77,11 @@ pub struct Evaluator {
     mask: MaskId,
     tape: Tape,
     recording: bool,
+    /// This run records although it is forward only (for the runs after it to replay): the
+    /// recording stops once the run holds more than `governor::FORWARD_RECORD_CAP`.
+    forward_recording: bool,
+    /// A forward-only recording of the cached program outgrew its cap: its forward runs walk.
+    forward_unrecordable: bool,
     codes: Codes,
     globals: Vec<Value>,
     frames: Vec<Frame>,
@@ -198,6 +203,8 @@ impl Evaluator {
             mask: MaskId::FULL,
             tape: Tape::default(),
             recording: false,
+            forward_recording: false,
+            forward_unrecordable: false,
             codes: Codes::default(),
             globals: Vec::new(),
             frames: Vec::new(),
@@ -369,9 +376,13 @@ impl Evaluator {
         }
         // A forward-only run of the program the last run walked records too, so that the runs
         // after it replay; should the recording outgrow the memory limit, it walks again without.
-        let record = grad || (hit && self.opts.replay);
-        match self.walk_run(program, inputs, grad, record, hit, out) {
+        let record = grad || (hit && self.opts.replay && !self.forward_unrecordable);
+        let res = self.walk_run(program, inputs, grad, record, hit, out);
+        let stopped = !grad && record && !self.recording;
+        self.forward_unrecordable |= stopped;
+        match res {
             Err(e) if !grad && record && e.kind == ErrorKind::MemoryLimit => {
+                self.forward_unrecordable = true;
                 self.walk_run(program, inputs, false, false, true, out)
             }
             res => res,
@@ -391,10 +402,12 @@ impl Evaluator {
     ) -> crate::error::Result<()> {
         self.reset();
         self.recording = record;
+        self.forward_recording = record && !grad;
         self.trace.begin(record, self.opts.soft_choice);
         if !hit {
             // The old key's buffers are reused for the new one once it decodes.
             let mut key = self.cache.take().unwrap_or_default();
+            self.forward_unrecordable = false;
             self.codes.clear();
             self.cached_input_slots.clear();
             for inp in &inputs.entries {

@@ -53,3 +53,30 @@ fn recording_keeps_the_trace_so_it_grows() {
     let (big, _) = arena_after(1_000, 1, true);
     assert!(big > small);
 }
+
+#[test]
+fn repeated_forward_runs_of_a_long_loop_stop_recording_and_stay_bounded() {
+    // A repeated forward-only run records a trace for the runs after it to replay, but gives up
+    // past its cap (64 MiB, or a quarter of the memory limit): here 1 MiB of a 4 MiB limit.
+    let src = "(loop ((i 0) (s 0.0) (v (vec 1.0 2.0))) \
+               (if (= i 1000000) (+ s (vsum v)) (recur (+ i 1) (+ s (* a 0.5)) (scale 1.0 v))))";
+    let mut heap = Heap::new();
+    let program = ndvm_frontends::scheme::parse(&mut heap, src).expect("parses");
+    let mut ev = Evaluator::new(
+        EvalOptions::new(1)
+            .with_max_memory(4 << 20)
+            .with_max_steps(1 << 40),
+    );
+    let inputs = Inputs::new().param("a", 1.0);
+    let mut floats = Vec::new();
+    for _ in 0..3 {
+        let e = ev.eval(&mut heap, &program, &inputs).expect("runs");
+        assert_eq!(e.value, Output::Number(vec![500_000.0 + 3.0]));
+        assert!(!ev.last_run_replayed());
+        floats.push(ev.arena_floats());
+    }
+    // The second run recorded up to the cap, then released its loop as a plain walk; the third
+    // did not try again.
+    assert!(floats[1] <= (1 << 20) / 8 + 4096, "{floats:?}");
+    assert_eq!(floats[2], floats[0], "{floats:?}");
+}

@@ -32,6 +32,10 @@ pub(super) const RESERVE_ABOVE: usize = 64;
 /// Capacity (bytes) each arena may keep after a run that ended at a limit.
 const KEEP_AFTER_LIMIT: usize = 16 << 20;
 
+/// The most a forward-only run's optional recording may hold (also at most a quarter of
+/// `max_memory`): past it the run stops recording and goes on as a plain walk.
+pub(super) const FORWARD_RECORD_CAP: u64 = 64 << 20;
+
 /// Bytes held by a run, by arena.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct MemUse {
@@ -154,6 +158,13 @@ impl Evaluator {
         let used = self.mem_use();
         if used.total() > self.opts.max_memory {
             return Err(self.memory_error(used, 0));
+        }
+        if self.forward_recording && used.total() > FORWARD_RECORD_CAP.min(self.opts.max_memory / 4)
+        {
+            // Not worth the memory: the walk goes on without a tape (and is not replayable).
+            self.recording = false;
+            self.forward_recording = false;
+            self.trace.invalidate();
         }
         self.mem_seen.set(used.total());
         if let Some(d) = self.opts.deadline
