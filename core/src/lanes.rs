@@ -159,6 +159,47 @@ impl Lanes {
         self.data[self.index(m, e, lane)]
     }
 
+    /// Makes this arena a compact copy of lanes `lo .. hi` of `whole`: the same payloads (ids,
+    /// element counts, flags) with `hi - lo` lanes each, reusing this arena's capacity.
+    pub(crate) fn restrict_from(&mut self, whole: &Lanes, lo: usize, hi: usize) {
+        self.n_lanes = hi - lo;
+        self.clear();
+        for m in &whole.meta {
+            let id = self.alloc(m.n as usize, m.varying, m.grad);
+            self.copy_in(whole, id, lo);
+        }
+    }
+
+    /// Payload `p` of `whole` into this block arena (which holds lanes `lo ..` of `whole`).
+    pub(crate) fn copy_in(&mut self, whole: &Lanes, p: PayloadId, lo: usize) {
+        let (mb, mw) = (self.meta(p), whole.meta(p));
+        let (ob, ow, n) = (mb.off as usize, mw.off as usize, mb.n as usize);
+        if !mb.varying {
+            self.data[ob..ob + n].copy_from_slice(&whole.data[ow..ow + n]);
+            return;
+        }
+        let (w, b) = (self.n_lanes, whole.n_lanes);
+        for e in 0..n {
+            let all = ow + e * b + lo..ow + e * b + lo + w;
+            self.data[ob + e * w..ob + (e + 1) * w].copy_from_slice(&whole.data[all]);
+        }
+    }
+
+    /// The lanes of payload `p` in the block arena `blk` (lanes `lo ..` of this one) back into
+    /// this arena; a uniform payload is left as it is (every block computes the same value).
+    pub(crate) fn copy_back(&mut self, blk: &Lanes, p: PayloadId, lo: usize) {
+        let (mb, mw) = (blk.meta(p), self.meta(p));
+        if !mb.varying {
+            return;
+        }
+        let (ob, ow, n) = (mb.off as usize, mw.off as usize, mb.n as usize);
+        let (w, b) = (blk.n_lanes, self.n_lanes);
+        for e in 0..n {
+            let all = ow + e * b + lo..ow + e * b + lo + w;
+            self.data[all].copy_from_slice(&blk.data[ob + e * w..ob + (e + 1) * w]);
+        }
+    }
+
     /// Sets element `e` on `lane`.
     #[inline]
     pub(crate) fn set(&mut self, id: PayloadId, e: usize, lane: usize, x: f64) {

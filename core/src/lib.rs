@@ -25,7 +25,7 @@ mod vocab;
 
 pub use api::{
     ChoiceMode, ChoiceReadout, Dialect, EvalOptions, Evaluation, Gradient, Input, InputValue,
-    Inputs, Output, SoftChoice,
+    Inputs, LaneBlock, Output, SoftChoice,
 };
 pub use error::{CoreError, ErrorKind, Result};
 pub use eval::Evaluator;

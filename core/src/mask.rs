@@ -42,6 +42,27 @@ impl LaneMask {
         &self.lanes[self.starts[i] as usize..self.starts[i + 1] as usize]
     }
 
+    /// Makes `out` the masks of lanes `lo .. hi` seen as the lanes `0 .. hi - lo` of a block,
+    /// under the same ids (a mask keeps its id even when the block holds none or all of its
+    /// lanes), reusing `out`'s capacity.
+    pub(crate) fn restrict_into(&self, lo: usize, hi: usize, out: &mut LaneMask) {
+        out.n_lanes = hi - lo;
+        out.full.clear();
+        out.full.extend(0..(hi - lo) as u32);
+        out.starts.clear();
+        out.starts.extend([0, 0]);
+        out.lanes.clear();
+        for i in 1..self.starts.len() - 1 {
+            let ls = self.lanes(MaskId(i as u32));
+            let (a, z) = (
+                ls.partition_point(|&l| (l as usize) < lo),
+                ls.partition_point(|&l| (l as usize) < hi),
+            );
+            out.lanes.extend(ls[a..z].iter().map(|&l| l - lo as u32));
+            out.starts.push(out.lanes.len() as u32);
+        }
+    }
+
     /// Interns a sorted lane list; the full list becomes `FULL`.
     pub(crate) fn intern(&mut self, lanes: &[u32]) -> MaskId {
         if lanes.len() == self.n_lanes {

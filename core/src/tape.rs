@@ -63,6 +63,20 @@ pub(crate) struct Tape {
     merges: Merges,
     /// Whether a `Select` was pushed since the last clear.
     has_select: bool,
+    gathered: Gathered,
+}
+
+/// The input gradients of a blocked replay, put together block by block: while `on`, they are
+/// what [`Tape::grad_of`] reads (the adjoint arena holds the last block's sweep only), and the
+/// next [`Tape::backward`] is skipped once (`skip`): every block has been swept already.
+#[derive(Clone, Debug, Default)]
+struct Gathered {
+    on: bool,
+    skip: bool,
+    ids: Vec<PayloadId>,
+    /// `n_lanes` floats per id, in the order of `ids`.
+    vals: Vec<f64>,
+    n_lanes: usize,
 }
 
 /// The contribution `g · d` of one adjoint step; a zero adjoint contributes exactly zero, so a
@@ -84,6 +98,48 @@ impl Tape {
         self.extra.clear();
         self.has_select = false;
         self.merges.built = None;
+        self.gathered.on = false;
+        self.gathered.skip = false;
+    }
+
+    /// Starts putting together the gradients of `ids` (element 0 of each) over `n_lanes` lanes
+    /// from the sweeps of blocks of lanes.
+    pub(crate) fn gather_begin(&mut self, ids: impl Iterator<Item = PayloadId>, n_lanes: usize) {
+        let g = &mut self.gathered;
+        g.ids.clear();
+        g.ids.extend(ids);
+        g.vals.clear();
+        g.vals.resize(g.ids.len() * n_lanes, 0.0);
+        g.n_lanes = n_lanes;
+        g.on = false;
+        g.skip = false;
+    }
+
+    /// Copies the gradients of the gathered ids out of the last sweep (of a block of `w` lanes
+    /// starting at lane `lo`).
+    pub(crate) fn gather_block(&mut self, lo: usize, w: usize) {
+        let g = &mut self.gathered;
+        for (k, &p) in g.ids.iter().enumerate() {
+            let dst = &mut g.vals[k * g.n_lanes + lo..k * g.n_lanes + lo + w];
+            match self.adj.off.get(p.0 as usize) {
+                Some(&o) if o != NO_ADJ => {
+                    let o = o as usize;
+                    dst.copy_from_slice(&self.adj.buf[o..o + w]);
+                }
+                _ => dst.fill(0.0),
+            }
+        }
+    }
+
+    /// Forgets the merges indexed for the last sweep (the masks it was given change in place).
+    pub(crate) fn forget_merges(&mut self) {
+        self.merges.built = None;
+    }
+
+    /// Every block has been swept: the gathered gradients stand for the next sweep.
+    pub(crate) fn gather_done(&mut self) {
+        self.gathered.on = true;
+        self.gathered.skip = true;
     }
 
     /// Bytes held beside the nodes: the adjoint arena (sized by the last sweep) and the term
@@ -128,6 +184,16 @@ impl Tape {
     /// its node has been swept.
     pub(crate) fn grad_of(&self, p: PayloadId, n_lanes: usize, out: &mut Vec<f64>) {
         out.clear();
+        let g = &self.gathered;
+        if g.on {
+            match g.ids.iter().position(|&q| q == p) {
+                Some(k) if g.n_lanes == n_lanes => {
+                    out.extend_from_slice(&g.vals[k * n_lanes..(k + 1) * n_lanes]);
+                }
+                _ => out.resize(n_lanes, 0.0),
+            }
+            return;
+        }
         match self.adj.off.get(p.0 as usize) {
             Some(&o) if o != NO_ADJ => {
                 let o = o as usize;
@@ -139,6 +205,10 @@ impl Tape {
 
     /// Reverse sweep from `root` seeded with 1 on every element of every lane.
     pub(crate) fn backward(&mut self, lanes: &Lanes, masks: &LaneMask, root: PayloadId) {
+        if std::mem::take(&mut self.gathered.skip) {
+            return;
+        }
+        self.gathered.on = false;
         let b = lanes.n_lanes();
         self.adj.reset(lanes.meta.len(), b);
         let merged = self.has_select && self.merges.index(&self.nodes, masks, lanes.meta.len(), b);
@@ -1170,8 +1240,9 @@ struct Merges {
     segs: Vec<(PayloadId, u32, u32)>,
     seg_lanes: Vec<u32>,
     seg_of: Vec<u32>,
-    /// `(tape length, lanes)` the rows were built for (a replay sweeps the same tape again).
-    built: Option<(usize, usize)>,
+    /// `(tape length, lanes, masks)` the rows were built for (a replay sweeps the same tape
+    /// again; a blocked replay sweeps it per block, each with masks of its own).
+    built: Option<(usize, usize, usize)>,
     /// Scratch of one node's sweep: its inputs, its merged inputs, one lane's sources, the groups'
     /// sources (one row per group), each active lane's group, one group's lanes.
     inputs: Vec<PayloadId>,
@@ -1192,7 +1263,8 @@ impl Merges {
             self.built = None;
             return false;
         }
-        if self.built == Some((nodes.len(), b)) {
+        let key = (nodes.len(), b, std::ptr::from_ref(masks) as usize);
+        if self.built == Some(key) {
             return !self.sources.is_empty();
         }
         self.row_of.clear();
@@ -1226,7 +1298,7 @@ impl Merges {
             self.group_row(row, b);
         }
         self.seg_of.push(self.segs.len() as u32);
-        self.built = Some((nodes.len(), b));
+        self.built = Some(key);
         !self.sources.is_empty()
     }
 
@@ -1261,7 +1333,7 @@ impl Merges {
     /// Lanes per merge row.
     #[inline]
     fn b(&self) -> usize {
-        self.built.map_or(1, |(_, b)| b.max(1))
+        self.built.map_or(1, |(_, b, _)| b.max(1))
     }
 
     #[inline]

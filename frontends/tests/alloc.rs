@@ -1,10 +1,11 @@
 //! Steady-state evaluation allocates nothing: a counting global allocator watches 100 repeated
-//! forward+backward walks of warmed-up programs (the Kalman filter, a loop, a closure program).
+//! forward+backward walks (and replays, whole and in lane blocks) of warmed-up programs (the
+//! Kalman filter, a loop, a closure program).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use ndvm_core::{Dialect, EvalOptions, Evaluation, Evaluator, Heap, Inputs};
+use ndvm_core::{Dialect, EvalOptions, Evaluation, Evaluator, Heap, Inputs, LaneBlock};
 
 mod common;
 
@@ -48,15 +49,17 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 /// Runs `src` 100 times after two warm-up runs and returns the number of allocations in those 100,
-/// summed over walking every run (replay off) and replaying the recorded trace (replay on).
+/// summed over walking every run (replay off), replaying the recorded trace (replay on), and
+/// replaying it in blocks of 6 lanes (when there are more).
 fn allocations(src: &str, dialect: Dialect, n_lanes: usize, inputs: &Inputs) -> usize {
     let mut heap = Heap::new();
     let program = ndvm_frontends::scheme::parse(&mut heap, src).expect("parses");
     let mut total = 0;
-    for replay in [false, true] {
+    for (replay, block) in [(false, 0), (true, 0), (true, 6)] {
         let opts = EvalOptions::new(n_lanes)
             .with_dialect(dialect)
-            .with_replay(replay);
+            .with_replay(replay)
+            .with_lane_block(LaneBlock::Lanes(block));
         let mut ev = Evaluator::new(opts);
         let mut out = Evaluation::empty();
         for _ in 0..2 {

@@ -15,15 +15,25 @@
 //! would record now. Any other read of an active value's lanes for structure (an index, a number's
 //! truthiness, printing, `eval` of data) marks the recording not replayable. A failed check falls
 //! back to an ordinary walk, so a replay is never wrong, only sometimes not taken.
+//!
+//! Lane blocks: when the recorded arena is larger than a cache budget (`EvalOptions::lane_block`),
+//! the replay runs block by block of lanes in one compact arena of a block's width (the same
+//! payloads and, per block, the recorded masks restricted to its lanes): each block's values
+//! that the replay does not recompute are copied in, its forward replayed and its reverse sweep
+//! run while they are still in the caches, and its lanes of the result and gradients copied out.
+//! The arena is the same memory for every block, so it stays cache-resident from one block (and
+//! one run) to the next. Each lane's arithmetic is the same whatever its block, so the results
+//! are bit-identical to one replay of all lanes.
 
 use super::choice::ChoiceSite;
 use super::{Evaluator, kernels};
 use crate::api::{Evaluation, InputValue, Inputs, SoftChoice};
 use crate::error::Result;
-use crate::lanes::PayloadId;
-use crate::linalg::TensorOp;
-use crate::mask::MaskId;
+use crate::lanes::{Lanes, PayloadId};
+use crate::linalg::{TensorOp, TermCache};
+use crate::mask::{LaneMask, MaskId};
 use crate::prims::{Binary, Compare, Unary};
+use crate::tape::Tape;
 use crate::tape::{TapeOp, tensor_has_b};
 use crate::value::Value;
 
@@ -90,6 +100,28 @@ pub(crate) struct Trace {
     settings: SoftChoice,
     sites: Vec<ChoiceSite>,
     fixed: bool,
+    /// Blocked replays (current when `blocks_ready`).
+    blocks: Blocks,
+    blocks_ready: bool,
+}
+
+/// The state of blocked replays of one recording, in blocks of `width` lanes (the last one
+/// `B - (n - 1) * width`).
+#[derive(Clone, Debug, Default)]
+struct Blocks {
+    width: usize,
+    /// Compact arenas of `width` lanes and (when it differs) of the last block's width: the
+    /// recorded payloads under the same ids.
+    arenas: [Option<Lanes>; 2],
+    /// The recorded masks restricted to each block's lanes, under the same ids (the first
+    /// `n` are current).
+    masks: Vec<LaneMask>,
+    n: usize,
+    /// The payloads a block takes from the whole arena before its replay: the varying ones no
+    /// tape node computes, the differentiable inputs and the soft-choice noise and temperature.
+    copy_in: Vec<PayloadId>,
+    /// Scratch: which payloads a tape node computes.
+    computed: Vec<bool>,
 }
 
 impl Default for Trace {
@@ -105,6 +137,8 @@ impl Default for Trace {
             settings: SoftChoice::default(),
             sites: Vec::new(),
             fixed: false,
+            blocks: Blocks::default(),
+            blocks_ready: false,
         }
     }
 }
@@ -117,6 +151,7 @@ impl Trace {
         self.fixed = false;
         self.ok = grad;
         self.ready = false;
+        self.blocks_ready = false;
         self.replayed = false;
         self.guards.clear();
         self.args.clear();
@@ -140,6 +175,7 @@ impl Trace {
     pub(super) fn invalidate(&mut self) {
         self.ready = false;
         self.ok = false;
+        self.blocks_ready = false;
     }
 
     pub(super) fn replayed(&self) -> bool {
@@ -227,14 +263,24 @@ impl Evaluator {
                 _ => {}
             }
         }
-        if let Err(e) = self.replay_nodes() {
-            // The payloads hold a half-replayed state: the recording is gone.
-            self.trace.invalidate();
-            return Err(e);
-        }
-        if !self.guards_hold() {
-            self.trace.invalidate();
-            return Ok(false);
+        let width = self.block_width();
+        let run = if width < b {
+            self.replay_blocks(width, grad)
+        } else {
+            self.replay_nodes()
+                .map(|()| guards_hold(&self.lanes, &self.masks, &self.trace))
+        };
+        match run {
+            Ok(true) => {}
+            Ok(false) => {
+                self.trace.invalidate();
+                return Ok(false);
+            }
+            Err(e) => {
+                // The payloads hold a half-replayed state: the recording is gone.
+                self.trace.invalidate();
+                return Err(e);
+            }
         }
         self.refresh_choices();
         let root = self.trace.root;
@@ -330,8 +376,7 @@ impl Evaluator {
             })
     }
 
-    /// Recomputes every tape node's output, in recording order, looking at the clock every few
-    /// thousand nodes (`ErrorKind::Deadline`).
+    /// Recomputes every tape node's output in the whole arena.
     fn replay_nodes(&mut self) -> Result<()> {
         let deadline = self.opts.deadline;
         if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
@@ -345,114 +390,252 @@ impl Evaluator {
             fbuf,
             ..
         } = self;
-        for k in 0..tape.nodes.len() {
-            if k % 4096 == 4095
-                && let Some(d) = deadline
-                && std::time::Instant::now() >= d
-            {
-                return Err(*super::err(
-                    crate::error::ErrorKind::Deadline,
-                    "the evaluation passed its deadline (replaying the recorded trace)",
-                ));
-            }
-            let node = tape.nodes[k];
-            match node.op {
-                TapeOp::Unary(op) => kernels::unary(lanes, masks, node.mask, op, node.out, node.a),
-                TapeOp::Choice { start, len, hard } => {
-                    let (start, len) = (start as usize, len as usize);
-                    let (noise, wts) = (tape.extra[start], tape.extra[start + 1]);
-                    let opts = &tape.extra[start + 2..start + 2 + len];
-                    let ins = (node.a, noise, node.b);
-                    kernels::choice(
-                        lanes,
-                        masks,
-                        node.mask,
-                        node.out,
-                        wts,
-                        ins,
-                        opts,
-                        hard,
-                        &mut fbuf[0],
-                    );
-                }
-                TapeOp::Binary(op) => {
-                    kernels::binary(lanes, masks, node.mask, op, node.out, node.a, node.b)
-                }
-                TapeOp::Select { then } => {
-                    kernels::select(lanes, masks, node.out, node.a, then, node.b, node.mask)
-                }
-                TapeOp::Concat { start, len } => {
-                    let parts = &tape.extra[start as usize..(start + len) as usize];
-                    kernels::concat(lanes, masks, node.mask, node.out, parts)
-                }
-                TapeOp::Gather { start } => {
-                    kernels::gather(lanes, masks, node.mask, node.out, node.a, start as usize)
-                }
-                // The determinant family allocates `inv` then `det` next to each other.
-                TapeOp::Tensor(TensorOp::Det { m }) => {
-                    let (inv, det) = (node.b, node.out);
-                    kernels::det_inv(lanes, masks, node.mask, fbuf, m as usize, node.a, inv, det)
-                }
-                TapeOp::Tensor(TensorOp::Inv { m }) => {
-                    let (inv, det) = (node.out, PayloadId(node.out.0 + 1));
-                    kernels::det_inv(lanes, masks, node.mask, fbuf, m as usize, node.a, inv, det)
-                }
-                TapeOp::Tensor(TensorOp::LogDet { m, abs }) => {
-                    let (inv, det) = (node.b, PayloadId(node.b.0 + 1));
-                    kernels::det_inv(lanes, masks, node.mask, fbuf, m as usize, node.a, inv, det);
-                    kernels::log_det(lanes, masks, node.mask, det, node.out, abs);
-                }
-                TapeOp::Tensor(op) => {
-                    let b = tensor_has_b(op).then_some(node.b);
-                    kernels::tensor(
-                        lanes, masks, node.mask, term_cache, fbuf, op, node.out, node.a, b,
-                    )
-                }
-            }
-        }
-        Ok(())
+        replay_on(lanes, masks, tape, term_cache, fbuf, deadline)
     }
 
-    /// Every severed value recomputes to its recorded bits.
-    fn guards_hold(&self) -> bool {
-        let lanes = &self.lanes;
-        self.trace.guards.iter().all(|g| {
-            let act = kernels::compute_lanes(&self.masks, g.mask, lanes.is_varying(g.out));
-            let same = |x: f64, y: f64| x.to_bits() == y.to_bits();
-            let flag = |ok: bool| f64::from(u8::from(ok));
-            match g.guard {
-                Guard::Unary(op) => (0..lanes.n_elems(g.out)).all(|e| {
-                    act.iter().all(|&l| {
-                        let l = l as usize;
-                        same(op.apply(lanes.get(g.a, e, l)), lanes.get(g.out, e, l))
-                    })
-                }),
-                Guard::Binary(op) => {
-                    let (na, nb) = (lanes.n_elems(g.a), lanes.n_elems(g.b));
-                    (0..lanes.n_elems(g.out)).all(|e| {
-                        let (ea, eb) = (if na == 1 { 0 } else { e }, if nb == 1 { 0 } else { e });
-                        act.iter().all(|&l| {
-                            let l = l as usize;
-                            let z = op.apply(lanes.get(g.a, ea, l), lanes.get(g.b, eb, l));
-                            same(z, lanes.get(g.out, e, l))
-                        })
-                    })
-                }
-                Guard::Compare { c, start, len } => {
-                    let args = &self.trace.args[start as usize..(start + len) as usize];
-                    act.iter().all(|&l| {
-                        let l = l as usize;
-                        let ok = args
-                            .windows(2)
-                            .all(|w| c.apply(lanes.get(w[0], 0, l), lanes.get(w[1], 0, l)));
-                        same(flag(ok), lanes.get(g.out, 0, l))
-                    })
-                }
-                Guard::Test(t) => act.iter().all(|&l| {
-                    let l = l as usize;
-                    same(flag(t.holds(lanes.get(g.a, 0, l))), lanes.get(g.out, 0, l))
-                }),
-            }
-        })
+    /// The lanes per block of a replay of the current recording: all of them when it is not
+    /// split (the options say so, or the copies would not fit well inside the memory limit).
+    fn block_width(&self) -> usize {
+        let b = self.lanes.n_lanes();
+        let floats = self.lanes.n_floats();
+        if floats as u64 * 8 * 4 > self.opts.max_memory {
+            return b;
+        }
+        self.opts.lane_block.width(b, floats)
     }
+
+    /// The replay of the recording in blocks of `width` lanes: per block, the values the replay
+    /// does not recompute into the block arena (this run's differentiable inputs and soft-choice
+    /// settings among them), the forward, the guards, the reverse sweep (with `grad`), and its lanes of the
+    /// result, the gradients and the soft-choice logits back; `Ok(false)` when a guard fails.
+    fn replay_blocks(&mut self, width: usize, grad: bool) -> Result<bool> {
+        let b = self.lanes.n_lanes();
+        let Some(root) = self.trace.root.payload() else {
+            return Ok(false);
+        };
+        if !self.trace.blocks_ready || self.trace.blocks.width != width {
+            self.build_blocks(width);
+        }
+        let deadline = self.opts.deadline;
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Err(*self.deadline_error());
+        }
+        let grads = self.grad_inputs.iter().map(|&(_, p)| p);
+        self.tape.gather_begin(grads, b);
+        let mut blocks = std::mem::take(&mut self.trace.blocks);
+        let mut run = Ok(true);
+        for k in 0..blocks.n {
+            let lo = k * width;
+            let tail = usize::from(b - lo < width);
+            let Some(arena) = blocks.arenas[tail].as_mut() else {
+                break;
+            };
+            for &p in &blocks.copy_in {
+                arena.copy_in(&self.lanes, p, lo);
+            }
+            let masks = &blocks.masks[k];
+            let (tc, fb) = (&mut self.term_cache, &mut self.fbuf);
+            run = replay_on(arena, masks, &self.tape, tc, fb, deadline)
+                .map(|()| guards_hold(arena, masks, &self.trace));
+            if !matches!(run, Ok(true)) {
+                break;
+            }
+            if grad {
+                self.tape.backward(arena, masks, root);
+                self.tape.gather_block(lo, arena.n_lanes());
+            }
+            self.lanes.copy_back(arena, root, lo);
+            for s in &self.trace.sites {
+                self.lanes.copy_back(arena, s.logits, lo);
+            }
+        }
+        self.trace.blocks = blocks;
+        if grad && matches!(run, Ok(true)) {
+            self.tape.gather_done();
+        }
+        run
+    }
+
+    /// Sets up blocked replays of the recording in blocks of `width` lanes: the block arenas
+    /// (from the recorded one), each block's masks and the list of payloads to copy in (reusing
+    /// the capacity of earlier recordings' blocks).
+    fn build_blocks(&mut self, width: usize) {
+        self.tape.forget_merges();
+        let b = self.lanes.n_lanes();
+        let n = b.div_ceil(width.max(1));
+        let bl = &mut self.trace.blocks;
+        bl.width = width;
+        bl.n = n;
+        let last = b - (n - 1) * width;
+        for (slot, (lo, hi)) in [(0, width), ((n - 1) * width, b)].into_iter().enumerate() {
+            if slot == 1 && last == width {
+                continue;
+            }
+            let arena = bl.arenas[slot].get_or_insert_with(|| Lanes::new(0));
+            arena.restrict_from(&self.lanes, lo, hi);
+        }
+        while bl.masks.len() < n {
+            bl.masks.push(LaneMask::new(0));
+        }
+        for (k, m) in bl.masks[..n].iter_mut().enumerate() {
+            self.masks
+                .restrict_into(k * width, ((k + 1) * width).min(b), m);
+        }
+        // What the replay computes: every node's output (the determinant family writes the
+        // inverse and the determinant, a soft-choice its weights too).
+        let computed = &mut bl.computed;
+        computed.clear();
+        computed.resize(self.lanes.len(), false);
+        let mut set = |p: PayloadId| {
+            if let Some(c) = computed.get_mut(p.0 as usize) {
+                *c = true;
+            }
+        };
+        for node in &self.tape.nodes {
+            set(node.out);
+            match node.op {
+                TapeOp::Tensor(TensorOp::Det { .. } | TensorOp::LogDet { .. }) => {
+                    set(node.b);
+                    set(PayloadId(node.b.0 + 1));
+                }
+                TapeOp::Tensor(TensorOp::Inv { .. }) => set(PayloadId(node.out.0 + 1)),
+                TapeOp::Choice { start, .. } => set(self.tape.extra[start as usize + 1]),
+                _ => {}
+            }
+        }
+        bl.copy_in.clear();
+        for (i, m) in self.lanes.meta.iter().enumerate() {
+            if m.varying && !computed[i] {
+                bl.copy_in.push(PayloadId(i as u32));
+            }
+        }
+        let uniform_inputs = self.grad_inputs.iter().map(|&(_, p)| p);
+        let lanes = &self.lanes;
+        bl.copy_in
+            .extend(uniform_inputs.filter(|&p| !lanes.is_varying(p)));
+        for s in &self.trace.sites {
+            bl.copy_in.extend([s.noise, s.tau]);
+        }
+        self.trace.blocks_ready = true;
+    }
+}
+
+/// Recomputes every tape node's output in `lanes`, in recording order, looking at the clock every
+/// few thousand nodes (`ErrorKind::Deadline`).
+fn replay_on(
+    lanes: &mut Lanes,
+    masks: &LaneMask,
+    tape: &Tape,
+    term_cache: &mut TermCache,
+    fbuf: &mut [Vec<f64>; 5],
+    deadline: Option<std::time::Instant>,
+) -> Result<()> {
+    for k in 0..tape.nodes.len() {
+        if k % 4096 == 4095
+            && let Some(d) = deadline
+            && std::time::Instant::now() >= d
+        {
+            return Err(*super::err(
+                crate::error::ErrorKind::Deadline,
+                "the evaluation passed its deadline (replaying the recorded trace)",
+            ));
+        }
+        let node = tape.nodes[k];
+        match node.op {
+            TapeOp::Unary(op) => kernels::unary(lanes, masks, node.mask, op, node.out, node.a),
+            TapeOp::Choice { start, len, hard } => {
+                let (start, len) = (start as usize, len as usize);
+                let (noise, wts) = (tape.extra[start], tape.extra[start + 1]);
+                let opts = &tape.extra[start + 2..start + 2 + len];
+                let ins = (node.a, noise, node.b);
+                kernels::choice(
+                    lanes,
+                    masks,
+                    node.mask,
+                    node.out,
+                    wts,
+                    ins,
+                    opts,
+                    hard,
+                    &mut fbuf[0],
+                );
+            }
+            TapeOp::Binary(op) => {
+                kernels::binary(lanes, masks, node.mask, op, node.out, node.a, node.b)
+            }
+            TapeOp::Select { then } => {
+                kernels::select(lanes, masks, node.out, node.a, then, node.b, node.mask)
+            }
+            TapeOp::Concat { start, len } => {
+                let parts = &tape.extra[start as usize..(start + len) as usize];
+                kernels::concat(lanes, masks, node.mask, node.out, parts)
+            }
+            TapeOp::Gather { start } => {
+                kernels::gather(lanes, masks, node.mask, node.out, node.a, start as usize)
+            }
+            // The determinant family allocates `inv` then `det` next to each other.
+            TapeOp::Tensor(TensorOp::Det { m }) => {
+                let (inv, det) = (node.b, node.out);
+                kernels::det_inv(lanes, masks, node.mask, fbuf, m as usize, node.a, inv, det)
+            }
+            TapeOp::Tensor(TensorOp::Inv { m }) => {
+                let (inv, det) = (node.out, PayloadId(node.out.0 + 1));
+                kernels::det_inv(lanes, masks, node.mask, fbuf, m as usize, node.a, inv, det)
+            }
+            TapeOp::Tensor(TensorOp::LogDet { m, abs }) => {
+                let (inv, det) = (node.b, PayloadId(node.b.0 + 1));
+                kernels::det_inv(lanes, masks, node.mask, fbuf, m as usize, node.a, inv, det);
+                kernels::log_det(lanes, masks, node.mask, det, node.out, abs);
+            }
+            TapeOp::Tensor(op) => {
+                let b = tensor_has_b(op).then_some(node.b);
+                kernels::tensor(
+                    lanes, masks, node.mask, term_cache, fbuf, op, node.out, node.a, b,
+                )
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every severed value of the recording `trace` recomputes to its recorded bits in `lanes`.
+fn guards_hold(lanes: &Lanes, masks: &LaneMask, trace: &Trace) -> bool {
+    trace.guards.iter().all(|g| {
+        let act = kernels::compute_lanes(masks, g.mask, lanes.is_varying(g.out));
+        let same = |x: f64, y: f64| x.to_bits() == y.to_bits();
+        let flag = |ok: bool| f64::from(u8::from(ok));
+        match g.guard {
+            Guard::Unary(op) => (0..lanes.n_elems(g.out)).all(|e| {
+                act.iter().all(|&l| {
+                    let l = l as usize;
+                    same(op.apply(lanes.get(g.a, e, l)), lanes.get(g.out, e, l))
+                })
+            }),
+            Guard::Binary(op) => {
+                let (na, nb) = (lanes.n_elems(g.a), lanes.n_elems(g.b));
+                (0..lanes.n_elems(g.out)).all(|e| {
+                    let (ea, eb) = (if na == 1 { 0 } else { e }, if nb == 1 { 0 } else { e });
+                    act.iter().all(|&l| {
+                        let l = l as usize;
+                        let z = op.apply(lanes.get(g.a, ea, l), lanes.get(g.b, eb, l));
+                        same(z, lanes.get(g.out, e, l))
+                    })
+                })
+            }
+            Guard::Compare { c, start, len } => {
+                let args = &trace.args[start as usize..(start + len) as usize];
+                act.iter().all(|&l| {
+                    let l = l as usize;
+                    let ok = args
+                        .windows(2)
+                        .all(|w| c.apply(lanes.get(w[0], 0, l), lanes.get(w[1], 0, l)));
+                    same(flag(ok), lanes.get(g.out, 0, l))
+                })
+            }
+            Guard::Test(t) => act.iter().all(|&l| {
+                let l = l as usize;
+                same(flag(t.holds(lanes.get(g.a, 0, l))), lanes.get(g.out, 0, l))
+            }),
+        }
+    })
 }
