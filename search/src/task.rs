@@ -454,6 +454,11 @@ pub struct ProposerSpec {
     /// Evolve: most nodes of a program.
     #[serde(default)]
     pub max_size: Option<Spanned<usize>>,
+    /// Grammar (tree) and evolve: the shaped factors drawn (see [`FactorShape`]); given, each
+    /// new factor starts from its input's centre and spread in the training rows, and evolution
+    /// also replaces one factor of a product by another shape of the same input.
+    #[serde(default)]
+    pub factors: Option<Vec<Spanned<String>>>,
     /// Evolve: programs kept over all islands.
     #[serde(default)]
     pub population: Option<Spanned<usize>>,
@@ -730,7 +735,7 @@ pub enum ProposerConfig {
         operators: Vec<String>,
         /// Most additive terms.
         max_terms: usize,
-        /// The tree grammar (`max_depth` given): its shape; `None` is the sum-of-terms grammar.
+        /// The tree grammar (`max_depth` or `factors` given): its shape; `None` is the sum-of-terms grammar.
         tree: Option<TreeShape>,
     },
     /// Evolution of calibrated programs, seeded from random programs of the tree grammar, the
@@ -760,6 +765,34 @@ pub struct TreeShape {
     pub max_depth: usize,
     /// Most nodes of an evolved program.
     pub max_size: usize,
+    /// The shaped factors named by `factors:` (`None`: the default draw, fresh constants).
+    pub factors: Option<Vec<FactorShape>>,
+}
+
+/// A shaped factor of one input `u` the tree grammar draws (`proposer.factors:`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FactorShape {
+    /// `u / (u + p)` (needs `/`).
+    Saturating,
+    /// `exp(p·(u + q)²)` (needs `exp`).
+    Bell,
+    /// `1 / (1 + exp(p·(u + q)))` (needs `/` and `exp`).
+    Switch,
+    /// `u²` or `u³`.
+    Power,
+    /// `exp(p·|u + q|)`, a peak with exponential tails (needs `exp`).
+    Cusp,
+}
+
+impl FactorShape {
+    /// Every shape, by its name in a task file.
+    pub const ALL: [(&'static str, FactorShape); 5] = [
+        ("saturating", FactorShape::Saturating),
+        ("bell", FactorShape::Bell),
+        ("switch", FactorShape::Switch),
+        ("power", FactorShape::Power),
+        ("cusp", FactorShape::Cusp),
+    ];
 }
 
 /// Settings of the `llm` proposer, resolved from the task (the prompt template already read).
@@ -1085,6 +1118,14 @@ fn check_kind_keys(path: &Path, kind: ProposerName, p: &ProposerSpec) -> Result<
             &[Grammar, Evolve],
         ),
         at(
+            p.factors
+                .as_ref()
+                .and_then(|f| f.first())
+                .map(|v| v.referenced),
+            "factors",
+            &[Grammar, Evolve],
+        ),
+        at(
             p.binary
                 .as_ref()
                 .and_then(|b| b.first())
@@ -1179,7 +1220,35 @@ fn resolve_shape(path: &Path, p: &ProposerSpec) -> Result<TreeShape> {
         max_terms: count_key(path, p.max_terms.as_ref(), "max_terms", MAX_TERMS, 3)?,
         max_depth: count_key(path, p.max_depth.as_ref(), "max_depth", MAX_TREE_DEPTH, 3)?,
         max_size: count_key(path, p.max_size.as_ref(), "max_size", MAX_TREE_SIZE, 40)?,
+        factors: resolve_factors(path, p)?,
     })
+}
+
+/// `proposer.factors:` checked: known shape names, each once, at least one.
+fn resolve_factors(path: &Path, p: &ProposerSpec) -> Result<Option<Vec<FactorShape>>> {
+    let Some(names) = &p.factors else {
+        return Ok(None);
+    };
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let err = |msg: String| Err(task_err(path, Some(name.referenced), msg));
+        let Some(&(_, shape)) = FactorShape::ALL.iter().find(|(n, _)| *n == name.value) else {
+            let known: Vec<&str> = FactorShape::ALL.iter().map(|(n, _)| *n).collect();
+            return err(format!(
+                "unknown factor shape `{}` (known: {})",
+                name.value,
+                known.join(", ")
+            ));
+        };
+        if out.contains(&shape) {
+            return err(format!("factor shape `{}` is named twice", name.value));
+        }
+        out.push(shape);
+    }
+    if out.is_empty() {
+        return Err(task_err(path, None, "`proposer.factors` names no shape"));
+    }
+    Ok(Some(out))
 }
 
 /// Refuses `kind: llm` (at `loc`) in a build without the `llm` feature (`built` is false).
@@ -1707,9 +1776,10 @@ fn resolve(
         }
         ProposerName::Grammar => {
             needs_vocabulary(path, "grammar", &inputs, &params)?;
-            let tree = match &p.max_depth {
-                Some(_) => Some(resolve_shape(path, p)?),
-                None => None,
+            // `max_depth` or `factors` switches to the tree grammar.
+            let tree = match p.max_depth.is_some() || p.factors.is_some() {
+                true => Some(resolve_shape(path, p)?),
+                false => None,
             };
             ProposerConfig::Grammar {
                 operators: resolve_unary(path, p)?,
@@ -2394,6 +2464,20 @@ mod tests {
         assert_eq!((population, islands, seeds), (64, 4, None));
         assert_eq!(tree.binary, ["+", "-", "*", "/", "pow"]);
         assert_eq!((tree.max_terms, tree.max_depth, tree.max_size), (3, 3, 40));
+        assert_eq!(tree.factors, None);
+        let t = load_text("{factors: [cusp, bell]}").unwrap();
+        assert!(matches!(
+            t.proposer,
+            ProposerConfig::Evolve { ref tree, .. }
+                if tree.factors == Some(vec![FactorShape::Cusp, FactorShape::Bell])
+        ));
+        // Under `kind: grammar`, `factors` switches to the tree grammar.
+        let t = load_text("{kind: grammar, factors: [switch]}").unwrap();
+        assert!(matches!(
+            t.proposer,
+            ProposerConfig::Grammar { tree: Some(ref tree), .. }
+                if tree.factors == Some(vec![FactorShape::Switch])
+        ));
         let t = load_text("{kind: evolve, cache: c.jsonl, binary: [/], islands: 2}").unwrap();
         assert!(matches!(
             t.proposer,
@@ -2415,6 +2499,19 @@ mod tests {
             (
                 "{max_depth: 17}",
                 "t.yaml:7:23: `max_depth` must be at least 1 and at most 16",
+            ),
+            (
+                "{factors: [bell, frob]}",
+                "t.yaml:7:28: unknown factor shape `frob` (known: saturating, bell, switch, power, cusp)",
+            ),
+            (
+                "{factors: [bell, bell]}",
+                "t.yaml:7:28: factor shape `bell` is named twice",
+            ),
+            ("{factors: []}", "`proposer.factors` names no shape"),
+            (
+                "{cache: c.jsonl, factors: [bell]}",
+                "t.yaml:7:38: `proposer.factors` only applies to `kind: grammar` or `kind: evolve`",
             ),
             (
                 "{cache: c.jsonl, population: 8}",

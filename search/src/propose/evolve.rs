@@ -235,7 +235,13 @@ impl Evolve {
     fn mutate(&mut self, t: &Tree) -> Tree {
         let rng = &mut self.rng;
         let i = rng.random_range(0..t.len());
-        match rng.random_range(0..8) {
+        // Tasks naming their factor shapes also replace factors (two chances in ten).
+        let kinds = if self.sampler.factors.is_some() {
+            10
+        } else {
+            8
+        };
+        match rng.random_range(0..kinds) {
             // Subtree replacement.
             0 => {
                 let depth = rng.random_range(1..=self.sampler.max_depth.max(1));
@@ -288,7 +294,9 @@ impl Evolve {
                 t.replace(at, &with)
             }
             // Simplification (done after every mutation too): a no-op here is fine.
-            _ => t.simplify(),
+            7 => t.simplify(),
+            // Factor replacement: a factor of a product by another shape of the same input.
+            _ => replace_factor(&self.sampler, rng, t),
         }
     }
 
@@ -417,6 +425,41 @@ impl Node {
     }
 }
 
+/// `t` with one operand of a product that reads exactly one input (and is not itself a
+/// product) replaced by a new factor of that input; with none, `t` times a new factor.
+fn replace_factor(sampler: &Sampler, rng: &mut ChaCha8Rng, t: &Tree) -> Tree {
+    let mut spots: Vec<(usize, u16)> = Vec::new();
+    for k in 0..t.len() {
+        if t.nodes[k] != Node::Binary(BinOp::Mul) {
+            continue;
+        }
+        let first = k + 1;
+        for at in [first, t.end(first)] {
+            if t.nodes.get(at) == Some(&Node::Binary(BinOp::Mul)) {
+                continue;
+            }
+            if let Some(input) = single_input(&t.nodes[at..t.end(at)]) {
+                spots.push((at, input));
+            }
+        }
+    }
+    if spots.is_empty() {
+        return Tree::binary(BinOp::Mul, t, &sampler.factor(rng));
+    }
+    let (at, input) = spots[rng.random_range(0..spots.len())];
+    t.replace(at, &sampler.factor_of(rng, input))
+}
+
+/// The one input `nodes` read, if they read exactly one (possibly several times).
+fn single_input(nodes: &[Node]) -> Option<u16> {
+    let mut inputs = nodes.iter().filter_map(|n| match n {
+        Node::Input(j) => Some(*j),
+        _ => None,
+    });
+    let first = inputs.next()?;
+    inputs.all(|j| j == first).then_some(first)
+}
+
 /// The member with the highest score.
 fn best_of(isle: &Island) -> Option<Individual> {
     isle.members
@@ -539,6 +582,8 @@ mod tests {
             max_depth: 3,
             max_terms: 2,
             max_params: 4,
+            factors: None,
+            spreads: Vec::new(),
         };
         let settings = EvolveSettings {
             population: 16,
@@ -652,6 +697,52 @@ mod tests {
         let mean_kept = kept.iter().sum::<usize>() as f64 / kept.len() as f64;
         let mean_all = all.iter().map(|c| c.src.len()).sum::<usize>() as f64 / all.len() as f64;
         assert!(mean_kept < mean_all / 2.0, "{mean_kept} {mean_all}");
+    }
+
+    #[test]
+    fn factor_replacement_swaps_one_factor_for_a_shape_of_its_input() {
+        let sampler = Sampler {
+            n_inputs: 2,
+            unary: vec!["exp", "sin"],
+            binary: BinOp::ALL.to_vec(),
+            max_depth: 3,
+            max_terms: 3,
+            max_params: 6,
+            factors: Some(vec![crate::task::FactorShape::Cusp]),
+            spreads: vec![(0.0, 1.0), (5.0, 2.0)],
+        };
+        let x = |j| Tree::leaf(Node::Input(j));
+        let sin0 = Tree::unary("sin", &x(0));
+        let exp1 = Tree::unary("exp", &x(1));
+        // (* (* p (sin x0)) (exp x1)): the factors are (sin x0) and (exp x1), not p.
+        let t = Tree::binary(
+            BinOp::Mul,
+            &Tree::binary(BinOp::Mul, &Tree::leaf(Node::Param(1.5)), &sin0),
+            &exp1,
+        );
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut replaced = [0; 2];
+        for _ in 0..200 {
+            let c = replace_factor(&sampler, &mut rng, &t);
+            let (head, new) = (c.subtree(1), c.subtree(c.end(1)));
+            if head == t.subtree(1) && new != exp1 {
+                assert_eq!(single_input(&new.nodes), Some(1), "{c:?}");
+                replaced[1] += 1;
+            } else {
+                assert_eq!(new, exp1, "{c:?}");
+                assert_eq!(head.subtree(1).nodes, [Node::Param(1.5)]);
+                let f = head.subtree(head.end(1));
+                assert_eq!(single_input(&f.nodes), Some(0), "{c:?}");
+                replaced[0] += usize::from(f != sin0);
+            }
+        }
+        assert!(replaced[0] > 50 && replaced[1] > 50, "{replaced:?}");
+        // Without a product the program is multiplied by a new factor.
+        let sum = Tree::binary(BinOp::Add, &x(0), &Tree::leaf(Node::Param(1.5)));
+        let c = replace_factor(&sampler, &mut rng, &sum);
+        assert_eq!((c.nodes[0], c.subtree(1)), (Node::Binary(BinOp::Mul), sum));
+        assert_eq!(single_input(&[Node::Input(0), Node::Input(1)]), None);
+        assert_eq!(single_input(&[Node::Param(1.0)]), None);
     }
 
     /// A seed proposer: two fixed programs, then nothing; records the feedback it gets.

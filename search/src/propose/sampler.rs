@@ -9,6 +9,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 use super::tree::{BinOp, Node, Tree};
+use crate::task::FactorShape;
 
 /// What the tree grammar draws from.
 #[derive(Clone, Debug, PartialEq)]
@@ -25,7 +26,15 @@ pub(crate) struct Sampler {
     pub(crate) max_terms: usize,
     /// Parameter names available (further parameters become the literal 1).
     pub(crate) max_params: usize,
+    /// The shapes the task's `factors:` names (`None`: the default draw, fresh constants).
+    pub(crate) factors: Option<Vec<FactorShape>>,
+    /// Each input's centre (mean) and spread (standard deviation, positive) in the training
+    /// rows: the starting constants of a named shape (missing inputs: 0 and 1).
+    pub(crate) spreads: Vec<(f64, f64)>,
 }
+
+/// Chance of each shape a task names, in its order (the rest: the input itself or an operator).
+const SHAPE_CHANCE: f64 = 0.12;
 
 /// Literals a tree may hold (exponents, offsets).
 const LITERALS: [f64; 5] = [2.0, 3.0, -1.0, 0.5, 1.0];
@@ -101,8 +110,11 @@ impl Sampler {
         self.factor_of(rng, input)
     }
 
-    /// A factor (see [`Sampler::factor`]) of the input `input`.
-    fn factor_of(&self, rng: &mut ChaCha8Rng, input: u16) -> Tree {
+    /// A factor (see [`Sampler::factor`], [`Sampler::named_factor`]) of the input `input`.
+    pub(crate) fn factor_of(&self, rng: &mut ChaCha8Rng, input: u16) -> Tree {
+        if let Some(shapes) = &self.factors {
+            return self.named_factor(rng, input, shapes);
+        }
         let u = Tree::leaf(Node::Input(input));
         let has_div = self.binary.contains(&BinOp::Div);
         let has_exp = self.unary.contains(&"exp");
@@ -140,6 +152,75 @@ impl Sampler {
         let scaled = Tree::binary(BinOp::Mul, &param(), &u);
         let arg = match rng.random_bool(0.5) {
             true => Tree::binary(BinOp::Add, &scaled, &param()),
+            false => scaled,
+        };
+        protect_unary(op, arg)
+    }
+
+    /// A factor of `input` when the task names its `shapes`: each shape with chance
+    /// [`SHAPE_CHANCE`] in the task's order (one whose operators the grammar lacks passes its
+    /// turn to the next), else the input itself or an operator of `p·u (+ q)`. Constants start
+    /// from the input's centre `c` and spread `s`: `u / (u + c)`, `exp(-(u - c)²/(2s²))`,
+    /// `1 / (1 + exp(±(u - c)/s))`, `exp(-|u - c|/s)` and an operator of `(u - c)/s`.
+    fn named_factor(&self, rng: &mut ChaCha8Rng, input: u16, shapes: &[FactorShape]) -> Tree {
+        let u = Tree::leaf(Node::Input(input));
+        let (c, s) = self
+            .spreads
+            .get(usize::from(input))
+            .copied()
+            .unwrap_or((0.0, 1.0));
+        let has_div = self.binary.contains(&BinOp::Div);
+        let has_exp = self.unary.contains(&"exp");
+        let valued = |v: f64| Tree::leaf(Node::Param(v));
+        let centred = Tree::binary(BinOp::Add, &u, &valued(-c));
+        let roll: f64 = rng.random();
+        for (k, shape) in shapes.iter().enumerate() {
+            if roll >= SHAPE_CHANCE * (k + 1) as f64 {
+                continue;
+            }
+            match shape {
+                FactorShape::Saturating if has_div => {
+                    return Tree::binary(BinOp::Div, &u, &Tree::binary(BinOp::Add, &u, &valued(c)));
+                }
+                FactorShape::Bell if has_exp => {
+                    let square = Tree::binary(BinOp::Mul, &centred, &centred);
+                    let width = valued(-0.5 / (s * s));
+                    return Tree::unary("exp", &Tree::binary(BinOp::Mul, &width, &square));
+                }
+                FactorShape::Switch if has_div && has_exp => {
+                    let one = Tree::leaf(Node::Const(1.0));
+                    let slope = if rng.random_bool(0.5) {
+                        1.0 / s
+                    } else {
+                        -1.0 / s
+                    };
+                    let rate =
+                        Tree::unary("exp", &Tree::binary(BinOp::Mul, &valued(slope), &centred));
+                    return Tree::binary(BinOp::Div, &one, &Tree::binary(BinOp::Add, &one, &rate));
+                }
+                FactorShape::Power => {
+                    let exponent = Tree::leaf(Node::Const(2.0 + f64::from(rng.random_bool(0.5))));
+                    return match self.binary.contains(&BinOp::Pow) {
+                        true => Tree::binary(BinOp::Pow, &u, &exponent),
+                        false => Tree::binary(BinOp::Mul, &u, &u),
+                    };
+                }
+                FactorShape::Cusp if has_exp => {
+                    let distance = Tree::unary("abs", &centred);
+                    let rate = Tree::binary(BinOp::Mul, &valued(-1.0 / s), &distance);
+                    return Tree::unary("exp", &rate);
+                }
+                _ => {}
+            }
+        }
+        let past = SHAPE_CHANCE * shapes.len() as f64;
+        if roll < past + 0.14 || self.unary.is_empty() {
+            return u;
+        }
+        let op = self.unary[rng.random_range(0..self.unary.len())];
+        let scaled = Tree::binary(BinOp::Mul, &valued(1.0 / s), &u);
+        let arg = match rng.random_bool(0.5) {
+            true => Tree::binary(BinOp::Add, &scaled, &valued(-c / s)),
             false => scaled,
         };
         protect_unary(op, arg)
@@ -299,6 +380,8 @@ mod tests {
             max_depth: 4,
             max_terms: 3,
             max_params: 6,
+            factors: None,
+            spreads: Vec::new(),
         }
     }
 
@@ -353,6 +436,81 @@ mod tests {
                 shape(&f)
             );
         }
+    }
+
+    /// The starting values of a tree's parameters, in order.
+    fn starts(t: &Tree) -> Vec<f64> {
+        t.nodes
+            .iter()
+            .filter_map(|n| match n {
+                Node::Param(v) => Some(*v),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn named_shapes_start_at_the_inputs_centre_and_spread() {
+        let s = Sampler {
+            factors: Some(vec![
+                FactorShape::Bell,
+                FactorShape::Cusp,
+                FactorShape::Saturating,
+            ]),
+            spreads: vec![(10.0, 2.0), (-1.0, 0.5)],
+            ..sampler()
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let mut seen = std::collections::BTreeMap::new();
+        for _ in 0..2000 {
+            let f = s.factor_of(&mut rng, 0);
+            let (shape, values) = (shape(&f), starts(&f));
+            let want: Option<&[f64]> = match shape.as_str() {
+                "exp * p * + u p + u p" => Some(&[-0.125, -10.0, -10.0]),
+                "exp * p abs + u p" => Some(&[-0.5, -10.0]),
+                "/ u + u p" => Some(&[10.0]),
+                "sin * p u" => Some(&[0.5]),
+                "log abs + * p u p" => Some(&[0.5, -5.0]),
+                _ => None,
+            };
+            if let Some(want) = want {
+                assert_eq!(values, want, "{shape}");
+            }
+            *seen.entry(shape).or_insert(0) += 1;
+        }
+        // Each named shape about 12 % of the time, the input itself about 14 %; shapes not
+        // named (switch, power) never.
+        for (want, least) in [
+            ("exp * p * + u p + u p", 180),
+            ("exp * p abs + u p", 180),
+            ("/ u + u p", 180),
+            ("u", 200),
+        ] {
+            let n = seen.get(want).copied().unwrap_or(0);
+            assert!(n >= least, "{want}: {n} of 2000: {seen:?}");
+        }
+        assert!(!seen.contains_key("/ c + c exp * p + u p"), "{seen:?}");
+        assert!(!seen.contains_key("pow u c"), "{seen:?}");
+        // The second input's spread; a missing input's is 0 and 1.
+        let cusp = |input: u16, rng: &mut ChaCha8Rng| loop {
+            let f = s.factor_of(rng, input);
+            if shape(&f) == "exp * p abs + u p" {
+                return starts(&f);
+            }
+        };
+        assert_eq!(cusp(1, &mut rng), [-2.0, 1.0]);
+        let narrow = Sampler {
+            spreads: Vec::new(),
+            ..s.clone()
+        };
+        assert_eq!(cusp(0, &mut rng).len(), 2);
+        let f = loop {
+            let f = narrow.factor_of(&mut rng, 0);
+            if shape(&f) == "exp * p abs + u p" {
+                break f;
+            }
+        };
+        assert_eq!(starts(&f), [-1.0, -0.0]);
     }
 
     #[test]
