@@ -32,8 +32,10 @@ pub struct EvalOptions {
     /// The instant after which a run stops with `ErrorKind::Deadline` (checked every few thousand
     /// work units in the walk and every few thousand tape nodes in a replay); `None`: no deadline.
     pub deadline: Option<std::time::Instant>,
-    /// Replay a gradient run's recorded trace instead of walking again when only the
-    /// differentiated inputs changed and every guard holds (bit-identical to a walk; on by default).
+    /// Replay the last recorded trace instead of walking again when only the differentiated
+    /// inputs changed and every guard holds (bit-identical to a walk; on by default). Gradient
+    /// runs record; a forward-only run records when it repeats the program of the run before it,
+    /// and replays forward only.
     pub replay: bool,
     /// How `(soft-choice (e1 e2 …) logits)` blends its options: mode, temperature, Gumbel noise.
     pub soft_choice: SoftChoice,
