@@ -74,6 +74,9 @@ impl LaneBlock {
         match self {
             LaneBlock::Lanes(0) => n,
             LaneBlock::Lanes(w) => w.min(n),
+            // A block is never narrower than `MIN_AUTO_LANES` (and the divisions cost a B = 1
+            // replay a few percent).
+            LaneBlock::Cache { .. } if n <= Self::MIN_AUTO_LANES => n,
             LaneBlock::Cache { bytes } => {
                 let per_lane = (floats as u64 * 8).div_ceil(n as u64).max(1);
                 let fit = ((bytes / per_lane) as usize).max(Self::MIN_AUTO_LANES);
