@@ -150,6 +150,7 @@ impl Tape {
             t.terms.capacity() + t.scratch.capacity() + t.by_i.capacity() + t.by_j.capacity();
         (self.adj.buf.capacity() * 8 + self.adj.off.capacity() * 4) as u64
             + (terms * std::mem::size_of::<Term>()) as u64
+            + self.merges.bytes()
     }
 
     /// Drops the adjoint arena when it holds more than `bytes` of capacity (after a run stopped
@@ -157,6 +158,9 @@ impl Tape {
     pub(crate) fn shrink_adjoints(&mut self, bytes: usize) {
         if self.adj.buf.capacity() * 8 > bytes || self.adj.off.capacity() * 4 > bytes {
             self.adj = Adjoints::default();
+        }
+        if self.merges.bytes() > bytes as u64 {
+            self.merges = Merges::default();
         }
     }
 
@@ -1243,14 +1247,15 @@ struct Merges {
     /// `(tape length, lanes, masks)` the rows were built for (a replay sweeps the same tape
     /// again; a blocked replay sweeps it per block, each with masks of its own).
     built: Option<(usize, usize, usize)>,
-    /// Scratch of one node's sweep: its inputs, its merged inputs, one lane's sources, the groups'
-    /// sources (one row per group), each active lane's group, one group's lanes.
+    /// Scratch of one node's sweep: its inputs, its merged inputs, one lane's sources, every
+    /// live lane's sources and place among the active lanes, one group's lanes, the sort order.
     inputs: Vec<PayloadId>,
     merged: Vec<PayloadId>,
     key: Vec<PayloadId>,
     keys: Vec<PayloadId>,
     group_of: Vec<u32>,
     group_lanes: Vec<u32>,
+    order: Vec<u32>,
 }
 
 const NOT_MERGED: u32 = u32::MAX;
@@ -1334,6 +1339,16 @@ impl Merges {
     #[inline]
     fn b(&self) -> usize {
         self.built.map_or(1, |(_, b, _)| b.max(1))
+    }
+
+    /// Bytes held by the index (the runtime's memory gauge counts them).
+    fn bytes(&self) -> u64 {
+        let words = self.row_of.capacity()
+            + self.sources.capacity()
+            + self.seg_lanes.capacity()
+            + self.seg_of.capacity()
+            + 3 * self.segs.capacity();
+        words as u64 * 4
     }
 
     #[inline]
@@ -1458,16 +1473,19 @@ impl Tape {
         self.merges = m;
     }
 
-    /// Whether no source of a merged input of the node is also read by it another way
-    /// (directly, or as a source of another merged input); conservative over lanes.
+    /// Whether no source of a merged input of the node is also read by it another way: as one
+    /// of its inputs (on any lane), or as another merged input's source on the same lane.
     fn sources_read_once(m: &Merges) -> bool {
+        let b = m.b();
         m.merged.iter().enumerate().all(|(i, &p)| {
-            m.segments(p).iter().all(|&(s, ..)| {
-                !m.inputs.contains(&s)
-                    && m.merged[..i]
-                        .iter()
-                        .all(|&q| m.segments(q).iter().all(|&(t, ..)| t != s))
-            })
+            let rp = m.row_of[p.0 as usize] as usize;
+            let direct = m.segments(p).iter().any(|&(s, ..)| m.inputs.contains(&s));
+            !direct
+                && m.merged[..i].iter().all(|&q| {
+                    let rq = m.row_of[q.0 as usize] as usize;
+                    let (sp, sq) = (&m.sources[rp..rp + b], &m.sources[rq..rq + b]);
+                    sp.iter().zip(sq).all(|(&x, &y)| x != y || x == NOT_MERGED)
+                })
         })
     }
 
@@ -1526,9 +1544,10 @@ impl Tape {
         let b = lanes.n_lanes();
         let act = masks.lanes(node.mask);
         let k = m.inputs.len();
+        // Per live lane of `act`: its sources (`keys`, k each) and its place in `act`.
         m.keys.clear();
         m.group_of.clear();
-        for &l in act {
+        for (j, &l) in act.iter().enumerate() {
             m.key.clear();
             for i in 0..k {
                 match m.source(m.inputs[i], l as usize) {
@@ -1536,29 +1555,38 @@ impl Tape {
                     None => break,
                 }
             }
-            if m.key.len() < k {
-                m.group_of.push(NOT_MERGED);
-                continue;
+            if m.key.len() == k {
+                m.keys.extend_from_slice(&m.key);
+                m.group_of.push(j as u32);
             }
-            let groups = m.keys.len() / k;
-            let g = (0..groups)
-                .find(|&g| m.keys[g * k..][..k] == m.key[..])
-                .unwrap_or_else(|| {
-                    m.keys.extend_from_slice(&m.key);
-                    groups
-                });
-            m.group_of.push(g as u32);
         }
-        for g in 0..m.keys.len() / k {
+        // The live lanes sorted by their sources, then by lane: each run of equal sources is a
+        // group, its lanes ascending.
+        let key = |t: usize| m.keys[t * k..][..k].iter().map(|p| p.0);
+        m.order.clear();
+        m.order.extend(0..m.group_of.len() as u32);
+        let mut order = std::mem::take(&mut m.order);
+        order.sort_unstable_by(|&x, &y| key(x as usize).cmp(key(y as usize)).then(x.cmp(&y)));
+        let mut start = 0;
+        while start < order.len() {
+            let first = order[start] as usize;
+            let mut end = start + 1;
+            while end < order.len() && key(order[end] as usize).eq(key(first)) {
+                end += 1;
+            }
             m.group_lanes.clear();
-            let members = act.iter().zip(&m.group_of).filter(|&(_, &x)| x == g as u32);
-            m.group_lanes.extend(members.map(|(&l, _)| l));
+            let members = order[start..end]
+                .iter()
+                .map(|&t| act[m.group_of[t as usize] as usize]);
+            m.group_lanes.extend(members);
             let full = node.mask == MaskId::FULL && m.group_lanes.len() == b;
             let extra = self.extra.len();
-            let sub = self.substituted(node, &m.keys[g * k..][..k]);
+            let sub = self.substituted(node, &m.keys[first * k..][..k]);
             self.node_vjp_on(lanes, masks, sub, go, b, &m.group_lanes, full);
             self.extra.truncate(extra);
+            start = end;
         }
+        m.order = order;
     }
 }
 

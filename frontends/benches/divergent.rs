@@ -12,7 +12,7 @@ use ndvm_core::{EvalOptions, Evaluation, Evaluator, Heap, Inputs};
 
 const B: usize = 256;
 
-const PROGRAMS: [(&str, &str); 4] = [
+const PROGRAMS: [(&str, &str); 5] = [
     (
         "piecewise",
         "(if (< x c) (* a (- x c)) (* b (square (- x c))))",
@@ -28,6 +28,10 @@ const PROGRAMS: [(&str, &str); 4] = [
     (
         "branches inside a loop",
         "(loop ((i 0.0) (s 0.0)) (if (= i 12.0) s (recur (+ i 1.0) (if (< (sin (* x i a)) 0.0) (- s (* b x)) (+ s (* c x x))))))",
+    ),
+    (
+        "two branchy accumulators",
+        "(loop ((i 0.0) (s a) (t b)) (if (= i 200.0) (* s (+ s t)) (recur (+ i 1.0) (if (< (sin (* 7.0 x i)) 0.0) s (+ s (* c t))) (if (< (cos (* 3.0 x i)) 0.0) (* t 0.999) t))))",
     ),
 ];
 
