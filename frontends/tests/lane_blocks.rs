@@ -126,6 +126,12 @@ fn divergent_branches_and_loops_are_bit_identical_in_blocks() {
         "(loop ((x a) (k 0)) (if (< (abs x) 1.0) (+ (* x x) k) (recur (* x 0.5) (+ k 1))))",
         "(let ((m (mat (vec a 0.5) (vec 0.25 (+ 2.0 (abs a))))))
            (if (> a 0.0) (log (det m)) (dot (matvec (inv m) (vec a 1.0)) (vec 1.0 a))))",
+        // One matrix inverted, then its det and logdet (the replay copies the inverse), on all
+        // lanes and under a branch.
+        "(let* ((m (mat (vec (+ 3.0 a) 0.5 0.1) (vec 0.25 (+ 2.0 (abs a)) a) (vec 0.0 0.3 4.0)))
+                (w (inv m)))
+           (+ (ref (matvec w (vec 1.0 a 2.0)) 1) (log (abs (det m))) (logdet m)
+              (if (> a 0.0) (* a (det m)) (trace (inv (inv m))))))",
     ];
     let n_lanes = 11;
     for src in srcs {
