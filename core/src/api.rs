@@ -60,10 +60,10 @@ pub enum LaneBlock {
 }
 
 impl LaneBlock {
-    /// Default budget of [`LaneBlock::Cache`]: 4 MiB of recorded floats per block (Kalman at
-    /// B = 1024: four blocks of 256 lanes would hold 8 MiB each, eight of 128 hold 4 MiB; the
-    /// latter measured fastest on a 2-core VM with 1 MiB L2 and a shared 32 MiB L3).
-    pub const DEFAULT_BYTES: u64 = 4 << 20;
+    /// Default budget of [`LaneBlock::Cache`]: 8 MiB of recorded floats per block (Kalman at
+    /// B = 1024: four blocks of 256 lanes; blocks of 128 or 64 measured slower on a 2-core VM
+    /// with 1 MiB L2 and a shared 32 MiB L3, the per-node cost of a pass outweighing the gain).
+    pub const DEFAULT_BYTES: u64 = 8 << 20;
     /// Smallest automatic block: below it the per-node cost of a pass outweighs the cache gain.
     pub const MIN_AUTO_LANES: usize = 128;
 

@@ -3,13 +3,14 @@
 //! Run with `cargo bench -p ndvm-frontends --bench kalman`. Reads the program and its 80×2
 //! observations from `testdata/seed-data/oracle_refs.json`. `NDVM_BENCH_WALK=1` turns the trace
 //! replay off (every run walks), `NDVM_BENCH_FWD=1` times forward-only runs, `NDVM_BENCH_B=k`
-//! runs one lane count and `NDVM_BENCH_RUNS=n` a fixed number of runs.
+//! runs one lane count, `NDVM_BENCH_RUNS=n` a fixed number of runs and `NDVM_BENCH_BLOCK=w`
+//! replays in lane blocks of `w` lanes (0: one block; unset: the default cache budget).
 
 #![allow(clippy::print_stdout)] // a benchmark reports on stdout
 
 use std::time::{Duration, Instant};
 
-use ndvm_core::{Dialect, EvalOptions, Evaluator, Heap, Inputs};
+use ndvm_core::{Dialect, EvalOptions, Evaluator, Heap, Inputs, LaneBlock};
 
 mod seed;
 
@@ -37,6 +38,12 @@ fn main() {
         let mut opts = EvalOptions::new(b).with_dialect(Dialect::Reference);
         if walk {
             opts = opts.with_replay(false);
+        }
+        if let Some(w) = std::env::var("NDVM_BENCH_BLOCK")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            opts = opts.with_lane_block(LaneBlock::Lanes(w));
         }
         let mut ev = Evaluator::new(opts);
         let q: Vec<f64> = (0..b).map(|l| 0.05 * (1.0 + 0.001 * l as f64)).collect();

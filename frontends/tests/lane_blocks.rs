@@ -129,6 +129,12 @@ fn divergent_branches_and_loops_are_bit_identical_in_blocks() {
         // A merged value read directly and through another merge (the merge-aware sweep).
         "(let ((w (if (< a 0.0) a (* 2.0 a))) (u (if (< a 1.0) a 0.5)))
            (det (mat (vec w a u) (vec u w a) (vec a 0.5 (* w u)))))",
+        // One matrix inverted, then its det and logdet (the replay copies the inverse), on all
+        // lanes and under a branch.
+        "(let* ((m (mat (vec (+ 3.0 a) 0.5 0.1) (vec 0.25 (+ 2.0 (abs a)) a) (vec 0.0 0.3 4.0)))
+                (w (inv m)))
+           (+ (ref (matvec w (vec 1.0 a 2.0)) 1) (log (abs (det m))) (logdet m)
+              (if (> a 0.0) (* a (det m)) (trace (inv (inv m))))))",
     ];
     let n_lanes = 11;
     for src in srcs {

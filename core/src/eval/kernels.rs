@@ -142,6 +142,29 @@ pub(crate) fn select(
     }
 }
 
+/// `out = src` (the same shape) on the lanes of a mask.
+pub(crate) fn copy(
+    lanes: &mut Lanes,
+    masks: &LaneMask,
+    mask: MaskId,
+    out: PayloadId,
+    src: PayloadId,
+) {
+    let (mo, ms) = (lanes.meta(out), lanes.meta(src));
+    let w = if mo.varying { lanes.n_lanes() } else { 1 };
+    let (so, oo, n) = (ms.off as usize, mo.off as usize, mo.n as usize);
+    if !mo.varying || mask == MaskId::FULL {
+        lanes.data.copy_within(so..so + n * w, oo);
+        return;
+    }
+    for e in 0..n {
+        for &l in masks.lanes(mask) {
+            let l = l as usize;
+            lanes.data[oo + e * w + l] = lanes.data[so + e * w + l];
+        }
+    }
+}
+
 /// `out` = the elements of `parts`, one after another.
 pub(crate) fn concat(
     lanes: &mut Lanes,

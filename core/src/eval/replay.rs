@@ -33,7 +33,7 @@ use crate::lanes::{Lanes, PayloadId};
 use crate::linalg::{TensorOp, TermCache};
 use crate::mask::{LaneMask, MaskId};
 use crate::prims::{Binary, Compare, Unary};
-use crate::tape::Tape;
+use crate::tape::{Tape, TapeNode};
 use crate::tape::{TapeOp, tensor_has_b};
 use crate::value::Value;
 
@@ -103,6 +103,9 @@ pub(crate) struct Trace {
     /// Blocked replays (current when `blocks_ready`).
     blocks: Blocks,
     blocks_ready: bool,
+    /// [`find_same_det`] of the recording, once computed (`same_det_ready`).
+    same_det: Vec<u32>,
+    same_det_ready: bool,
 }
 
 /// The state of blocked replays of one recording, in blocks of `width` lanes (the last one
@@ -139,6 +142,8 @@ impl Default for Trace {
             fixed: false,
             blocks: Blocks::default(),
             blocks_ready: false,
+            same_det: Vec::new(),
+            same_det_ready: false,
         }
     }
 }
@@ -152,6 +157,7 @@ impl Trace {
         self.ok = grad;
         self.ready = false;
         self.blocks_ready = false;
+        self.same_det_ready = false;
         self.replayed = false;
         self.guards.clear();
         self.args.clear();
@@ -176,6 +182,7 @@ impl Trace {
         self.ready = false;
         self.ok = false;
         self.blocks_ready = false;
+        self.same_det_ready = false;
     }
 
     pub(super) fn replayed(&self) -> bool {
@@ -262,6 +269,10 @@ impl Evaluator {
                 InputValue::Lanes(xs) => self.lanes.data[off..off + b].copy_from_slice(xs),
                 _ => {}
             }
+        }
+        if !self.trace.same_det_ready {
+            find_same_det(&self.tape, &self.lanes, &mut self.trace.same_det);
+            self.trace.same_det_ready = true;
         }
         let width = self.block_width();
         let run = if width < b {
@@ -390,7 +401,14 @@ impl Evaluator {
             fbuf,
             ..
         } = self;
-        replay_on(lanes, masks, tape, term_cache, fbuf, deadline)
+        replay_on(
+            lanes,
+            masks,
+            tape,
+            term_cache,
+            fbuf,
+            (deadline, &self.trace.same_det),
+        )
     }
 
     /// The lanes per block of a replay of the current recording: all of them when it is not
@@ -435,7 +453,8 @@ impl Evaluator {
             }
             let masks = &blocks.masks[k];
             let (tc, fb) = (&mut self.term_cache, &mut self.fbuf);
-            run = replay_on(arena, masks, &self.tape, tc, fb, deadline)
+            let at = (deadline, &self.trace.same_det[..]);
+            run = replay_on(arena, masks, &self.tape, tc, fb, at)
                 .map(|()| guards_hold(arena, masks, &self.trace));
             if !matches!(run, Ok(true)) {
                 break;
@@ -520,15 +539,62 @@ impl Evaluator {
     }
 }
 
+/// The matrix size and the inverse and determinant payloads of a node of the determinant family
+/// (which allocates the inverse, then the determinant, next to each other).
+fn det_pair(node: &TapeNode) -> Option<(usize, PayloadId, PayloadId)> {
+    match node.op {
+        TapeOp::Tensor(TensorOp::Det { m }) => Some((m as usize, node.b, node.out)),
+        TapeOp::Tensor(TensorOp::Inv { m }) => {
+            Some((m as usize, node.out, PayloadId(node.out.0 + 1)))
+        }
+        TapeOp::Tensor(TensorOp::LogDet { m, .. }) => {
+            Some((m as usize, node.b, PayloadId(node.b.0 + 1)))
+        }
+        _ => None,
+    }
+}
+
+/// Per tape node, the index of an earlier node of the determinant family that inverted the same
+/// payload on the same lanes (`u32::MAX`: none): a filter that inverts S and takes its log-det
+/// computes one inverse per step instead of two. Looks back over the last 8 such nodes.
+fn find_same_det(tape: &Tape, lanes: &Lanes, out: &mut Vec<u32>) {
+    out.clear();
+    out.resize(tape.nodes.len(), u32::MAX);
+    let mut recent = [u32::MAX; 8];
+    let mut next = 0;
+    for (k, node) in tape.nodes.iter().enumerate() {
+        let Some((m, inv, det)) = det_pair(node) else {
+            continue;
+        };
+        let shape = |p: PayloadId| lanes.meta.get(p.0 as usize).map(|x| (x.n, x.varying));
+        let same = |j: u32| {
+            tape.nodes.get(j as usize).is_some_and(|src| {
+                det_pair(src).is_some_and(|(ms, si, sd)| {
+                    src.a == node.a
+                        && src.mask == node.mask
+                        && ms == m
+                        && shape(si) == shape(inv)
+                        && shape(sd) == shape(det)
+                })
+            })
+        };
+        if let Some(&j) = recent.iter().find(|&&j| same(j)) {
+            out[k] = j;
+        }
+        recent[next] = k as u32;
+        next = (next + 1) % recent.len();
+    }
+}
+
 /// Recomputes every tape node's output in `lanes`, in recording order, looking at the clock every
-/// few thousand nodes (`ErrorKind::Deadline`).
+/// few thousand nodes (`ErrorKind::Deadline`); `same_det` from [`find_same_det`] (or empty).
 fn replay_on(
     lanes: &mut Lanes,
     masks: &LaneMask,
     tape: &Tape,
     term_cache: &mut TermCache,
     fbuf: &mut [Vec<f64>; 5],
-    deadline: Option<std::time::Instant>,
+    (deadline, same_det): (Option<std::time::Instant>, &[u32]),
 ) -> Result<()> {
     for k in 0..tape.nodes.len() {
         if k % 4096 == 4095
@@ -573,19 +639,23 @@ fn replay_on(
             TapeOp::Gather { start } => {
                 kernels::gather(lanes, masks, node.mask, node.out, node.a, start as usize)
             }
-            // The determinant family allocates `inv` then `det` next to each other.
-            TapeOp::Tensor(TensorOp::Det { m }) => {
-                let (inv, det) = (node.b, node.out);
-                kernels::det_inv(lanes, masks, node.mask, fbuf, m as usize, node.a, inv, det)
-            }
-            TapeOp::Tensor(TensorOp::Inv { m }) => {
-                let (inv, det) = (node.out, PayloadId(node.out.0 + 1));
-                kernels::det_inv(lanes, masks, node.mask, fbuf, m as usize, node.a, inv, det)
-            }
-            TapeOp::Tensor(TensorOp::LogDet { m, abs }) => {
-                let (inv, det) = (node.b, PayloadId(node.b.0 + 1));
-                kernels::det_inv(lanes, masks, node.mask, fbuf, m as usize, node.a, inv, det);
-                kernels::log_det(lanes, masks, node.mask, det, node.out, abs);
+            TapeOp::Tensor(
+                TensorOp::Det { .. } | TensorOp::Inv { .. } | TensorOp::LogDet { .. },
+            ) => {
+                let Some((m, inv, det)) = det_pair(&node) else {
+                    continue;
+                };
+                // The same matrix inverted earlier on the same lanes: the same bits, copied.
+                match same_det.get(k).and_then(|&j| tape.nodes.get(j as usize)) {
+                    Some(src) if let Some((_, si, sd)) = det_pair(src) => {
+                        kernels::copy(lanes, masks, node.mask, inv, si);
+                        kernels::copy(lanes, masks, node.mask, det, sd);
+                    }
+                    _ => kernels::det_inv(lanes, masks, node.mask, fbuf, m, node.a, inv, det),
+                }
+                if let TapeOp::Tensor(TensorOp::LogDet { abs, .. }) = node.op {
+                    kernels::log_det(lanes, masks, node.mask, det, node.out, abs);
+                }
             }
             TapeOp::Tensor(op) => {
                 let b = tensor_has_b(op).then_some(node.b);
