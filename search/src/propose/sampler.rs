@@ -42,7 +42,9 @@ const LITERALS: [f64; 5] = [2.0, 3.0, -1.0, 0.5, 1.0];
 impl Sampler {
     /// A random program: `Σ p·factor (+ p)`.
     pub(crate) fn program(&self, rng: &mut ChaCha8Rng) -> Tree {
-        if rng.random_bool(0.25) {
+        // A product one time in four (in two when the task names its factor shapes).
+        let products = if self.factors.is_some() { 0.5 } else { 0.25 };
+        if rng.random_bool(products) {
             return self.cap_params(self.product(rng));
         }
         let n_terms = rng.random_range(1..=self.max_terms.max(1));
