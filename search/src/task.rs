@@ -455,8 +455,9 @@ pub struct ProposerSpec {
     #[serde(default)]
     pub max_size: Option<Spanned<usize>>,
     /// Grammar (tree) and evolve: the shaped factors drawn (see [`FactorShape`]); given, each
-    /// new factor starts from its input's centre and spread in the training rows, and evolution
-    /// also replaces one factor of a product by another shape of the same input.
+    /// new factor starts from its input's centre and spread in the training rows, random
+    /// programs are products one time in two, and evolution also replaces or drops a factor of a
+    /// product.
     #[serde(default)]
     pub factors: Option<Vec<Spanned<String>>>,
     /// Evolve: programs kept over all islands.

@@ -235,7 +235,8 @@ impl Evolve {
     fn mutate(&mut self, t: &Tree) -> Tree {
         let rng = &mut self.rng;
         let i = rng.random_range(0..t.len());
-        // Tasks naming their factor shapes also replace factors (two chances in ten).
+        // Tasks naming their factor shapes also replace and drop factors (one chance in ten
+        // each).
         let kinds = if self.sampler.factors.is_some() {
             10
         } else {
@@ -296,7 +297,9 @@ impl Evolve {
             // Simplification (done after every mutation too): a no-op here is fine.
             7 => t.simplify(),
             // Factor replacement: a factor of a product by another shape of the same input.
-            _ => replace_factor(&self.sampler, rng, t),
+            8 => replace_factor(&self.sampler, rng, t),
+            // Factor removal: a product without one of its factors.
+            _ => drop_factor(rng, t),
         }
     }
 
@@ -425,10 +428,10 @@ impl Node {
     }
 }
 
-/// `t` with one operand of a product that reads exactly one input (and is not itself a
-/// product) replaced by a new factor of that input; with none, `t` times a new factor.
-fn replace_factor(sampler: &Sampler, rng: &mut ChaCha8Rng, t: &Tree) -> Tree {
-    let mut spots: Vec<(usize, u16)> = Vec::new();
+/// The factors of `t`'s products: operands of a `*` that read exactly one input and are not
+/// themselves products, as (the product's position, the factor's, its input).
+fn factors(t: &Tree) -> Vec<(usize, usize, u16)> {
+    let mut spots = Vec::new();
     for k in 0..t.len() {
         if t.nodes[k] != Node::Binary(BinOp::Mul) {
             continue;
@@ -439,15 +442,34 @@ fn replace_factor(sampler: &Sampler, rng: &mut ChaCha8Rng, t: &Tree) -> Tree {
                 continue;
             }
             if let Some(input) = single_input(&t.nodes[at..t.end(at)]) {
-                spots.push((at, input));
+                spots.push((k, at, input));
             }
         }
     }
+    spots
+}
+
+/// `t` with one factor of a product (see [`factors`]) replaced by a new factor of the same
+/// input; with none, `t` times a new factor.
+fn replace_factor(sampler: &Sampler, rng: &mut ChaCha8Rng, t: &Tree) -> Tree {
+    let spots = factors(t);
     if spots.is_empty() {
         return Tree::binary(BinOp::Mul, t, &sampler.factor(rng));
     }
-    let (at, input) = spots[rng.random_range(0..spots.len())];
+    let (_, at, input) = spots[rng.random_range(0..spots.len())];
     t.replace(at, &sampler.factor_of(rng, input))
+}
+
+/// `t` with one factor of a product (see [`factors`]) dropped: the product becomes its other
+/// operand (`t` itself when it has none).
+fn drop_factor(rng: &mut ChaCha8Rng, t: &Tree) -> Tree {
+    let spots = factors(t);
+    if spots.is_empty() {
+        return t.clone();
+    }
+    let (k, at, _) = spots[rng.random_range(0..spots.len())];
+    let other = if at == k + 1 { t.end(k + 1) } else { k + 1 };
+    t.replace(k, &t.subtree(other))
 }
 
 /// The one input `nodes` read, if they read exactly one (possibly several times).
@@ -740,7 +762,22 @@ mod tests {
         // Without a product the program is multiplied by a new factor.
         let sum = Tree::binary(BinOp::Add, &x(0), &Tree::leaf(Node::Param(1.5)));
         let c = replace_factor(&sampler, &mut rng, &sum);
-        assert_eq!((c.nodes[0], c.subtree(1)), (Node::Binary(BinOp::Mul), sum));
+        assert_eq!(
+            (c.nodes[0], c.subtree(1)),
+            (Node::Binary(BinOp::Mul), sum.clone())
+        );
+        // Dropping a factor keeps the rest of the product.
+        let p = Tree::leaf(Node::Param(1.5));
+        let mut dropped = std::collections::BTreeSet::new();
+        for _ in 0..50 {
+            dropped.insert(format!("{:?}", drop_factor(&mut rng, &t).nodes));
+        }
+        let want = [
+            format!("{:?}", Tree::binary(BinOp::Mul, &p, &sin0).nodes),
+            format!("{:?}", Tree::binary(BinOp::Mul, &p, &exp1).nodes),
+        ];
+        assert_eq!(dropped, want.into());
+        assert_eq!(drop_factor(&mut rng, &sum), sum);
         assert_eq!(single_input(&[Node::Input(0), Node::Input(1)]), None);
         assert_eq!(single_input(&[Node::Param(1.0)]), None);
     }

@@ -42,7 +42,9 @@ const LITERALS: [f64; 5] = [2.0, 3.0, -1.0, 0.5, 1.0];
 impl Sampler {
     /// A random program: `Σ p·factor (+ p)`.
     pub(crate) fn program(&self, rng: &mut ChaCha8Rng) -> Tree {
-        if rng.random_bool(0.25) {
+        // A product one time in four (in two when the task names its factor shapes).
+        let products = if self.factors.is_some() { 0.5 } else { 0.25 };
+        if rng.random_bool(products) {
             return self.cap_params(self.product(rng));
         }
         let n_terms = rng.random_range(1..=self.max_terms.max(1));
@@ -158,10 +160,11 @@ impl Sampler {
     }
 
     /// A factor of `input` when the task names its `shapes`: each shape with chance
-    /// [`SHAPE_CHANCE`] in the task's order (one whose operators the grammar lacks passes its
-    /// turn to the next), else the input itself or an operator of `p·u (+ q)`. Constants start
-    /// from the input's centre `c` and spread `s`: `u / (u + c)`, `exp(-(u - c)²/(2s²))`,
-    /// `1 / (1 + exp(±(u - c)/s))`, `exp(-|u - c|/s)` and an operator of `(u - c)/s`.
+    /// [`SHAPE_CHANCE`] in the task's order (a named shape brings its own `/`, `exp` and `abs`,
+    /// whatever `binary` and `operators` say), else the input itself or an operator of
+    /// `p·u (+ q)`. Constants start from the input's centre `c` and spread `s`: `u / (u + c)`,
+    /// `exp(-(u - c)²/(2s²))`, `1 / (1 + exp(±(u - c)/s))`, `exp(-|u - c|/s)` and an operator
+    /// of `(u - c)/s`.
     fn named_factor(&self, rng: &mut ChaCha8Rng, input: u16, shapes: &[FactorShape]) -> Tree {
         let u = Tree::leaf(Node::Input(input));
         let (c, s) = self
@@ -169,25 +172,21 @@ impl Sampler {
             .get(usize::from(input))
             .copied()
             .unwrap_or((0.0, 1.0));
-        let has_div = self.binary.contains(&BinOp::Div);
-        let has_exp = self.unary.contains(&"exp");
         let valued = |v: f64| Tree::leaf(Node::Param(v));
         let centred = Tree::binary(BinOp::Add, &u, &valued(-c));
         let roll: f64 = rng.random();
-        for (k, shape) in shapes.iter().enumerate() {
-            if roll >= SHAPE_CHANCE * (k + 1) as f64 {
-                continue;
-            }
-            match shape {
-                FactorShape::Saturating if has_div => {
-                    return Tree::binary(BinOp::Div, &u, &Tree::binary(BinOp::Add, &u, &valued(c)));
+        let pick = (roll / SHAPE_CHANCE) as usize;
+        if let Some(shape) = shapes.get(pick) {
+            return match shape {
+                FactorShape::Saturating => {
+                    Tree::binary(BinOp::Div, &u, &Tree::binary(BinOp::Add, &u, &valued(c)))
                 }
-                FactorShape::Bell if has_exp => {
+                FactorShape::Bell => {
                     let square = Tree::binary(BinOp::Mul, &centred, &centred);
                     let width = valued(-0.5 / (s * s));
-                    return Tree::unary("exp", &Tree::binary(BinOp::Mul, &width, &square));
+                    Tree::unary("exp", &Tree::binary(BinOp::Mul, &width, &square))
                 }
-                FactorShape::Switch if has_div && has_exp => {
+                FactorShape::Switch => {
                     let one = Tree::leaf(Node::Const(1.0));
                     let slope = if rng.random_bool(0.5) {
                         1.0 / s
@@ -196,22 +195,27 @@ impl Sampler {
                     };
                     let rate =
                         Tree::unary("exp", &Tree::binary(BinOp::Mul, &valued(slope), &centred));
-                    return Tree::binary(BinOp::Div, &one, &Tree::binary(BinOp::Add, &one, &rate));
+                    Tree::binary(BinOp::Div, &one, &Tree::binary(BinOp::Add, &one, &rate))
                 }
                 FactorShape::Power => {
-                    let exponent = Tree::leaf(Node::Const(2.0 + f64::from(rng.random_bool(0.5))));
-                    return match self.binary.contains(&BinOp::Pow) {
-                        true => Tree::binary(BinOp::Pow, &u, &exponent),
-                        false => Tree::binary(BinOp::Mul, &u, &u),
-                    };
+                    let cube = rng.random_bool(0.5);
+                    let square = Tree::binary(BinOp::Mul, &u, &u);
+                    match (self.binary.contains(&BinOp::Pow), cube) {
+                        (true, _) => Tree::binary(
+                            BinOp::Pow,
+                            &u,
+                            &Tree::leaf(Node::Const(2.0 + f64::from(cube))),
+                        ),
+                        (false, true) => Tree::binary(BinOp::Mul, &u, &square),
+                        (false, false) => square,
+                    }
                 }
-                FactorShape::Cusp if has_exp => {
+                FactorShape::Cusp => {
                     let distance = Tree::unary("abs", &centred);
                     let rate = Tree::binary(BinOp::Mul, &valued(-1.0 / s), &distance);
-                    return Tree::unary("exp", &rate);
+                    Tree::unary("exp", &rate)
                 }
-                _ => {}
-            }
+            };
         }
         let past = SHAPE_CHANCE * shapes.len() as f64;
         if roll < past + 0.14 || self.unary.is_empty() {
@@ -491,6 +495,18 @@ mod tests {
         }
         assert!(!seen.contains_key("/ c + c exp * p + u p"), "{seen:?}");
         assert!(!seen.contains_key("pow u c"), "{seen:?}");
+        // A named shape brings its own operators: drawn without `/` and `exp` in the grammar.
+        let bare = Sampler {
+            unary: vec!["sin"],
+            binary: vec![BinOp::Add, BinOp::Mul],
+            factors: Some(vec![FactorShape::Switch, FactorShape::Saturating]),
+            ..s.clone()
+        };
+        let drawn: std::collections::BTreeSet<String> = (0..300)
+            .map(|_| shape(&bare.factor_of(&mut rng, 0)))
+            .collect();
+        assert!(drawn.contains("/ c + c exp * p + u p"), "{drawn:?}");
+        assert!(drawn.contains("/ u + u p"), "{drawn:?}");
         // The second input's spread; a missing input's is 0 and 1.
         let cusp = |input: u16, rng: &mut ChaCha8Rng| loop {
             let f = s.factor_of(rng, input);
