@@ -154,50 +154,13 @@ fn divergent_branches_and_loops_are_bit_identical_in_blocks() {
     }
 }
 
-/// A random program over parameters `a`, `b` and data `x`, with branches, `floor`, `zero?` and a
-/// loop whose trip count depends on the parameters.
-fn random_expr(rng: &mut ChaCha8Rng, depth: u32) -> String {
-    let leaf = |rng: &mut ChaCha8Rng| match rng.random_range(0..5) {
-        0 => "a".to_string(),
-        1 => "b".to_string(),
-        2 => "x".to_string(),
-        _ => format!("{:.3}", rng.random_range(-2.0..2.0)),
-    };
-    if depth == 0 {
-        return leaf(rng);
-    }
-    let e = |rng: &mut ChaCha8Rng| random_expr(rng, depth - 1);
-    match rng.random_range(0..12) {
-        0..=3 => {
-            let op = ["+", "-", "*", "/", "min", "max"][rng.random_range(0..6)];
-            format!("({op} {} {})", e(rng), e(rng))
-        }
-        4..=5 => {
-            let op = ["sin", "exp", "log", "sqrt", "abs", "-"][rng.random_range(0..6)];
-            format!("({op} {})", e(rng))
-        }
-        6..=7 => {
-            let c = ["<", ">", "<=", ">="][rng.random_range(0..4)];
-            format!("(if ({c} {} {}) {} {})", e(rng), e(rng), e(rng), e(rng))
-        }
-        8 => format!("(if (zero? (floor {})) {} {})", e(rng), e(rng), e(rng)),
-        9 => format!("(* {} (floor {}))", e(rng), e(rng)),
-        10 => format!(
-            "(loop ((i 0) (s {})) (if (or (>= i 4) (> (abs s) 3.0)) s (recur (+ i 1) (+ (* s 1.5) {}))))",
-            e(rng),
-            e(rng)
-        ),
-        _ => leaf(rng),
-    }
-}
-
 #[test]
 fn random_programs_are_bit_identical_in_blocks() {
     let mut rng = ChaCha8Rng::seed_from_u64(20261204);
     let mut replays = 0;
     let n_lanes = 7;
     for k in 0..100 {
-        let src = random_expr(&mut rng, 4);
+        let src = common::random_guarded_expr(&mut rng, 4);
         let x: Vec<f64> = (0..n_lanes).map(|l| 0.5 + 0.7 * l as f64).collect();
         let (a0, b0) = (rng.random_range(-2.0..2.0), rng.random_range(-2.0..2.0));
         let seq: Vec<Inputs> = [(0.0, 0.0), (1e-4, -1e-4), (2e-4, 1e-4), (0.3, -0.2)]

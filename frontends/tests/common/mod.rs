@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 
 use ndvm_core::{Dialect, ErrorKind, EvalOptions, Evaluation, Evaluator, Heap, Inputs};
 use ndvm_frontends::span::LineIndex;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
 
 /// Absolute path of `testdata/<rel>` under the workspace root; panics loudly when it is missing.
 pub(crate) fn testdata(rel: &str) -> PathBuf {
@@ -346,5 +348,42 @@ pub(crate) fn lane_bits(e: &Evaluation, lane: usize) -> LaneBits {
         value,
         grads,
         fault: e.faults.get(lane).copied(),
+    }
+}
+
+/// A random program over parameters `a`, `b` and a data input `x`, with branches, `floor`,
+/// `zero?` and a loop whose trip count depends on the parameters: every kind of guard.
+pub(crate) fn random_guarded_expr(rng: &mut ChaCha8Rng, depth: u32) -> String {
+    let leaf = |rng: &mut ChaCha8Rng| match rng.random_range(0..5) {
+        0 => "a".to_string(),
+        1 => "b".to_string(),
+        2 => "x".to_string(),
+        _ => format!("{:.3}", rng.random_range(-2.0..2.0)),
+    };
+    if depth == 0 {
+        return leaf(rng);
+    }
+    let e = |rng: &mut ChaCha8Rng| random_guarded_expr(rng, depth - 1);
+    match rng.random_range(0..12) {
+        0..=3 => {
+            let op = ["+", "-", "*", "/", "min", "max"][rng.random_range(0..6)];
+            format!("({op} {} {})", e(rng), e(rng))
+        }
+        4..=5 => {
+            let op = ["sin", "exp", "log", "sqrt", "abs", "-"][rng.random_range(0..6)];
+            format!("({op} {})", e(rng))
+        }
+        6..=7 => {
+            let c = ["<", ">", "<=", ">="][rng.random_range(0..4)];
+            format!("(if ({c} {} {}) {} {})", e(rng), e(rng), e(rng), e(rng))
+        }
+        8 => format!("(if (zero? (floor {})) {} {})", e(rng), e(rng), e(rng)),
+        9 => format!("(* {} (floor {}))", e(rng), e(rng)),
+        10 => format!(
+            "(loop ((i 0) (s {})) (if (or (>= i 4) (> (abs s) 3.0)) s (recur (+ i 1) (+ (* s 1.5) {}))))",
+            e(rng),
+            e(rng)
+        ),
+        _ => leaf(rng),
     }
 }
