@@ -48,27 +48,33 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// Runs `src` 100 times after two warm-up runs and returns the number of allocations in those 100,
-/// summed over walking every run (replay off), replaying the recorded trace (replay on), and
-/// replaying it in blocks of 6 lanes (when there are more).
+/// Runs `src` 100 times after three warm-up runs and returns the number of allocations in those
+/// 100, summed over walking every run (replay off), replaying the recorded trace (replay on),
+/// replaying it in blocks of 6 lanes (when there are more), and forward-only runs (which record
+/// on their second run and replay after).
 fn allocations(src: &str, dialect: Dialect, n_lanes: usize, inputs: &Inputs) -> usize {
     let mut heap = Heap::new();
     let program = ndvm_frontends::scheme::parse(&mut heap, src).expect("parses");
     let mut total = 0;
-    for (replay, block) in [(false, 0), (true, 0), (true, 6)] {
+    for (replay, block, grad) in [
+        (false, 0, true),
+        (true, 0, true),
+        (true, 6, true),
+        (true, 0, false),
+    ] {
         let opts = EvalOptions::new(n_lanes)
             .with_dialect(dialect)
             .with_replay(replay)
             .with_lane_block(LaneBlock::Lanes(block));
         let mut ev = Evaluator::new(opts);
         let mut out = Evaluation::empty();
-        for _ in 0..2 {
-            ev.eval_into(&mut heap, &program, inputs, true, &mut out)
+        for _ in 0..3 {
+            ev.eval_into(&mut heap, &program, inputs, grad, &mut out)
                 .expect("runs");
         }
         let before = allocs_so_far();
         for _ in 0..100 {
-            ev.eval_into(&mut heap, &program, inputs, true, &mut out)
+            ev.eval_into(&mut heap, &program, inputs, grad, &mut out)
                 .expect("runs");
         }
         total += allocs_so_far() - before;
