@@ -783,16 +783,20 @@ pub enum FactorShape {
     Power,
     /// `exp(p·|u + q|)`, a peak with exponential tails (needs `exp`).
     Cusp,
+    /// `1 / ((1 + exp(p·(u + q)))·(1 + exp(r·(u + s))))`, a rising and a falling switch: an
+    /// asymmetric plateau (needs `/` and `exp`).
+    Bump,
 }
 
 impl FactorShape {
     /// Every shape, by its name in a task file.
-    pub const ALL: [(&'static str, FactorShape); 5] = [
+    pub const ALL: [(&'static str, FactorShape); 6] = [
         ("saturating", FactorShape::Saturating),
         ("bell", FactorShape::Bell),
         ("switch", FactorShape::Switch),
         ("power", FactorShape::Power),
         ("cusp", FactorShape::Cusp),
+        ("bump", FactorShape::Bump),
     ];
 }
 
@@ -2503,7 +2507,7 @@ mod tests {
             ),
             (
                 "{factors: [bell, frob]}",
-                "t.yaml:7:28: unknown factor shape `frob` (known: saturating, bell, switch, power, cusp)",
+                "t.yaml:7:28: unknown factor shape `frob` (known: saturating, bell, switch, power, cusp, bump)",
             ),
             (
                 "{factors: [bell, bell]}",

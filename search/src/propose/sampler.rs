@@ -163,8 +163,8 @@ impl Sampler {
     /// [`SHAPE_CHANCE`] in the task's order (a named shape brings its own `/`, `exp` and `abs`,
     /// whatever `binary` and `operators` say), else the input itself or an operator of
     /// `p·u (+ q)`. Constants start from the input's centre `c` and spread `s`: `u / (u + c)`,
-    /// `exp(-(u - c)²/(2s²))`, `1 / (1 + exp(±(u - c)/s))`, `exp(-|u - c|/s)` and an operator
-    /// of `(u - c)/s`.
+    /// `exp(-(u - c)²/(2s²))`, `1 / (1 + exp(±(u - c)/s))`, `exp(-|u - c|/s)`, a bump rising at
+    /// `c - s` and falling at `c + s` (slopes `2/s`) and an operator of `(u - c)/s`.
     fn named_factor(&self, rng: &mut ChaCha8Rng, input: u16, shapes: &[FactorShape]) -> Tree {
         let u = Tree::leaf(Node::Input(input));
         let (c, s) = self
@@ -209,6 +209,19 @@ impl Sampler {
                         (false, true) => Tree::binary(BinOp::Mul, &u, &square),
                         (false, false) => square,
                     }
+                }
+                FactorShape::Bump => {
+                    // Rising at c - s, falling at c + s, each over about s/2.
+                    let one = Tree::leaf(Node::Const(1.0));
+                    let edge = |slope: f64, at: f64| {
+                        let shifted = Tree::binary(BinOp::Add, &u, &valued(-at));
+                        let rate =
+                            Tree::unary("exp", &Tree::binary(BinOp::Mul, &valued(slope), &shifted));
+                        Tree::binary(BinOp::Add, &one, &rate)
+                    };
+                    let both =
+                        Tree::binary(BinOp::Mul, &edge(-2.0 / s, c - s), &edge(2.0 / s, c + s));
+                    Tree::binary(BinOp::Div, &one, &both)
                 }
                 FactorShape::Cusp => {
                     let distance = Tree::unary("abs", &centred);
@@ -460,6 +473,7 @@ mod tests {
                 FactorShape::Bell,
                 FactorShape::Cusp,
                 FactorShape::Saturating,
+                FactorShape::Bump,
             ]),
             spreads: vec![(10.0, 2.0), (-1.0, 0.5)],
             ..sampler()
@@ -473,6 +487,7 @@ mod tests {
                 "exp * p * + u p + u p" => Some(&[-0.125, -10.0, -10.0]),
                 "exp * p abs + u p" => Some(&[-0.5, -10.0]),
                 "/ u + u p" => Some(&[10.0]),
+                "/ c * + c exp * p + u p + c exp * p + u p" => Some(&[-1.0, -8.0, 1.0, -12.0]),
                 "sin * p u" => Some(&[0.5]),
                 "log abs + * p u p" => Some(&[0.5, -5.0]),
                 _ => None,
@@ -488,6 +503,7 @@ mod tests {
             ("exp * p * + u p + u p", 180),
             ("exp * p abs + u p", 180),
             ("/ u + u p", 180),
+            ("/ c * + c exp * p + u p + c exp * p + u p", 180),
             ("u", 200),
         ] {
             let n = seen.get(want).copied().unwrap_or(0);
