@@ -135,17 +135,7 @@ impl Sampler {
             return Tree::binary(BinOp::Div, &one, &Tree::binary(BinOp::Add, &one, &rate));
         }
         if roll < 0.48 {
-            let cube = rng.random_bool(0.5);
-            let square = Tree::binary(BinOp::Mul, &u, &u);
-            return match (self.binary.contains(&BinOp::Pow), cube) {
-                (true, _) => Tree::binary(
-                    BinOp::Pow,
-                    &u,
-                    &Tree::leaf(Node::Const(2.0 + f64::from(cube))),
-                ),
-                (false, true) => Tree::binary(BinOp::Mul, &u, &square),
-                (false, false) => square,
-            };
+            return self.power_factor(rng, &u);
         }
         if roll < 0.62 || self.unary.is_empty() {
             return u;
@@ -165,6 +155,21 @@ impl Sampler {
     /// `p·u (+ q)`. Constants start from the input's centre `c` and spread `s`: `u / (u + c)`,
     /// `exp(-(u - c)²/(2s²))`, `1 / (1 + exp(±(u - c)/s))`, `exp(-|u - c|/s)`, a bump rising at
     /// `c - s` and falling at `c + s` (slopes `2/s`) and an operator of `(u - c)/s`.
+    /// `u²` or `u³` (a coin decides), as a `pow` when the grammar has it.
+    fn power_factor(&self, rng: &mut ChaCha8Rng, u: &Tree) -> Tree {
+        let cube = rng.random_bool(0.5);
+        let square = Tree::binary(BinOp::Mul, u, u);
+        match (self.binary.contains(&BinOp::Pow), cube) {
+            (true, _) => Tree::binary(
+                BinOp::Pow,
+                u,
+                &Tree::leaf(Node::Const(2.0 + f64::from(cube))),
+            ),
+            (false, true) => Tree::binary(BinOp::Mul, u, &square),
+            (false, false) => square,
+        }
+    }
+
     fn named_factor(&self, rng: &mut ChaCha8Rng, input: u16, shapes: &[FactorShape]) -> Tree {
         let u = Tree::leaf(Node::Input(input));
         let (c, s) = self
@@ -197,19 +202,7 @@ impl Sampler {
                         Tree::unary("exp", &Tree::binary(BinOp::Mul, &valued(slope), &centred));
                     Tree::binary(BinOp::Div, &one, &Tree::binary(BinOp::Add, &one, &rate))
                 }
-                FactorShape::Power => {
-                    let cube = rng.random_bool(0.5);
-                    let square = Tree::binary(BinOp::Mul, &u, &u);
-                    match (self.binary.contains(&BinOp::Pow), cube) {
-                        (true, _) => Tree::binary(
-                            BinOp::Pow,
-                            &u,
-                            &Tree::leaf(Node::Const(2.0 + f64::from(cube))),
-                        ),
-                        (false, true) => Tree::binary(BinOp::Mul, &u, &square),
-                        (false, false) => square,
-                    }
-                }
+                FactorShape::Power => self.power_factor(rng, &u),
                 FactorShape::Bump => {
                     // Rising at c - s, falling at c + s, each over about s/2.
                     let one = Tree::leaf(Node::Const(1.0));
