@@ -63,6 +63,11 @@ impl LaneMask {
         }
     }
 
+    /// Bytes held by the lane lists.
+    pub(crate) fn bytes(&self) -> u64 {
+        (self.full.len() + self.starts.len() + self.lanes.len()) as u64 * 4
+    }
+
     /// Interns a sorted lane list; the full list becomes `FULL`.
     pub(crate) fn intern(&mut self, lanes: &[u32]) -> MaskId {
         if lanes.len() == self.n_lanes {

@@ -207,3 +207,29 @@ fn cache_budget_picks_blocks() {
     assert_eq!(LaneBlock::Lanes(64).width(50, 0), 50);
     assert_eq!(LaneBlock::Lanes(16).width(50, 0), 16);
 }
+
+#[test]
+fn the_memory_gauge_counts_the_block_arenas() {
+    let src = "(let ((m (mat (vec a 0.5) (vec 0.25 (+ 2.0 (abs a)))))) (logdet (matmul m m)))";
+    let n_lanes = 64;
+    let a: Vec<f64> = (0..n_lanes).map(|l| 1.0 + 0.01 * l as f64).collect();
+    let inputs = Inputs::new().param_lanes("a", a);
+    let held = |block: usize| {
+        let mut heap = Heap::new();
+        let program = ndvm_frontends::scheme::parse(&mut heap, src).expect("parses");
+        let opts = EvalOptions::new(n_lanes).with_lane_block(LaneBlock::Lanes(block));
+        let mut ev = Evaluator::new(opts);
+        for _ in 0..3 {
+            ev.eval_grad(&mut heap, &program, &inputs).expect("runs");
+        }
+        assert!(ev.last_run_replayed());
+        ev.memory_in_use()
+    };
+    let (whole, blocked) = (held(0), held(16));
+    // A 16-lane block arena beside the 64-lane one (a quarter of its lanes; the gauge also
+    // counts the tape, the heap and the decoded program): more than 5 % more.
+    assert!(
+        blocked > whole + whole / 20,
+        "blocked {blocked} B, whole {whole} B"
+    );
+}

@@ -98,7 +98,8 @@ impl Evaluator {
         let tape = self.tape.nodes.len() as u64 * size_of::<crate::tape::TapeNode>() as u64
             + self.tape.extra.len() as u64 * 4
             + self.tape.side_bytes()
-            + self.term_cache.bytes();
+            + self.term_cache.bytes()
+            + self.trace.block_bytes();
         let heap = self.heap.len() as u64
             * (size_of::<Node>() + size_of::<Option<SrcSpan>>()) as u64
             + self.pairs.len() as u64

@@ -127,6 +127,29 @@ struct Blocks {
     computed: Vec<bool>,
 }
 
+impl Blocks {
+    /// Bytes the block arenas and masks hold (the runtime's memory gauge counts them).
+    fn bytes(&self) -> u64 {
+        let arenas = self
+            .arenas
+            .iter()
+            .flatten()
+            .map(|a| {
+                (a.n_floats() * 8 + a.len() * std::mem::size_of::<crate::lanes::Meta>()) as u64
+            })
+            .sum::<u64>();
+        let masks = self.masks.iter().map(LaneMask::bytes).sum::<u64>();
+        arenas + masks + self.copy_in.len() as u64 * 4 + self.computed.len() as u64
+    }
+}
+
+impl Trace {
+    /// Bytes held for blocked replays.
+    pub(super) fn block_bytes(&self) -> u64 {
+        self.blocks.bytes()
+    }
+}
+
 impl Default for Trace {
     fn default() -> Self {
         Trace {
