@@ -105,8 +105,13 @@ impl Objective {
     }
 
     /// A fresh evaluator for `n_lanes` lanes.
-    pub(crate) fn evaluator(n_lanes: usize, dialect: ndvm_core::Dialect) -> Evaluator {
-        Evaluator::new(EvalOptions::new(n_lanes).with_dialect(dialect))
+    pub(crate) fn evaluator(
+        n_lanes: usize,
+        dialect: ndvm_core::Dialect,
+        precision: ndvm_core::Precision,
+    ) -> Evaluator {
+        let opts = EvalOptions::new(n_lanes).with_dialect(dialect);
+        Evaluator::new(opts.with_precision(precision))
     }
 
     /// Gives the evaluator back (to be reused by the next calibration).

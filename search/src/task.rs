@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ndvm_core::{Dialect, EvalOptions, Evaluator, Heap, Inputs, ParamKind};
+use ndvm_core::{Dialect, EvalOptions, Evaluator, Heap, Inputs, ParamKind, Precision};
 use ndvm_frontends::{Frontend, Registry};
 use ndvm_optimizers::{
     CalibrateConfig, ChoiceMode, Loss, Optimizer, ParamSpec, Polish, SoftChoiceConfig,
@@ -109,6 +109,10 @@ pub struct TaskSpec {
     /// Numeric conventions of the evaluator.
     #[serde(default)]
     pub dialect: DialectName,
+    /// The calibrator's lane type: `f64` (default) or `f32` (held-out scores are computed in
+    /// `f64` either way).
+    #[serde(default)]
+    pub precision: PrecisionName,
     /// Calibrator settings (defaults: `CalibrateConfig::recommended()`).
     #[serde(default)]
     pub calibrator: CalibratorSpec,
@@ -337,6 +341,17 @@ pub enum DialectName {
     Default,
     /// The seed system's conventions.
     Reference,
+}
+
+/// Lane precision names.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum PrecisionName {
+    /// Double precision.
+    #[default]
+    F64,
+    /// Single precision.
+    F32,
 }
 
 /// `calibrator:` overrides of the recommended calibrator settings.
@@ -1689,6 +1704,10 @@ fn resolve(
     calibrate.dialect = match spec.dialect {
         DialectName::Default => Dialect::Default,
         DialectName::Reference => Dialect::Reference,
+    };
+    calibrate.precision = match spec.precision {
+        PrecisionName::F64 => Precision::F64,
+        PrecisionName::F32 => Precision::F32,
     };
     if let Some(o) = c.optimizer {
         calibrate.optimizer = match o {
