@@ -34,7 +34,11 @@ fn every_operation_rounds_to_single_precision() {
         ("(+ x 0.2)", x + 0.2f32, 1.0),
         ("(* x x x)", x * x * x, 3.0 * (x * x)),
         ("(sin (* 3 x))", (3.0 * x).sin(), (3.0 * x).cos() * 3.0),
-        ("(exp (/ x 3))", (x / 3.0).exp(), (x / 3.0).exp() * (1.0 / 3.0)),
+        (
+            "(exp (/ x 3))",
+            (x / 3.0).exp(),
+            (x / 3.0).exp() * (1.0 / 3.0),
+        ),
         ("(sqrt (+ 1 x))", (1.0 + x).sqrt(), 0.5 / (1.0 + x).sqrt()),
     ];
     for (src, v, d) in cases {
@@ -66,7 +70,11 @@ fn an_f32_evaluator_reports_its_precision_and_keeps_it_across_runs() {
     for k in 0..3 {
         let xs = vec![1.0 + k as f64, 2.0, 3.0];
         let e = ev
-            .eval_grad(&mut heap, &program, &Inputs::new().param_lanes("x", xs.clone()))
+            .eval_grad(
+                &mut heap,
+                &program,
+                &Inputs::new().param_lanes("x", xs.clone()),
+            )
             .unwrap();
         for (l, x) in xs.iter().enumerate() {
             let want = f64::from(*x as f32 * 1.1f32);
