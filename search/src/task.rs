@@ -2314,6 +2314,29 @@ mod tests {
     }
 
     #[test]
+    fn the_precision_resolves_or_names_its_line() {
+        let dir = std::env::temp_dir().join(format!("ndvm-precision-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let load_with = |extra: &str| {
+            let path = dir.join("t.yaml");
+            let text = format!(
+                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 3}}\ninputs: [x]\ntarget: y\nparams: [{{name: a}}]\n{extra}"
+            );
+            std::fs::write(&path, text).unwrap();
+            load(&path)
+        };
+        assert_eq!(load_with("").unwrap().calibrate.precision, Precision::F64);
+        let t = load_with("precision: f32\n").unwrap();
+        assert_eq!(t.calibrate.precision, Precision::F32);
+        let msg = load_with("precision: f16\n").unwrap_err().to_string();
+        assert!(
+            msg.contains("t.yaml:7:") && msg.contains("f64") && msg.contains("f32"),
+            "{msg}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn unknown_key_names_line_and_column() {
         let text = "name: t\ndata:\n  generate: {formula: x, from: 0, to: 1, n: 3}\ninputs: [x]\ntarget: y\nbudgit: {seconds: 3}\n";
         let e = parse_spec(Path::new("t.yaml"), text).unwrap_err();
