@@ -9,6 +9,7 @@ pub mod api;
 mod decode;
 pub mod error;
 pub mod eval;
+mod flat;
 pub mod heap;
 mod lanes;
 mod linalg;

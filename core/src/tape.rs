@@ -6,7 +6,9 @@
 
 use std::cell::Cell;
 
+use crate::flat::{FlatTape, FlatTerm, Step};
 use crate::lanes::{Lanes, Meta, PayloadId};
+use crate::linalg::TermCache;
 use crate::linalg::{
     self, DIRECT_TERMS, Strided, TensorOp, Term, det_family_vjp, direct_vjp, group_terms,
     terms_vjp, terms_vjp_masked,
@@ -65,6 +67,8 @@ pub(crate) struct Tape<R: Real = f64> {
     /// Whether a `Select` was pushed since the last clear.
     has_select: bool,
     gathered: Gathered<R>,
+    /// The recording compiled for one-lane replays (see [`FlatTape`]).
+    pub(crate) flat: FlatTape<R>,
 }
 
 /// The input gradients of a blocked replay, put together block by block: while `on`, they are
@@ -101,6 +105,20 @@ impl<R: Real> Tape<R> {
         self.merges.built = None;
         self.gathered.on = false;
         self.gathered.skip = false;
+        self.flat.ready = false;
+    }
+
+    /// Compiles the recording (made at one lane into `lanes`) for one-lane replays.
+    pub(crate) fn build_flat(&mut self, lanes: &Lanes<R>, term_cache: &mut TermCache) {
+        let Tape {
+            nodes,
+            term_cache: table,
+            flat,
+            ..
+        } = self;
+        flat.build(nodes, lanes, term_cache, |op, na, nb, f| {
+            each_term::<R>(table, op, na, nb, f)
+        });
     }
 
     /// Starts putting together the gradients of `ids` (element 0 of each) over `n_lanes` lanes
@@ -152,6 +170,7 @@ impl<R: Real> Tape<R> {
         (self.adj.buf.capacity() * 8 + self.adj.off.capacity() * 4) as u64
             + (terms * std::mem::size_of::<Term>()) as u64
             + self.merges.bytes()
+            + self.flat.bytes()
     }
 
     /// Drops the adjoint arena when it holds more than `bytes` of capacity (after a run stopped
@@ -234,10 +253,13 @@ impl<R: Real> Tape<R> {
 
         // An output nothing accumulated into has an exactly-zero adjoint: its node is skipped.
         if b == 1 {
+            let flat = self.flat.ready && self.flat.steps.len() == self.nodes.len();
             for k in (0..self.nodes.len()).rev() {
                 let node = self.nodes[k];
                 if let Some(go) = self.adj.get(node.out) {
-                    self.node_vjp_one(lanes, masks, node, go);
+                    if !(flat && self.flat_vjp(lanes, k, node, go)) {
+                        self.node_vjp_one(lanes, masks, node, go);
+                    }
                 }
             }
             return;
@@ -249,6 +271,91 @@ impl<R: Real> Tape<R> {
                 self.adj.release(node.out, go, lanes.n_elems(node.out));
             }
         }
+    }
+
+    /// The compiled step `k` (node `node`) swept at one lane, as [`Tape::node_vjp_one`] sweeps
+    /// it (the same expressions in the same order); `false` for a step it leaves to that.
+    #[inline(always)]
+    fn flat_vjp(&mut self, lanes: &Lanes<R>, k: usize, node: TapeNode, go: usize) -> bool {
+        let data = &lanes.data[..];
+        match self.flat.steps[k] {
+            Step::Unary {
+                op,
+                out,
+                a,
+                n,
+                grad_a,
+            } => {
+                let n = n as usize;
+                let Some(ia) = self.adj.slot_n(node.a, n, grad_a) else {
+                    return true;
+                };
+                let adj = Cell::from_mut(&mut self.adj.buf[..]).as_slice_of_cells();
+                let (g, d) = (&adj[go..][..n], &adj[ia..][..n]);
+                let (x, z) = (&data[a as usize..][..n], &data[out as usize..][..n]);
+                each_unary!(op, op => {
+                    for e in 0..n {
+                        d[e].set(d[e].get() + adjoint_term(g[e].get(), op.deriv(x[e], z[e])));
+                    }
+                });
+            }
+            Step::Binary {
+                op,
+                out,
+                a,
+                b,
+                n,
+                na,
+                nb,
+                grad_a,
+                grad_b,
+            } => {
+                let (n, na, nb) = (n as usize, na as usize, nb as usize);
+                let ia = self.adj.slot_n(node.a, na, grad_a);
+                let ib = self.adj.slot_n(node.b, nb, grad_b);
+                let adj = Cell::from_mut(&mut self.adj.buf[..]).as_slice_of_cells();
+                let g = &adj[go..][..n];
+                let da = ia.map(|i| &adj[i..][..na]);
+                let db = ib.map(|i| &adj[i..][..nb]);
+                let (x, y) = (&data[a as usize..][..na], &data[b as usize..][..nb]);
+                let z = &data[out as usize..][..n];
+                match (na == 1, nb == 1) {
+                    (false, false) => binary_one::<_, false, false>(op, g, x, y, z, da, db),
+                    (false, true) => binary_one::<_, false, true>(op, g, x, y, z, da, db),
+                    (true, false) => binary_one::<_, true, false>(op, g, x, y, z, da, db),
+                    (true, true) => binary_one::<_, true, true>(op, g, x, y, z, da, db),
+                }
+            }
+            Step::Terms {
+                bilinear,
+                a,
+                b,
+                n_out,
+                na,
+                nb,
+                bwd,
+                grad_a,
+                grad_b,
+                ..
+            } => {
+                let (na, nb) = (na as usize, nb as usize);
+                let ia = self.adj.slot_n(node.a, na, grad_a);
+                let ib = if bilinear {
+                    self.adj.slot_n(node.b, nb, grad_b)
+                } else {
+                    None
+                };
+                let adj = Cell::from_mut(&mut self.adj.buf[..]).as_slice_of_cells();
+                let g = &adj[go..][..n_out as usize];
+                let da = ia.map(|i| &adj[i..][..na]);
+                let db = ib.map(|i| &adj[i..][..nb]);
+                let (x, y) = (&data[a as usize..][..na], &data[b as usize..][..nb]);
+                let terms = &self.flat.terms[bwd.0 as usize..bwd.1 as usize];
+                flat_terms_vjp(bilinear, terms, g, (x, y), (da, db), ia == ib);
+            }
+            Step::Node => return false,
+        }
+        true
     }
 
     /// [`Tape::node_vjp`] for one lane, where element `e` of a payload is `data[off + e]` whether
@@ -774,6 +881,42 @@ impl<R: Real> Tape<R> {
     }
 }
 
+/// The adjoints of a bilinear (or linear) op's inputs at one lane from its terms in sweep
+/// order, with the branches and expressions of [`Tape::node_vjp_one`]: one payload as both
+/// inputs (`same`) takes all of a's terms, then all of b's.
+#[inline(always)]
+fn flat_terms_vjp<R: Real>(
+    bilinear: bool,
+    terms: &[FlatTerm<R>],
+    g: &[Cell<R>],
+    (x, y): (&[R], &[R]),
+    (da, db): (Option<&[Cell<R>]>, Option<&[Cell<R>]>),
+    same: bool,
+) {
+    let each = |f: &mut dyn FnMut(usize, usize, usize, R)| {
+        for &(o, i, j, c) in terms {
+            f(o as usize, i as usize, j as usize, c);
+        }
+    };
+    match (da, db) {
+        (Some(da), Some(db)) if same => {
+            each(&mut |o, i, j, c| da[i].set(da[i].get() + c * g[o].get() * y[j]));
+            each(&mut |o, i, j, c| db[j].set(db[j].get() + c * g[o].get() * x[i]));
+        }
+        (Some(da), Some(db)) => each(&mut |o, i, j, c| {
+            let g = g[o].get();
+            da[i].set(da[i].get() + c * g * y[j]);
+            db[j].set(db[j].get() + c * g * x[i]);
+        }),
+        (Some(da), None) if bilinear => {
+            each(&mut |o, i, j, c| da[i].set(da[i].get() + c * g[o].get() * y[j]))
+        }
+        (Some(da), None) => each(&mut |o, i, _, c| da[i].set(da[i].get() + c * g[o].get())),
+        (None, Some(db)) => each(&mut |o, i, j, c| db[j].set(db[j].get() + c * g[o].get() * x[i])),
+        (None, None) => {}
+    }
+}
+
 /// The softmax weights `w` of lane `l` of a `soft-choice` (z = (logits + noise) / tau) and the
 /// index of the largest z (the first on ties; a NaN never wins).
 pub(crate) fn choice_weights<R: Real>(
@@ -1050,6 +1193,26 @@ impl<R: Real> Adjoints<R> {
             return Some(o);
         }
         Some(self.alloc(p, m.n as usize, true))
+    }
+
+    /// [`Adjoints::slot`] with the payload's element count and gradient flag given.
+    #[inline(always)]
+    fn slot_n(&mut self, p: PayloadId, n: usize, grad: bool) -> Option<usize> {
+        if !grad {
+            return None;
+        }
+        let o = self.off[p.0 as usize];
+        if o != NO_ADJ {
+            return Some(o as usize);
+        }
+        let len = n * self.b;
+        if self.prezeroed && self.top + len <= self.buf.len() {
+            let o = self.top;
+            self.top += len;
+            self.off[p.0 as usize] = o as u32;
+            return Some(o);
+        }
+        Some(self.alloc(p, n, true))
     }
 
     /// Like [`Adjoints::slot`], but a region allocated here is not zeroed: the flag says so, and

@@ -302,6 +302,9 @@ impl<R: Real> Machine<R> {
             find_same_det(&self.tape, &self.lanes, &mut self.trace.same_det);
             self.trace.same_det_ready = true;
         }
+        if b == 1 && !self.tape.flat.ready {
+            self.tape.build_flat(&self.lanes, &mut self.term_cache);
+        }
         let width = self.block_width();
         let run = if width < b {
             self.replay_blocks(width, grad)
@@ -624,6 +627,8 @@ fn replay_on<R: Real>(
     fbuf: &mut [Vec<R>; 5],
     (deadline, same_det): (Option<std::time::Instant>, &[u32]),
 ) -> Result<()> {
+    let flat = &tape.flat;
+    let flat_ok = lanes.n_lanes() == 1 && flat.ready && flat.steps.len() == tape.nodes.len();
     for k in 0..tape.nodes.len() {
         if k % 4096 == 4095
             && let Some(d) = deadline
@@ -633,6 +638,9 @@ fn replay_on<R: Real>(
                 crate::error::ErrorKind::Deadline,
                 "the evaluation passed its deadline (replaying the recorded trace)",
             ));
+        }
+        if flat_ok && crate::flat::forward(&flat.steps[k], &flat.terms, &mut lanes.data) {
+            continue;
         }
         let node = tape.nodes[k];
         match node.op {
