@@ -256,10 +256,10 @@ impl<R: Real> Tape<R> {
             let flat = self.flat.ready && self.flat.steps.len() == self.nodes.len();
             for k in (0..self.nodes.len()).rev() {
                 let node = self.nodes[k];
-                if let Some(go) = self.adj.get(node.out) {
-                    if !(flat && self.flat_vjp(lanes, k, node, go)) {
-                        self.node_vjp_one(lanes, masks, node, go);
-                    }
+                if let Some(go) = self.adj.get(node.out)
+                    && !(flat && self.flat_vjp(lanes, k, node, go))
+                {
+                    self.node_vjp_one(lanes, masks, node, go);
                 }
             }
             return;
@@ -881,6 +881,9 @@ impl<R: Real> Tape<R> {
     }
 }
 
+/// The adjoint cells of a node's two inputs at one lane (`None`: it takes no gradient).
+type InputAdjoints<'a, R> = (Option<&'a [Cell<R>]>, Option<&'a [Cell<R>]>);
+
 /// The adjoints of a bilinear (or linear) op's inputs at one lane from its terms in sweep
 /// order, with the branches and expressions of [`Tape::node_vjp_one`]: one payload as both
 /// inputs (`same`) takes all of a's terms, then all of b's.
@@ -890,7 +893,7 @@ fn flat_terms_vjp<R: Real>(
     terms: &[FlatTerm<R>],
     g: &[Cell<R>],
     (x, y): (&[R], &[R]),
-    (da, db): (Option<&[Cell<R>]>, Option<&[Cell<R>]>),
+    (da, db): InputAdjoints<'_, R>,
     same: bool,
 ) {
     let each = |f: &mut dyn FnMut(usize, usize, usize, R)| {
