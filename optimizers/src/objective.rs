@@ -271,36 +271,64 @@ impl Objective {
 fn dot_per_start(coef: &[f64], g: &[f64], n: usize, acc: &mut [f64]) {
     if g.len() == 1 {
         let g0 = g[0];
-        chain_sums(n, acc, |lane, _| coef[lane] * g0);
+        chain_sums(n, acc, |_, row, i| coef[row + i] * g0);
     } else {
-        chain_sums(n, acc, |lane, _| coef[lane] * g[lane]);
+        let k_n = acc.len();
+        chain_rows(n, acc, &coef[..k_n * n], &g[..k_n * n]);
     }
 }
 
 /// Starts whose sums advance together: as many independent chains as the pipeline overlaps.
 const CHAINS: usize = 8;
 
-/// `out[k] = Σ_i term(k·n + i, i)` for every start k, each sum from 0 over i in order (so with the
-/// bits of a plain loop); `CHAINS` starts advance together, point by point, in registers.
+/// `out[k] = Σ_i a[k·n + i] · b[k·n + i]` for every start k, each sum from 0 over i in order;
+/// `CHAINS` starts advance together, point by point, in registers.
+fn chain_rows(n: usize, out: &mut [f64], a: &[f64], b: &[f64]) {
+    let mut blocks = out.chunks_exact_mut(CHAINS);
+    let mut k0 = 0;
+    for block in &mut blocks {
+        let ra: [&[f64]; CHAINS] = std::array::from_fn(|s| &a[(k0 + s) * n..(k0 + s + 1) * n]);
+        let rb: [&[f64]; CHAINS] = std::array::from_fn(|s| &b[(k0 + s) * n..(k0 + s + 1) * n]);
+        let mut acc = [0.0f64; CHAINS];
+        for i in 0..n {
+            for s in 0..CHAINS {
+                acc[s] += ra[s][i] * rb[s][i];
+            }
+        }
+        block.copy_from_slice(&acc);
+        k0 += CHAINS;
+    }
+    for (s, x) in blocks.into_remainder().iter_mut().enumerate() {
+        let r = (k0 + s) * n..(k0 + s + 1) * n;
+        let mut acc = 0.0;
+        for (p, q) in a[r.clone()].iter().zip(&b[r]) {
+            acc += p * q;
+        }
+        *x = acc;
+    }
+}
+
+/// `out[k] = Σ_i term(k, k·n, i)` for every start k, each sum from 0 over i in order (so with
+/// the bits of a plain loop); `CHAINS` starts advance together, point by point, in registers.
 #[inline(always)]
-fn chain_sums(n: usize, out: &mut [f64], term: impl Fn(usize, usize) -> f64) {
+fn chain_sums(n: usize, out: &mut [f64], term: impl Fn(usize, usize, usize) -> f64) {
     let mut blocks = out.chunks_exact_mut(CHAINS);
     let mut k0 = 0;
     for block in &mut blocks {
         let mut a = [0.0f64; CHAINS];
         for i in 0..n {
             for (s, x) in a.iter_mut().enumerate() {
-                *x += term((k0 + s) * n + i, i);
+                *x += term(k0 + s, (k0 + s) * n, i);
             }
         }
         block.copy_from_slice(&a);
         k0 += CHAINS;
     }
     for (s, x) in blocks.into_remainder().iter_mut().enumerate() {
-        let base = (k0 + s) * n;
+        let (k, row) = (k0 + s, (k0 + s) * n);
         let mut acc = 0.0;
         for i in 0..n {
-            acc += term(base + i, i);
+            acc += term(k, row, i);
         }
         *x = acc;
     }
@@ -336,13 +364,13 @@ impl Sums<'_> {
         let n = self.n;
         let k_n = losses.len();
         if self.loss == Loss::ProgramLoss {
-            chain_sums(n, losses, |lane, _| pred(lane));
+            chain_sums(n, losses, |_, row, i| pred(row + i));
             coef[..k_n * n].fill(1.0);
             return;
         }
         let (target, weights) = (&self.target[..n], &self.weights[..n]);
-        chain_sums(n, losses, |lane, i| {
-            let r = pred(lane) - target[i];
+        chain_sums(n, losses, |_, row, i| {
+            let r = pred(row + i) - target[i];
             weights[i] * r * r
         });
         for (k, l) in losses.iter_mut().enumerate() {
@@ -480,7 +508,10 @@ mod tests {
         ];
         // Starts seen with a faulted (NaN) loss and with a finite one.
         let mut seen = [0usize; 2];
-        for (case, &(k_n, n)) in [(1, 7), (3, 1), (32, 44), (5, 13)].iter().enumerate() {
+        for (case, &(k_n, n)) in [(1, 7), (3, 1), (32, 44), (5, 13), (13, 6)]
+            .iter()
+            .enumerate()
+        {
             for &loss in &losses {
                 let xs: Vec<f64> = (0..n).map(|i| i as f64).collect();
                 let mut data = Dataset::new().column("x", xs);
