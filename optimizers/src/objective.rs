@@ -30,7 +30,10 @@ pub(crate) struct Objective {
     target: Vec<f64>,
     weights: Vec<f64>,
     weight_sum: f64,
+    /// K×N: dLoss/dpred per lane at the last evaluated point.
     coef: Vec<f64>,
+    /// K: scratch for one parameter's per-start gradient sums.
+    acc: Vec<f64>,
     u: Vec<f64>,
     /// Per start: its loss at the last evaluated point (NaN when any of its lanes faulted).
     pub(crate) losses: Vec<f64>,
@@ -94,7 +97,8 @@ impl Objective {
             target: data.target.clone().unwrap_or_default(),
             weights,
             weight_sum,
-            coef: vec![0.0; n_points],
+            coef: vec![0.0; b],
+            acc: vec![0.0; n_starts],
             u: vec![0.0; n_starts * p],
             losses: vec![f64::NAN; n_starts],
             theta: vec![0.0; n_starts * p],
@@ -216,8 +220,12 @@ impl Objective {
         Ok(())
     }
 
+    /// Reduces the last run to every start's loss and gradient. Each sum runs over its start's
+    /// points in order, as one chain per start; the chains of all starts advance together (point
+    /// by point), so they overlap in the pipeline and every sum keeps the bits of a start reduced
+    /// alone.
     fn reduce(&mut self, grad: bool) -> Result<()> {
-        let (n, p) = (self.n_points, self.n_params());
+        let (k_n, n, p) = (self.n_starts, self.n_points, self.n_params());
         let preds = match &self.out.value {
             Output::Number(v) => v,
             Output::Bool(_) => return Err(CalibrateError::NotANumber { found: "boolean" }),
@@ -225,37 +233,36 @@ impl Objective {
             Output::Matrix { .. } => return Err(CalibrateError::NotANumber { found: "matrix" }),
             Output::Other(_) => return Err(CalibrateError::NotANumber { found: "other" }),
         };
-        for k in 0..self.n_starts {
-            let lanes = k * n..(k + 1) * n;
+        let sums = Sums {
+            loss: self.loss,
+            target: &self.target,
+            weights: &self.weights,
+            weight_sum: self.weight_sum,
+            n,
+        };
+        sums.losses(preds, &mut self.losses, &mut self.coef);
+        for (k, loss) in self.losses.iter_mut().enumerate() {
             let faulted = self
                 .out
                 .faults
-                .get(lanes.clone())
-                .is_some_and(|f| f.iter().any(|&x| x));
-            let loss = if faulted {
-                f64::NAN
-            } else {
-                loss_of(
-                    self.loss,
-                    preds,
-                    k * n,
-                    &self.target,
-                    &self.weights,
-                    self.weight_sum,
-                    &mut self.coef,
-                )
-            };
-            self.losses[k] = loss;
-            if !grad {
-                continue;
+                .get(k * n..(k + 1) * n)
+                .is_some_and(|f| f.iter().fold(false, |a, &x| a | x));
+            if faulted {
+                *loss = f64::NAN;
             }
-            for j in 0..p {
-                let g = &self.out.grads[j].per_lane;
-                let mut acc = 0.0;
-                for (i, c) in self.coef.iter().enumerate() {
-                    acc += c * at(g, k * n + i);
-                }
-                let gt = if loss.is_finite() { acc } else { f64::NAN };
+        }
+        if !grad {
+            return Ok(());
+        }
+        for j in 0..p {
+            let g = &self.out.grads[j].per_lane;
+            dot_per_start(&self.coef, g, n, &mut self.acc);
+            for k in 0..k_n {
+                let gt = if self.losses[k].is_finite() {
+                    self.acc[k]
+                } else {
+                    f64::NAN
+                };
                 self.grad_theta[k * p + j] = gt;
                 self.grad_u[k * p + j] = gt * transform::slope(self.kinds[j], self.u[k * p + j]);
             }
@@ -264,7 +271,137 @@ impl Objective {
     }
 }
 
-/// The loss of the start whose lanes begin at `base`; fills `coef` with dLoss/dpred per point.
+/// `acc[k] = Σ_i coef[k·n + i] · g[k·n + i]` (g uniform when it has one element), each sum
+/// from 0 over i in order.
+fn dot_per_start(coef: &[f64], g: &[f64], n: usize, acc: &mut [f64]) {
+    if g.len() == 1 {
+        let g0 = g[0];
+        chain_sums(n, acc, |_, row, i| coef[row + i] * g0);
+    } else {
+        let k_n = acc.len();
+        chain_rows(n, acc, &coef[..k_n * n], &g[..k_n * n]);
+    }
+}
+
+/// Starts whose sums advance together: as many independent chains as the pipeline overlaps.
+const CHAINS: usize = 8;
+
+/// `out[k] = Σ_i a[k·n + i] · b[k·n + i]` for every start k, each sum from 0 over i in order;
+/// `CHAINS` starts advance together, point by point, in registers.
+fn chain_rows(n: usize, out: &mut [f64], a: &[f64], b: &[f64]) {
+    let mut blocks = out.chunks_exact_mut(CHAINS);
+    let mut k0 = 0;
+    for block in &mut blocks {
+        let ra: [&[f64]; CHAINS] = std::array::from_fn(|s| &a[(k0 + s) * n..(k0 + s + 1) * n]);
+        let rb: [&[f64]; CHAINS] = std::array::from_fn(|s| &b[(k0 + s) * n..(k0 + s + 1) * n]);
+        let mut acc = [0.0f64; CHAINS];
+        for i in 0..n {
+            for s in 0..CHAINS {
+                acc[s] += ra[s][i] * rb[s][i];
+            }
+        }
+        block.copy_from_slice(&acc);
+        k0 += CHAINS;
+    }
+    for (s, x) in blocks.into_remainder().iter_mut().enumerate() {
+        let r = (k0 + s) * n..(k0 + s + 1) * n;
+        let mut acc = 0.0;
+        for (p, q) in a[r.clone()].iter().zip(&b[r]) {
+            acc += p * q;
+        }
+        *x = acc;
+    }
+}
+
+/// `out[k] = Σ_i term(k, k·n, i)` for every start k, each sum from 0 over i in order (so with
+/// the bits of a plain loop); `CHAINS` starts advance together, point by point, in registers.
+#[inline(always)]
+fn chain_sums(n: usize, out: &mut [f64], term: impl Fn(usize, usize, usize) -> f64) {
+    let mut blocks = out.chunks_exact_mut(CHAINS);
+    let mut k0 = 0;
+    for block in &mut blocks {
+        let mut a = [0.0f64; CHAINS];
+        for i in 0..n {
+            for (s, x) in a.iter_mut().enumerate() {
+                *x += term(k0 + s, (k0 + s) * n, i);
+            }
+        }
+        block.copy_from_slice(&a);
+        k0 += CHAINS;
+    }
+    for (s, x) in blocks.into_remainder().iter_mut().enumerate() {
+        let (k, row) = (k0 + s, (k0 + s) * n);
+        let mut acc = 0.0;
+        for i in 0..n {
+            acc += term(k, row, i);
+        }
+        *x = acc;
+    }
+}
+
+/// The data side of the losses.
+struct Sums<'a> {
+    loss: Loss,
+    target: &'a [f64],
+    weights: &'a [f64],
+    weight_sum: f64,
+    n: usize,
+}
+
+impl Sums<'_> {
+    /// Every start's loss into `losses` and its dLoss/dpred per point into its row of `coef`
+    /// (K×N); the same sums, in the same order, as [`loss_of`] on each start.
+    fn losses(&self, preds: &[f64], losses: &mut [f64], coef: &mut [f64]) {
+        let n = self.n;
+        let k_n = losses.len();
+        if preds.len() == 1 {
+            // A uniform prediction: every start sees the same one.
+            let p0 = preds[0];
+            self.losses_of(|_| p0, losses, coef);
+        } else {
+            let preds = &preds[..k_n * n];
+            self.losses_of(|lane| preds[lane], losses, coef);
+        }
+    }
+
+    #[inline(always)]
+    fn losses_of(&self, pred: impl Fn(usize) -> f64, losses: &mut [f64], coef: &mut [f64]) {
+        let n = self.n;
+        let k_n = losses.len();
+        if self.loss == Loss::ProgramLoss {
+            chain_sums(n, losses, |_, row, i| pred(row + i));
+            coef[..k_n * n].fill(1.0);
+            return;
+        }
+        let (target, weights) = (&self.target[..n], &self.weights[..n]);
+        chain_sums(n, losses, |_, row, i| {
+            let r = pred(row + i) - target[i];
+            weights[i] * r * r
+        });
+        for (k, l) in losses.iter_mut().enumerate() {
+            let mse = *l / self.weight_sum;
+            let scale = match self.loss {
+                Loss::GaussianNll => 1.0 / mse.max(f64::MIN_POSITIVE),
+                _ => 2.0,
+            };
+            let row = &mut coef[k * n..(k + 1) * n];
+            for (i, c) in row.iter_mut().enumerate() {
+                let r = pred(k * n + i) - target[i];
+                *c = scale * weights[i] * r / self.weight_sum;
+            }
+            *l = match self.loss {
+                Loss::GaussianNll => {
+                    0.5 * (2.0 * std::f64::consts::PI * mse.max(f64::MIN_POSITIVE)).ln() + 0.5
+                }
+                _ => mse,
+            };
+        }
+    }
+}
+
+/// The loss of the start whose lanes begin at `base`; fills `coef` with dLoss/dpred per point
+/// (the reference [`Sums::losses`] must match bit for bit).
+#[cfg(test)]
 fn loss_of(
     loss: Loss,
     preds: &[f64],
@@ -302,5 +439,135 @@ fn loss_of(
             0.5 * (2.0 * std::f64::consts::PI * mse.max(f64::MIN_POSITIVE)).ln() + 0.5
         }
         _ => mse,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ndvm_core::{Dialect, Gradient};
+    use rand_chacha::ChaCha8Rng;
+    use rand_chacha::rand_core::{RngCore, SeedableRng};
+
+    use super::*;
+
+    /// The reduction as it was before the starts' sums were interleaved: one start at a time,
+    /// through [`loss_of`]. Returns (losses, grad_theta, grad_u).
+    fn reduce_reference(obj: &Objective) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+        let (k_n, n, p) = (obj.n_starts, obj.n_points, obj.n_params());
+        let Output::Number(preds) = &obj.out.value else {
+            unreachable!("the test output is a number")
+        };
+        let mut coef = vec![0.0; n];
+        let mut losses = vec![0.0; k_n];
+        let mut grad_theta = vec![0.0; k_n * p];
+        let mut grad_u = vec![0.0; k_n * p];
+        for k in 0..k_n {
+            let lanes = k * n..(k + 1) * n;
+            let faulted = obj
+                .out
+                .faults
+                .get(lanes)
+                .is_some_and(|f| f.iter().any(|&x| x));
+            let loss = if faulted {
+                f64::NAN
+            } else {
+                let (t, w, ws) = (&obj.target, &obj.weights, obj.weight_sum);
+                loss_of(obj.loss, preds, k * n, t, w, ws, &mut coef)
+            };
+            losses[k] = loss;
+            for j in 0..p {
+                let g = &obj.out.grads[j].per_lane;
+                let mut acc = 0.0;
+                for (i, c) in coef.iter().enumerate() {
+                    acc += c * at(g, k * n + i);
+                }
+                let gt = if loss.is_finite() { acc } else { f64::NAN };
+                grad_theta[k * p + j] = gt;
+                grad_u[k * p + j] = gt * transform::slope(obj.kinds[j], obj.u[k * p + j]);
+            }
+        }
+        (losses, grad_theta, grad_u)
+    }
+
+    fn bits(v: &[f64]) -> Vec<u64> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    #[test]
+    fn interleaved_reduction_matches_one_start_at_a_time_bit_for_bit() {
+        let mut rng = ChaCha8Rng::seed_from_u64(15);
+        let uniform = |rng: &mut ChaCha8Rng| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let kinds = [
+            ParamKind::Free,
+            ParamKind::Positive,
+            ParamKind::Unit,
+            ParamKind::Bounded { lo: -2.0, hi: 3.0 },
+            ParamKind::Free,
+        ];
+        let names: Vec<String> = (0..kinds.len()).map(|j| format!("p{j}")).collect();
+        let losses = [
+            Loss::Mse,
+            Loss::WeightedMse,
+            Loss::GaussianNll,
+            Loss::ProgramLoss,
+        ];
+        // Starts seen with a faulted (NaN) loss and with a finite one.
+        let mut seen = [0usize; 2];
+        for (case, &(k_n, n)) in [(1, 7), (3, 1), (32, 44), (5, 13), (13, 6)]
+            .iter()
+            .enumerate()
+        {
+            for &loss in &losses {
+                let xs: Vec<f64> = (0..n).map(|i| i as f64).collect();
+                let mut data = Dataset::new().column("x", xs);
+                if loss != Loss::ProgramLoss {
+                    let ys = (0..n).map(|_| uniform(&mut rng) * 4.0 - 2.0).collect();
+                    let ws = (0..n).map(|_| 0.1 + uniform(&mut rng)).collect();
+                    data = data.target(ys).weights(ws);
+                }
+                let ev = Objective::evaluator(k_n * n, Dialect::Default);
+                let mut obj = Objective::new(ev, &names, &kinds, &data, loss, k_n);
+                let b = k_n * n;
+                let lanes = |rng: &mut ChaCha8Rng, uniform_ok: bool| -> Vec<f64> {
+                    if uniform_ok && rng.next_u32().is_multiple_of(4) {
+                        return vec![uniform(rng) * 6.0 - 3.0];
+                    }
+                    (0..b).map(|_| uniform(rng) * 6.0 - 3.0).collect()
+                };
+                let preds = lanes(&mut rng, case == 1);
+                let grads = names
+                    .iter()
+                    .map(|name| Gradient {
+                        name: name.clone(),
+                        per_lane: lanes(&mut rng, true),
+                    })
+                    .collect();
+                // Some starts fault on one lane; the fault vector is sometimes absent.
+                let faults = if rng.next_u32().is_multiple_of(3) {
+                    Vec::new()
+                } else {
+                    (0..b)
+                        .map(|_| rng.next_u32().is_multiple_of(4 * n as u32))
+                        .collect()
+                };
+                obj.out = Evaluation {
+                    value: Output::Number(preds),
+                    grads,
+                    faults,
+                };
+                for u in obj.u.iter_mut() {
+                    *u = uniform(&mut rng) * 8.0 - 4.0;
+                }
+                let (l, gt, gu) = reduce_reference(&obj);
+                obj.reduce(true).unwrap();
+                assert_eq!(bits(&obj.losses), bits(&l), "{loss:?} K={k_n} N={n}");
+                assert_eq!(bits(&obj.grad_theta), bits(&gt), "{loss:?} K={k_n} N={n}");
+                assert_eq!(bits(&obj.grad_u), bits(&gu), "{loss:?} K={k_n} N={n}");
+                for l in &obj.losses {
+                    seen[usize::from(l.is_finite())] += 1;
+                }
+            }
+        }
+        assert!(seen[0] > 10 && seen[1] > 80, "{seen:?}");
     }
 }
