@@ -285,7 +285,8 @@ fn template() -> &'static Template {
                 *slot = Prim::lookup_row(row.name).and_then(|r| u16::try_from(r).ok());
             }
         }
-        interner.reserve(64, 512);
+        // A quarter full: a look-up of a program's own name (a miss here) ends after a probe or two.
+        interner.spread(4 * interner.len());
         Template {
             interner,
             prim_rows,
