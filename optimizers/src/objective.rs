@@ -525,7 +525,7 @@ mod tests {
                     let ws = (0..n).map(|_| 0.1 + uniform(&mut rng)).collect();
                     data = data.target(ys).weights(ws);
                 }
-                let ev = Objective::evaluator(k_n * n, Dialect::Default);
+                let ev = Objective::evaluator(k_n * n, Dialect::Default, ndvm_core::Precision::F64);
                 let mut obj = Objective::new(ev, &names, &kinds, &data, loss, k_n);
                 let b = k_n * n;
                 let lanes = |rng: &mut ChaCha8Rng, uniform_ok: bool| -> Vec<f64> {
