@@ -102,8 +102,8 @@ impl LaneBlock {
     /// Smallest automatic block: below it the per-node cost of a pass outweighs the cache gain.
     pub const MIN_AUTO_LANES: usize = 128;
 
-    /// The block width for `n_lanes` lanes whose recorded arena holds `floats` floats: `n_lanes`
-    /// when the replay is not split.
+    /// The block width for `n_lanes` lanes whose recorded arena holds `floats` 8-byte floats (an
+    /// `f32` arena counts half its floats): `n_lanes` when the replay is not split.
     pub fn width(self, n_lanes: usize, floats: usize) -> usize {
         let n = n_lanes.max(1);
         match self {

@@ -167,7 +167,7 @@ impl<R: Real> Tape<R> {
         let t = &self.term_cache;
         let terms =
             t.terms.capacity() + t.scratch.capacity() + t.by_i.capacity() + t.by_j.capacity();
-        (self.adj.buf.capacity() * 8 + self.adj.off.capacity() * 4) as u64
+        (self.adj.buf.capacity() * R::BYTES + self.adj.off.capacity() * 4) as u64
             + (terms * std::mem::size_of::<Term>()) as u64
             + self.merges.bytes()
             + self.flat.bytes()
@@ -176,7 +176,7 @@ impl<R: Real> Tape<R> {
     /// Drops the adjoint arena when it holds more than `bytes` of capacity (after a run stopped
     /// at a limit; the next sweep starts from an empty arena).
     pub(crate) fn shrink_adjoints(&mut self, bytes: usize) {
-        if self.adj.buf.capacity() * 8 > bytes || self.adj.off.capacity() * 4 > bytes {
+        if self.adj.buf.capacity() * R::BYTES > bytes || self.adj.off.capacity() * 4 > bytes {
             self.adj = Adjoints::default();
         }
         if self.merges.bytes() > bytes as u64 {

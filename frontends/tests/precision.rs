@@ -171,3 +171,31 @@ fn corpus_programs_in_f32_stay_within_single_precision_error_of_f64() {
     );
     assert!(worst_v > 0.0, "f32 runs gave the f64 bits everywhere");
 }
+
+/// The memory gauge counts f32 lanes at 4 bytes: the Kalman filter's arenas after a gradient run
+/// at 256 lanes hold about half the f64 bytes (the tape's nodes and the heap do not shrink).
+#[test]
+fn the_memory_gauge_counts_f32_lanes_at_four_bytes() {
+    let p = common::oracle_programs()
+        .into_iter()
+        .find(|p| p.name == "kalman2d_T80")
+        .expect("kalman2d_T80");
+    let mut bytes = Vec::new();
+    for precision in [Precision::F64, Precision::F32] {
+        let mut heap = ndvm_core::Heap::new();
+        let program = ndvm_frontends::scheme::parse(&mut heap, &p.src).unwrap();
+        let opts = opts(Dialect::Reference, 256).with_precision(precision);
+        let mut ev = Evaluator::new(opts);
+        let inputs = p.scalars.iter().fold(Inputs::new(), |acc, (n, v)| {
+            acc.param_lanes(n, (0..256).map(|l| v * (1.0 + 1e-3 * l as f64)).collect())
+        });
+        ev.eval_grad(&mut heap, &program, &p.with_matrix(inputs))
+            .unwrap();
+        bytes.push(ev.memory_in_use() as f64);
+    }
+    let ratio = bytes[1] / bytes[0];
+    assert!(
+        (0.45..0.6).contains(&ratio),
+        "f32 ÷ f64 bytes {ratio}: {bytes:?}"
+    );
+}

@@ -94,7 +94,7 @@ impl<R: Real> Machine<R> {
 
     pub(super) fn mem_use(&self) -> MemUse {
         use std::mem::size_of;
-        let arena = self.lanes.n_floats() as u64 * 8
+        let arena = (self.lanes.n_floats() * R::BYTES) as u64
             + self.lanes.len() as u64 * size_of::<crate::lanes::Meta>() as u64;
         let tape = self.tape.nodes.len() as u64 * size_of::<crate::tape::TapeNode>() as u64
             + self.tape.extra.len() as u64 * 4
@@ -243,7 +243,9 @@ impl<R: Real> Machine<R> {
     #[inline]
     pub(super) fn payload_bytes(&self, n: usize, varying: bool) -> u64 {
         let w = if varying { self.lanes.n_lanes() } else { 1 };
-        (n as u64).saturating_mul(w as u64).saturating_mul(8)
+        (n as u64)
+            .saturating_mul(w as u64)
+            .saturating_mul(R::BYTES as u64)
     }
 
     /// After a run that ended at a limit: forgets its arenas and gives back capacity above a

@@ -447,10 +447,11 @@ impl<R: Real> Machine<R> {
     fn block_width(&self) -> usize {
         let b = self.lanes.n_lanes();
         let floats = self.lanes.n_floats();
-        if floats as u64 * 8 * 4 > self.opts.max_memory {
+        if (floats * R::BYTES) as u64 * 4 > self.opts.max_memory {
             return b;
         }
-        self.opts.lane_block.width(b, floats)
+        // The budget counts 8-byte floats: an f32 arena is half as many.
+        self.opts.lane_block.width(b, floats * R::BYTES / 8)
     }
 
     /// The replay of the recording in blocks of `width` lanes: per block, the values the replay
