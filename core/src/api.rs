@@ -11,6 +11,39 @@ pub enum Dialect {
     Reference,
 }
 
+/// The element type of the lanes: payloads, tape and kernels compute in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
+pub enum Precision {
+    /// IEEE double precision (the default; the oracle's conventions).
+    #[default]
+    F64,
+    /// IEEE single precision: every operation rounds to `f32` (relative error of one op ≤ 2⁻²⁴
+    /// ≈ 6e-8; `libm`'s `f32` functions within a few ulp), half the memory traffic per lane.
+    /// Inputs are rounded to `f32` once; results and gradients are widened exactly. The sums of
+    /// reductions (`sum`, `dot`, `norm`, `matmul`, …, each term list) accumulate in `f32` too, so
+    /// their error grows with the term count n as n·2⁻²⁴·Σ|terms| at worst.
+    F32,
+}
+
+impl Precision {
+    /// `"f64"` or `"f32"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F64 => "f64",
+            Precision::F32 => "f32",
+        }
+    }
+
+    /// The precision named `"f64"` or `"f32"`.
+    pub fn from_name(name: &str) -> Option<Precision> {
+        match name {
+            "f64" => Some(Precision::F64),
+            "f32" => Some(Precision::F32),
+            _ => None,
+        }
+    }
+}
+
 /// Knobs of one evaluator.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EvalOptions {
@@ -43,6 +76,8 @@ pub struct EvalOptions {
     /// before the next, so that one block's share of the recorded arena stays in the caches.
     /// The results are bit-identical whatever the blocks (each lane's arithmetic is the same).
     pub lane_block: LaneBlock,
+    /// The lanes' element type (`f64` by default).
+    pub precision: Precision,
 }
 
 /// How a trace replay groups lanes (see [`EvalOptions::lane_block`]).
@@ -160,7 +195,14 @@ impl EvalOptions {
             replay: true,
             soft_choice: SoftChoice::default(),
             lane_block: LaneBlock::default(),
+            precision: Precision::F64,
         }
+    }
+
+    /// The same options in another precision.
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
     }
 
     /// The same options with another lane blocking of replays (see `lane_block`).

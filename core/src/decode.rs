@@ -132,7 +132,49 @@ pub(crate) struct Codes {
     pub(crate) global_names: Vec<Symbol>,
     /// `soft-choice` forms decoded so far (the next one's site).
     pub(crate) n_choice_sites: u32,
+    /// The decoder's work buffers, kept between decodes (a new program's decode reuses them).
+    spare: Spare,
 }
+
+/// Work buffers a [`Decoder`] borrows and gives back: lists of a form's elements, binding lists,
+/// scope frames, decoded ids. A decode takes them from its [`Codes`] and returns them when
+/// [`Decoder::top_level`] ends, so decoding a new program allocates nothing once they have grown.
+#[derive(Debug, Default)]
+struct Spare {
+    nodes: Vec<Vec<NodeId>>,
+    syms: Vec<Vec<Symbol>>,
+    ids: Vec<Vec<CodeId>>,
+    binds: Vec<Vec<Binding>>,
+    scopes: Vec<Scope>,
+    loops: Vec<Option<LoopCtx>>,
+    scratch: Vec<CodeId>,
+}
+
+/// Buffers are scratch, not state: a copy starts without them.
+impl Clone for Spare {
+    fn clone(&self) -> Self {
+        Spare::default()
+    }
+}
+
+/// Spare buffers kept per kind, and the longest one kept (longer ones are freed, so a huge
+/// program's buffers do not stay).
+const SPARE_BUFFERS: usize = 32;
+const SPARE_LEN: usize = 4096;
+
+fn take_buf<T>(pool: &mut Vec<Vec<T>>) -> Vec<T> {
+    pool.pop().unwrap_or_default()
+}
+
+fn give_buf<T>(pool: &mut Vec<Vec<T>>, mut v: Vec<T>) {
+    if pool.len() < SPARE_BUFFERS && v.capacity() <= SPARE_LEN {
+        v.clear();
+        pool.push(v);
+    }
+}
+
+/// One `(name value)` binding: the name, the value's node and the binding's node.
+type Binding = (Symbol, NodeId, NodeId);
 
 impl Codes {
     /// Empties every table, keeping the memory (a new program's decode reuses it).
@@ -202,12 +244,18 @@ impl Codes {
 
 /// Interned names of the special forms and keywords, one per row of [`FORMS`], plus the hidden
 /// name of the decoder's own temporaries (a name no reader can produce, so no program can capture
-/// or shadow it).
-#[derive(Clone, Copy, Debug)]
+/// or shadow it); and the tables that answer by id: a symbol's form, a form's symbol.
+#[derive(Debug)]
 struct Forms {
-    syms: [(Symbol, Form); FORMS.len()],
     hidden: Symbol,
+    /// By symbol id up to the hidden name's: the form (first row) and the word kind it names.
+    by_sym: Vec<Option<(Form, WordKind)>>,
+    /// By `Form` discriminant: the symbol of the form's first row (the hidden name if none).
+    by_form: [Symbol; N_FORMS],
 }
+
+/// Number of [`Form`] variants (`Unsupported` is the last).
+const N_FORMS: usize = Form::Unsupported as usize + 1;
 
 /// The name of the decoder's temporaries (`case` keys, `cond` `=>` tests).
 const HIDDEN: &str = " key";
@@ -237,7 +285,8 @@ fn template() -> &'static Template {
                 *slot = Prim::lookup_row(row.name).and_then(|r| u16::try_from(r).ok());
             }
         }
-        interner.reserve(64, 512);
+        // A quarter full: a look-up of a program's own name (a miss here) ends after a probe or two.
+        interner.spread(4 * interner.len());
         Template {
             interner,
             prim_rows,
@@ -259,42 +308,62 @@ fn prim_of(sym: Symbol, dialect: Dialect) -> Option<Prim> {
 
 impl Forms {
     /// The form names' symbols: the same in every heap (see [`forms_interner`]).
-    fn get() -> Self {
+    fn get() -> &'static Self {
         static FORMS_SYMS: OnceLock<Forms> = OnceLock::new();
-        *FORMS_SYMS.get_or_init(|| {
+        FORMS_SYMS.get_or_init(|| {
             let it = forms_interner();
             let sym = |name: &str| it.lookup(name).unwrap_or(Symbol(u32::MAX));
+            let syms: [(Symbol, Form); FORMS.len()] =
+                std::array::from_fn(|i| (sym(FORMS[i].name), FORMS[i].form));
+            let hidden = sym(HIDDEN);
+            let mut by_sym = vec![None; hidden.0 as usize + 1];
+            let mut by_form = [hidden; N_FORMS];
+            let mut seen = [false; N_FORMS];
+            for (&(s, form), row) in syms.iter().zip(FORMS) {
+                if let Some(slot) = by_sym.get_mut(s.0 as usize) {
+                    // The first row's form; special when any row of the name is.
+                    match slot {
+                        None => *slot = Some((form, row.kind)),
+                        Some(p) if row.kind == WordKind::SpecialForm => p.1 = row.kind,
+                        Some(_) => {}
+                    }
+                }
+                if !seen[form as usize] {
+                    seen[form as usize] = true;
+                    by_form[form as usize] = s;
+                }
+            }
             Forms {
-                syms: std::array::from_fn(|i| (sym(FORMS[i].name), FORMS[i].form)),
-                hidden: sym(HIDDEN),
+                hidden,
+                by_sym,
+                by_form,
             }
         })
     }
 
     /// The form or keyword `s` names, if any. Every form name has a smaller id than the hidden
     /// name (the template interns it last), so the program's own names are rejected at once.
+    #[inline]
     fn form(&self, s: Symbol) -> Option<Form> {
-        if s.0 > self.hidden.0 {
-            return None;
-        }
-        self.syms.iter().find(|p| p.0 == s).map(|p| p.1)
+        self.by_sym
+            .get(s.0 as usize)
+            .copied()
+            .flatten()
+            .map(|p| p.0)
     }
 
     /// The symbol of `form` (its first row).
+    #[inline]
     fn sym(&self, form: Form) -> Symbol {
-        self.syms
-            .iter()
-            .find(|p| p.1 == form)
-            .map_or(self.hidden, |p| p.0)
+        self.by_form[form as usize]
     }
 
     fn is_special(&self, s: Symbol) -> bool {
-        s.0 <= self.hidden.0
-            && self
-                .syms
-                .iter()
-                .zip(FORMS)
-                .any(|(p, row)| p.0 == s && row.kind == WordKind::SpecialForm)
+        self.by_sym
+            .get(s.0 as usize)
+            .copied()
+            .flatten()
+            .is_some_and(|p| p.1 == WordKind::SpecialForm)
     }
 }
 
@@ -318,8 +387,10 @@ struct LoopCtx {
 pub(crate) struct Decoder<'a> {
     heap: &'a Heap,
     codes: &'a mut Codes,
-    forms: Forms,
+    forms: &'static Forms,
     dialect: Dialect,
+    /// Buffers taken from `codes` for this decode (given back by [`Self::top_level`]).
+    spare: Spare,
     scopes: Vec<Scope>,
     loops: Vec<Option<LoopCtx>>,
     /// Decoded ids of the lists being built, innermost last (one buffer for every nesting level).
@@ -349,14 +420,20 @@ impl<'a> Decoder<'a> {
         max_depth: u32,
     ) -> Self {
         let forms = Forms::get();
+        let mut spare = std::mem::take(&mut codes.spare);
+        let scopes = std::mem::take(&mut spare.scopes);
+        let mut loops = std::mem::take(&mut spare.loops);
+        loops.push(None);
+        let scratch = std::mem::take(&mut spare.scratch);
         Decoder {
             heap,
             codes,
             forms,
             dialect,
-            scopes: Vec::new(),
-            loops: vec![None],
-            scratch: Vec::new(),
+            spare,
+            scopes,
+            loops,
+            scratch,
             depth: 0,
             max_depth,
             budget: std::cell::Cell::new(u64::MAX),
@@ -407,7 +484,67 @@ impl<'a> Decoder<'a> {
         for (sym, _) in names {
             self.codes.global_slot(sym);
         }
-        forms.iter().map(|&f| self.expr(f, false)).collect()
+        let tops = forms.iter().map(|&f| self.expr(f, false)).collect();
+        self.give_back();
+        tops
+    }
+
+    /// Returns the work buffers to `codes` for the next decode.
+    fn give_back(&mut self) {
+        let mut spare = std::mem::take(&mut self.spare);
+        while let Some(scope) = self.scopes.pop() {
+            give_buf(&mut spare.syms, scope.names);
+        }
+        spare.scopes = std::mem::take(&mut self.scopes);
+        spare.loops = std::mem::take(&mut self.loops);
+        spare.loops.clear();
+        spare.scratch = std::mem::take(&mut self.scratch);
+        spare.scratch.clear();
+        self.codes.spare = spare;
+    }
+
+    /// An empty node list from the spare ones.
+    fn node_buf(&mut self) -> Vec<NodeId> {
+        take_buf(&mut self.spare.nodes)
+    }
+
+    /// An empty id list from the spare ones.
+    fn id_buf(&mut self) -> Vec<CodeId> {
+        take_buf(&mut self.spare.ids)
+    }
+
+    /// A new scope of the names `names` yields, `visible` of them visible, its name list a spare one.
+    fn push_scope(&mut self, names: impl IntoIterator<Item = Symbol>, visible: Option<usize>) {
+        let mut v = take_buf(&mut self.spare.syms);
+        v.extend(names);
+        let visible = visible.unwrap_or(v.len());
+        self.scopes.push(Scope { names: v, visible });
+    }
+
+    /// Pops the innermost scope, returning its slot count and keeping its name list.
+    fn pop_scope(&mut self) -> u32 {
+        let Some(scope) = self.scopes.pop() else {
+            return 0;
+        };
+        let n = scope.names.len() as u32;
+        give_buf(&mut self.spare.syms, scope.names);
+        n
+    }
+
+    /// The elements of the proper list `node` into `out` (the error [`Self::items`] gives
+    /// otherwise).
+    fn items_into(&self, node: NodeId, out: &mut Vec<NodeId>) -> Result<()> {
+        let mut cur = node;
+        loop {
+            match self.heap.node(cur) {
+                Node::Nil => return Ok(()),
+                Node::Pair(a, d) => {
+                    out.push(a);
+                    cur = d;
+                }
+                _ => return Err(syntax(node, "improper list in a form")),
+            }
+        }
     }
 
     fn items(&self, node: NodeId) -> Result<Vec<NodeId>> {
@@ -468,9 +605,9 @@ impl<'a> Decoder<'a> {
     ) -> Result<()> {
         let f = self.forms;
         if head == f.sym(Form::Define) {
-            let items = self.items(node)?;
-            let target = *items
-                .get(1)
+            self.check_proper(node)?;
+            let target = self
+                .nth(node, 1)
                 .ok_or_else(|| syntax(node, "define needs a name"))?;
             let name = match self.heap.node(target) {
                 Node::Sym(s) => s,
@@ -492,8 +629,15 @@ impl<'a> Decoder<'a> {
             || head == f.sym(Form::When)
             || head == f.sym(Form::Unless)
         {
-            for sub in self.items(node)?.into_iter().skip(1) {
-                self.scan_defines(sub, out, top, depth + 1)?;
+            self.check_proper(node)?;
+            let mut cur = node;
+            let mut first = true;
+            while let Node::Pair(sub, rest) = self.heap.node(cur) {
+                if !first {
+                    self.scan_defines(sub, out, top, depth + 1)?;
+                }
+                first = false;
+                cur = rest;
             }
         } else if head == f.sym(Form::Cond) {
             for clause in self.items(node)?.into_iter().skip(1) {
@@ -505,6 +649,21 @@ impl<'a> Decoder<'a> {
             }
         }
         Ok(())
+    }
+
+    /// The `k`th element of the list `node` (`None` past its end or at an improper tail).
+    fn nth(&self, node: NodeId, k: usize) -> Option<NodeId> {
+        let mut cur = node;
+        for _ in 0..k {
+            match self.heap.node(cur) {
+                Node::Pair(_, d) => cur = d,
+                _ => return None,
+            }
+        }
+        match self.heap.node(cur) {
+            Node::Pair(a, _) => Some(a),
+            _ => None,
+        }
     }
 
     fn lookup(&self, sym: Symbol) -> Option<Code> {
@@ -717,11 +876,12 @@ impl<'a> Decoder<'a> {
         if forms.len() == 1 {
             return self.expr(forms[0], tail);
         }
-        let mut ids = Vec::with_capacity(forms.len());
+        let mut ids = self.id_buf();
         for (i, &f) in forms.iter().enumerate() {
             ids.push(self.expr(f, tail && i + 1 == forms.len())?);
         }
         let list = self.codes.push_list(&ids);
+        give_buf(&mut self.spare.ids, ids);
         Ok(self.codes.push(Code::Seq(list), node))
     }
 
@@ -729,7 +889,22 @@ impl<'a> Decoder<'a> {
         let Some(form) = self.forms.form(s) else {
             return Ok(None);
         };
-        let items = self.items(node)?;
+        let mut items = self.node_buf();
+        self.items_into(node, &mut items)?;
+        let res = self.special_form(form, s, node, &items, tail);
+        give_buf(&mut self.spare.nodes, items);
+        res
+    }
+
+    /// [`Self::special`] on the form's elements `items`.
+    fn special_form(
+        &mut self,
+        form: Form,
+        s: Symbol,
+        node: NodeId,
+        items: &[NodeId],
+        tail: bool,
+    ) -> Result<Option<CodeId>> {
         let n = items.len();
         let code = match form {
             Form::Quote => {
@@ -790,9 +965,9 @@ impl<'a> Decoder<'a> {
                 }
                 return self.sequence(node, &items[1..], tail).map(Some);
             }
-            Form::Define => return self.define(node, &items).map(Some),
-            Form::Set => return self.set(node, &items).map(Some),
-            Form::Params => return self.params(node, &items).map(Some),
+            Form::Define => return self.define(node, items).map(Some),
+            Form::Set => return self.set(node, items).map(Some),
+            Form::Params => return self.params(node, items).map(Some),
             Form::Lambda => {
                 if n < 3 {
                     return Err(syntax(node, "lambda takes parameters and a body"));
@@ -800,7 +975,7 @@ impl<'a> Decoder<'a> {
                 return self.lambda(node, items[1], &items[2..]).map(Some);
             }
             Form::CaseLambda => return self.case_lambda(node, &items[1..]).map(Some),
-            Form::Let => return self.let_form(node, &items, tail).map(Some),
+            Form::Let => return self.let_form(node, items, tail).map(Some),
             Form::LetStar | Form::Letrec | Form::LetrecStar => {
                 if n < 3 {
                     return Err(syntax(node, "let* and letrec take bindings and a body"));
@@ -811,7 +986,7 @@ impl<'a> Decoder<'a> {
                     .map(Some);
             }
             Form::Cond => return self.cond(node, &items[1..], tail).map(Some),
-            Form::Case => return self.case(node, &items, tail).map(Some),
+            Form::Case => return self.case(node, items, tail).map(Some),
             Form::And | Form::Or => {
                 if n == 1 {
                     return Ok(Some(self.codes.push(Code::Bool(form == Form::And), node)));
@@ -823,7 +998,7 @@ impl<'a> Decoder<'a> {
                     Code::Or(list)
                 }
             }
-            Form::Do => return self.do_form(node, &items).map(Some),
+            Form::Do => return self.do_form(node, items).map(Some),
             Form::Loop => {
                 if n < 3 {
                     return Err(syntax(node, "loop takes bindings and a body"));
@@ -837,7 +1012,7 @@ impl<'a> Decoder<'a> {
                 };
                 return self.recur(node, &items[1..], tail, ctx).map(Some);
             }
-            Form::SoftChoice => return self.soft_choice(node, &items).map(Some),
+            Form::SoftChoice => return self.soft_choice(node, items).map(Some),
             Form::Else | Form::Arrow | Form::Unquote | Form::UnquoteSplicing => {
                 return Err(syntax(
                     node,
@@ -1047,7 +1222,7 @@ impl<'a> Decoder<'a> {
     }
 
     fn lambda(&mut self, node: NodeId, params: NodeId, body: &[NodeId]) -> Result<CodeId> {
-        let mut names = Vec::new();
+        let mut names = take_buf(&mut self.spare.syms);
         let mut rest = false;
         let mut cur = params;
         loop {
@@ -1076,9 +1251,8 @@ impl<'a> Decoder<'a> {
         self.loops.push(None);
         let body = self.body(node, body, false);
         self.loops.pop();
-        let scope = self.scopes.pop().unwrap_or_default();
+        let n_slots = self.pop_scope();
         let body = body?;
-        let n_slots = scope.names.len() as u32;
         Ok(self.codes.push(
             Code::Lambda {
                 n_params,
@@ -1090,22 +1264,35 @@ impl<'a> Decoder<'a> {
         ))
     }
 
-    fn bindings(&self, node: NodeId) -> Result<Vec<(Symbol, NodeId, NodeId)>> {
-        let mut out = Vec::new();
-        for b in self.items(node)? {
-            let parts = self
-                .heap
-                .list_items(b)
-                .ok_or_else(|| syntax(b, "a binding is (name value)"))?;
-            if parts.len() != 2 {
+    /// The `(name value)` bindings of the list `node`, in a spare list (give it back with
+    /// [`Self::give_bindings`]).
+    fn bindings(&mut self, node: NodeId) -> Result<Vec<Binding>> {
+        self.check_proper(node)?;
+        let mut out = take_buf(&mut self.spare.binds);
+        let mut cur = node;
+        while let Node::Pair(b, rest) = self.heap.node(cur) {
+            // `(name value)`: a pair whose tail is a one-element proper list.
+            let parts = match self.heap.node(b) {
+                Node::Pair(name, tail) => match self.heap.node(tail) {
+                    Node::Pair(value, Heap::NIL) => Some((name, value)),
+                    _ => None,
+                },
+                _ => None,
+            };
+            let Some((name, value)) = parts else {
                 return Err(syntax(b, "a binding is (name value)"));
-            }
+            };
             let s = self
-                .symbol_of(parts[0])
-                .ok_or_else(|| syntax(parts[0], "a binding name must be a symbol"))?;
-            out.push((s, parts[1], b));
+                .symbol_of(name)
+                .ok_or_else(|| syntax(name, "a binding name must be a symbol"))?;
+            out.push((s, value, b));
+            cur = rest;
         }
         Ok(out)
+    }
+
+    fn give_bindings(&mut self, binds: Vec<Binding>) {
+        give_buf(&mut self.spare.binds, binds);
     }
 
     fn let_form(&mut self, node: NodeId, items: &[NodeId], tail: bool) -> Result<CodeId> {
@@ -1137,27 +1324,42 @@ impl<'a> Decoder<'a> {
         tail: bool,
     ) -> Result<CodeId> {
         let binds = self.bindings(bindings)?;
-        let mut inits = Vec::with_capacity(binds.len());
-        let names: Vec<Symbol> = binds.iter().map(|b| b.0).collect();
+        let mut inits = self.id_buf();
+        let res = self.let_frame_with(node, &binds, body, kind, rec, tail, &mut inits);
+        give_buf(&mut self.spare.ids, inits);
+        self.give_bindings(binds);
+        res
+    }
+
+    /// [`Self::let_frame`] once the bindings are read (`inits`: an empty buffer).
+    #[allow(clippy::too_many_arguments)]
+    fn let_frame_with(
+        &mut self,
+        node: NodeId,
+        binds: &[Binding],
+        body: &[NodeId],
+        kind: LetKind,
+        rec: bool,
+        tail: bool,
+        inits: &mut Vec<CodeId>,
+    ) -> Result<CodeId> {
+        let names = binds.iter().map(|b| b.0);
         match kind {
             LetKind::Parallel => {
-                for b in &binds {
+                for b in binds {
                     inits.push(self.expr(b.1, false)?);
                 }
-                self.scopes.push(Scope {
-                    visible: names.len(),
-                    names,
-                });
+                self.push_scope(names, None);
             }
             LetKind::Sequential => {
-                let visible = if rec { names.len() } else { 0 };
-                self.scopes.push(Scope { names, visible });
+                let visible = if rec { binds.len() } else { 0 };
+                self.push_scope(names, Some(visible));
                 for (i, b) in binds.iter().enumerate() {
                     let r = self.expr(b.1, false);
                     match r {
                         Ok(id) => inits.push(id),
                         Err(e) => {
-                            self.scopes.pop();
+                            self.pop_scope();
                             return Err(e);
                         }
                     }
@@ -1168,13 +1370,13 @@ impl<'a> Decoder<'a> {
             }
         }
         let body = self.body(node, body, tail);
-        let scope = self.scopes.pop().unwrap_or_default();
+        let n_slots = self.pop_scope();
         let body = body?;
-        let inits = self.codes.push_list(&inits);
+        let inits = self.codes.push_list(inits);
         Ok(self.codes.push(
             Code::Let {
                 kind,
-                n_slots: scope.names.len() as u32,
+                n_slots,
                 inits,
                 body,
             },
@@ -1190,16 +1392,31 @@ impl<'a> Decoder<'a> {
         alias: Option<Symbol>,
     ) -> Result<CodeId> {
         let binds = self.bindings(bindings)?;
-        let mut inits = Vec::with_capacity(binds.len());
-        for b in &binds {
+        let mut inits = self.id_buf();
+        let res = self.loop_form_with(node, &binds, body, alias, &mut inits);
+        give_buf(&mut self.spare.ids, inits);
+        self.give_bindings(binds);
+        res
+    }
+
+    /// [`Self::loop_form`] once the bindings are read (`inits`: an empty buffer).
+    fn loop_form_with(
+        &mut self,
+        node: NodeId,
+        binds: &[Binding],
+        body: &[NodeId],
+        alias: Option<Symbol>,
+        inits: &mut Vec<CodeId>,
+    ) -> Result<CodeId> {
+        for b in binds {
             inits.push(self.expr(b.1, false)?);
         }
-        let names: Vec<Symbol> = binds.iter().map(|b| b.0).collect();
         let ctx = Some(LoopCtx {
-            arity: names.len(),
+            arity: binds.len(),
             alias,
         });
-        self.loop_code(node, names, &inits, ctx, |d| d.body(node, body, true))
+        let names = binds.iter().map(|b| b.0);
+        self.loop_code(node, names, inits, ctx, |d| d.body(node, body, true))
     }
 
     /// A `Code::Loop` over slots `names` with `inits`: the body is decoded by `body` in a new
@@ -1207,24 +1424,21 @@ impl<'a> Decoder<'a> {
     fn loop_code(
         &mut self,
         node: NodeId,
-        names: Vec<Symbol>,
+        names: impl IntoIterator<Item = Symbol>,
         inits: &[CodeId],
         ctx: Option<LoopCtx>,
         body: impl FnOnce(&mut Self) -> Result<CodeId>,
     ) -> Result<CodeId> {
-        self.scopes.push(Scope {
-            visible: names.len(),
-            names,
-        });
+        self.push_scope(names, None);
         self.loops.push(ctx);
         let body = body(self);
         self.loops.pop();
-        let scope = self.scopes.pop().unwrap_or_default();
+        let n_slots = self.pop_scope();
         let body = body?;
         let inits = self.codes.push_list(inits);
         Ok(self.codes.push(
             Code::Loop {
-                n_slots: scope.names.len() as u32,
+                n_slots,
                 inits,
                 body,
             },
@@ -1244,7 +1458,11 @@ impl<'a> Decoder<'a> {
             .iter()
             .all(|&b| self.only_tail_calls(b, name, binds.len(), true))
         {
-            return self.loop_form(node, bindings, body, Some(name));
+            let mut inits = self.id_buf();
+            let res = self.loop_form_with(node, &binds, body, Some(name), &mut inits);
+            give_buf(&mut self.spare.ids, inits);
+            self.give_bindings(binds);
+            return res;
         }
         // General case: ((letrec ((name (lambda (vars...) body...))) name) inits...)
         let mut inits = Vec::with_capacity(binds.len());
@@ -1863,11 +2081,27 @@ mod tests {
         let mut heap = Heap::new();
         heap.sym("x");
         let clone = heap.clone();
-        for (row, &(sym, form)) in FORMS.iter().zip(&forms.syms) {
+        let template = forms_interner();
+        for row in FORMS {
+            let sym = template.lookup(row.name).expect("in the template");
             assert!(sym.0 < forms.hidden.0, "{}", row.name);
             assert_eq!(heap.symbols().lookup(row.name), Some(sym), "{}", row.name);
             assert_eq!(clone.symbols().lookup(row.name), Some(sym), "{}", row.name);
-            assert_eq!(forms.form(sym), Some(form), "{}", row.name);
+            assert_eq!(forms.form(sym), Some(row.form), "{}", row.name);
+            assert_eq!(
+                forms.is_special(sym),
+                row.kind == WordKind::SpecialForm,
+                "{}",
+                row.name
+            );
+        }
+        // A form's symbol is its first row's.
+        for form in [Form::If, Form::Let, Form::Unsupported, Form::Else] {
+            let first = FORMS.iter().find(|r| r.form == form).map(|r| r.name);
+            assert_eq!(
+                first.and_then(|n| template.lookup(n)),
+                Some(forms.sym(form))
+            );
         }
         assert_eq!(heap.symbols().lookup(HIDDEN), Some(forms.hidden));
         let x = heap.intern("x");
@@ -1875,6 +2109,63 @@ mod tests {
         assert_eq!(forms.form(x), None);
         assert!(!forms.is_special(x));
         assert!(forms.is_special(forms.sym(Form::Lambda)));
+    }
+
+    /// A minimal reader for tests: parentheses, numbers and symbols.
+    fn read(heap: &mut Heap, src: &str) -> NodeId {
+        let spaced = src.replace('(', " ( ").replace(')', " ) ");
+        let mut stack: Vec<Vec<NodeId>> = vec![Vec::new()];
+        for tok in spaced.split_whitespace() {
+            match tok {
+                "(" => stack.push(Vec::new()),
+                ")" => {
+                    let items = stack.pop().expect("balanced");
+                    let list = heap.list(&items);
+                    stack.last_mut().expect("balanced").push(list);
+                }
+                t => {
+                    let id = match t.parse::<f64>() {
+                        Ok(x) => heap.num(x),
+                        Err(_) => heap.sym(t),
+                    };
+                    stack.last_mut().expect("balanced").push(id);
+                }
+            }
+        }
+        stack[0][0]
+    }
+
+    #[test]
+    fn reused_buffers_decode_as_fresh_ones() {
+        // The spare buffers a decode leaves in `Codes` (after successes and errors) give the same
+        // codes as a first decode, for every binding form that borrows them.
+        let programs = [
+            "(let ((a 1) (b 2)) (let* ((c a) (d c)) (+ a b c d)))",
+            "(loop ((i 0) (s 0)) (if (< i 3) (recur (+ i 1) (+ s i)) s))",
+            "((lambda (x y) (define z (* x y)) (begin (+ z 1) z)) 2 3)",
+            "(letrec ((f (lambda (n) (if (< n 1) 0 (f (- n 1)))))) (f 3))",
+            "(let loop ((k 0)) (if (< k 2) (loop (+ k 1)) k))",
+            "(let ((a 1) (b)) a)",
+            "(let ((a (let* ((b 1) (c q)) c))) a)",
+            "(if (< 1 2) (let ((u 1)) (when (> u 0) u)) 3)",
+        ];
+        let decode = |codes: &mut Codes, src: &str| {
+            let mut heap = Heap::new();
+            let node = read(&mut heap, src);
+            codes.clear();
+            let tops = Decoder::new(&heap, codes, Dialect::Default, 1000)
+                .top_level(&[node])
+                .map_err(|e| e.to_string());
+            (tops, codes.codes.clone(), codes.lists.clone())
+        };
+        let mut reused = Codes::default();
+        for _ in 0..2 {
+            for src in programs {
+                let fresh = decode(&mut Codes::default(), src);
+                assert_eq!(decode(&mut reused, src), fresh, "{src}");
+            }
+        }
+        assert!(!reused.spare.binds.is_empty() && !reused.spare.syms.is_empty());
     }
 
     #[test]

@@ -8,6 +8,7 @@ use crate::heap::{Heap, Node, Program};
 use crate::lanes::{Lanes, LanesMark, PayloadId};
 use crate::mask::{LaneMask, MaskId};
 use crate::prims::Prim;
+use crate::real::Real;
 use crate::tape::{Tape, TapeOp};
 use crate::value::Value;
 
@@ -67,15 +68,143 @@ struct Mark {
 }
 
 /// Walks heap programs for B lanes at once. Reuse one evaluator for many runs: its arenas keep
-/// their capacity, so steady-state runs allocate little.
+/// their capacity, so steady-state runs allocate little. Its lanes are `f64` or `f32`
+/// ([`EvalOptions::precision`]); values cross this API as `f64` either way.
 #[derive(Debug)]
 pub struct Evaluator {
+    machine: Precise,
+}
+
+/// The walker in the precision the options chose.
+#[derive(Debug)]
+enum Precise {
+    F64(Box<Machine<f64>>),
+    F32(Box<Machine<f32>>),
+}
+
+/// `$body` with `$m` bound to the evaluator's machine, whatever its precision.
+macro_rules! on_machine {
+    ($self:expr, $m:ident => $body:expr) => {
+        match $self {
+            Precise::F64($m) => $body,
+            Precise::F32($m) => $body,
+        }
+    };
+}
+
+impl Evaluator {
+    /// An evaluator with the given options.
+    pub fn new(opts: EvalOptions) -> Self {
+        let machine = match opts.precision {
+            crate::api::Precision::F64 => Precise::F64(Box::new(Machine::new(opts))),
+            crate::api::Precision::F32 => Precise::F32(Box::new(Machine::new(opts))),
+        };
+        Evaluator { machine }
+    }
+
+    /// The options this evaluator was built with.
+    pub fn options(&self) -> &EvalOptions {
+        on_machine!(&self.machine, m => &m.opts)
+    }
+
+    /// Work units the last run took (form visits plus elements touched; the same count as
+    /// [`Evaluator::last_work`]).
+    pub fn last_steps(&self) -> u64 {
+        on_machine!(&self.machine, m => m.steps)
+    }
+
+    /// Whether the last run was a replay of the recorded trace before it (see `EvalOptions::replay`).
+    pub fn last_run_replayed(&self) -> bool {
+        on_machine!(&self.machine, m => m.trace.replayed())
+    }
+
+    /// Number of tape nodes the last recorded run appended.
+    pub fn last_tape_len(&self) -> usize {
+        on_machine!(&self.machine, m => m.tape.nodes.len())
+    }
+
+    /// Number of floats the payload arena held at the end of the last run (a memory gauge).
+    pub fn arena_floats(&self) -> usize {
+        on_machine!(&self.machine, m => m.lanes.n_floats())
+    }
+
+    /// Forward-only evaluation.
+    pub fn eval(
+        &mut self,
+        heap: &mut Heap,
+        program: &Program,
+        inputs: &Inputs,
+    ) -> crate::error::Result<Evaluation> {
+        let mut out = Evaluation::empty();
+        self.eval_into(heap, program, inputs, false, &mut out)?;
+        Ok(out)
+    }
+
+    /// Evaluation with per-lane gradients for every `grad` input.
+    pub fn eval_grad(
+        &mut self,
+        heap: &mut Heap,
+        program: &Program,
+        inputs: &Inputs,
+    ) -> crate::error::Result<Evaluation> {
+        let mut out = Evaluation::empty();
+        self.eval_into(heap, program, inputs, true, &mut out)?;
+        Ok(out)
+    }
+
+    /// Like [`Evaluator::eval`] or (with `grad`) [`Evaluator::eval_grad`], writing into `out` and
+    /// reusing its buffers: repeated runs of one program allocate nothing once warmed up.
+    pub fn eval_into(
+        &mut self,
+        heap: &mut Heap,
+        program: &Program,
+        inputs: &Inputs,
+        grad: bool,
+        out: &mut Evaluation,
+    ) -> crate::error::Result<()> {
+        on_machine!(&mut self.machine, m => m.run(heap, program, inputs, grad, out))
+    }
+
+    /// Sets the instant after which runs stop with `ErrorKind::Deadline` (`None`: no deadline).
+    pub fn set_deadline(&mut self, deadline: Option<std::time::Instant>) {
+        on_machine!(&mut self.machine, m => m.set_deadline(deadline))
+    }
+
+    /// Sets the work, depth and memory budgets of the runs that follow.
+    pub fn set_limits(&mut self, max_steps: u64, max_depth: u32, max_memory: u64) {
+        on_machine!(&mut self.machine, m => m.set_limits(max_steps, max_depth, max_memory))
+    }
+
+    /// Work units the last run took.
+    pub fn last_work(&self) -> u64 {
+        on_machine!(&self.machine, m => m.last_work())
+    }
+
+    /// Bytes the evaluator's arenas hold now (a memory gauge).
+    pub fn memory_in_use(&self) -> u64 {
+        on_machine!(&self.machine, m => m.memory_in_use())
+    }
+
+    /// The `soft-choice` read-out of the last run: per site, each lane's pick and weights.
+    pub fn last_choices(&mut self) -> &[crate::api::ChoiceReadout] {
+        on_machine!(&mut self.machine, m => m.last_choices())
+    }
+
+    /// Sets the `soft-choice` settings of the runs that follow.
+    pub fn set_soft_choice(&mut self, soft_choice: crate::api::SoftChoice) {
+        on_machine!(&mut self.machine, m => m.set_soft_choice(soft_choice))
+    }
+}
+
+/// The walker of one precision (see [`Evaluator`]).
+#[derive(Debug)]
+pub(crate) struct Machine<R: Real> {
     opts: EvalOptions,
     heap: Heap,
-    lanes: Lanes,
+    lanes: Lanes<R>,
     masks: LaneMask,
     mask: MaskId,
-    tape: Tape,
+    tape: Tape<R>,
     recording: bool,
     /// This run records although it is forward only (for the runs after it to replay): the
     /// recording stops once the run holds more than `governor::FORWARD_RECORD_CAP`.
@@ -110,7 +239,7 @@ pub struct Evaluator {
     carried_pool: Vec<Vec<Value>>,
     payload_buf: Vec<PayloadId>,
     term_cache: crate::linalg::TermCache,
-    fbuf: [Vec<f64>; 5],
+    fbuf: [Vec<R>; 5],
     false_p: PayloadId,
     true_p: PayloadId,
     cache: Option<DecodeKey>,
@@ -125,7 +254,7 @@ pub struct Evaluator {
     heap_after: usize,
     /// The printed result of the last run when it is not numeric (see `Output::Other`).
     shown: String,
-    trace: replay::Trace,
+    trace: replay::Trace<R>,
     /// The `soft-choice` read-out of the last run, and where each site's payloads live.
     choices: Vec<crate::api::ChoiceReadout>,
     choice_sites: Vec<choice::ChoiceSite>,
@@ -192,11 +321,11 @@ impl Shape {
     }
 }
 
-impl Evaluator {
-    /// An evaluator with the given options.
-    pub fn new(opts: EvalOptions) -> Self {
+impl<R: Real> Machine<R> {
+    /// A machine with the given options.
+    fn new(opts: EvalOptions) -> Self {
         let b = opts.n_lanes.max(1);
-        Evaluator {
+        Machine {
             heap: Heap::new(),
             lanes: Lanes::new(b),
             masks: LaneMask::new(b),
@@ -242,69 +371,6 @@ impl Evaluator {
             choices_stale: false,
             opts: EvalOptions { n_lanes: b, ..opts },
         }
-    }
-
-    /// The options this evaluator was built with.
-    pub fn options(&self) -> &EvalOptions {
-        &self.opts
-    }
-
-    /// Work units the last run took (form visits plus elements touched; the same count as
-    /// [`Evaluator::last_work`]).
-    pub fn last_steps(&self) -> u64 {
-        self.steps
-    }
-
-    /// Whether the last run was a replay of the recorded trace before it (see `EvalOptions::replay`).
-    pub fn last_run_replayed(&self) -> bool {
-        self.trace.replayed()
-    }
-
-    /// Number of tape nodes the last recorded run appended.
-    pub fn last_tape_len(&self) -> usize {
-        self.tape.nodes.len()
-    }
-
-    /// Number of floats the payload arena held at the end of the last run (a memory gauge).
-    pub fn arena_floats(&self) -> usize {
-        self.lanes.n_floats()
-    }
-
-    /// Forward-only evaluation.
-    pub fn eval(
-        &mut self,
-        heap: &mut Heap,
-        program: &Program,
-        inputs: &Inputs,
-    ) -> crate::error::Result<Evaluation> {
-        let mut out = Evaluation::empty();
-        self.run(heap, program, inputs, false, &mut out)?;
-        Ok(out)
-    }
-
-    /// Evaluation with per-lane gradients for every `grad` input.
-    pub fn eval_grad(
-        &mut self,
-        heap: &mut Heap,
-        program: &Program,
-        inputs: &Inputs,
-    ) -> crate::error::Result<Evaluation> {
-        let mut out = Evaluation::empty();
-        self.run(heap, program, inputs, true, &mut out)?;
-        Ok(out)
-    }
-
-    /// Like [`Evaluator::eval`] or (with `grad`) [`Evaluator::eval_grad`], writing into `out` and
-    /// reusing its buffers: repeated runs of one program allocate nothing once warmed up.
-    pub fn eval_into(
-        &mut self,
-        heap: &mut Heap,
-        program: &Program,
-        inputs: &Inputs,
-        grad: bool,
-        out: &mut Evaluation,
-    ) -> crate::error::Result<()> {
-        self.run(heap, program, inputs, grad, out)
     }
 
     fn run(
@@ -608,7 +674,7 @@ impl Evaluator {
     fn set(&mut self, p: PayloadId, e: usize, l: usize, x: f64) {
         let m = self.lanes.meta(p);
         let i = self.lanes.index(m, e, l);
-        self.lanes.data[i] = x;
+        self.lanes.data[i] = R::of(x);
     }
 
     #[inline]

@@ -71,7 +71,7 @@ impl Heap {
             id: fresh_heap_id(),
             nodes: Self::with_room([Node::Nil, Node::Bool(false), Node::Bool(true)]),
             spans: Self::with_room([None; 3]),
-            symbols: crate::decode::forms_interner().copy_with_room(),
+            symbols: Interner::on_base(crate::decode::forms_interner()),
         }
     }
 
@@ -101,6 +101,29 @@ impl Heap {
         self.nodes.push(node);
         self.spans.push(None);
         id
+    }
+
+    /// Allocates a cell read from `span` of the source: [`Self::alloc`] then [`Self::set_span`]
+    /// in one step (the shared `()`, `#f` and `#t` cells take no span).
+    #[inline]
+    pub fn alloc_spanned(&mut self, node: Node, span: SrcSpan) -> NodeId {
+        match node {
+            Node::Nil => return Self::NIL,
+            Node::Bool(false) => return Self::FALSE,
+            Node::Bool(true) => return Self::TRUE,
+            _ => {}
+        }
+        let id = NodeId(self.nodes.len() as u32);
+        self.nodes.push(node);
+        self.spans.push(Some(span));
+        id
+    }
+
+    /// Makes room for `cells` more cells without growing (a reader's estimate from the source
+    /// length: one growth to the right size instead of several doublings).
+    pub fn reserve(&mut self, cells: usize) {
+        self.nodes.reserve(cells);
+        self.spans.reserve(cells);
     }
 
     /// Drops the cells from `len` on (cells `eval` added during a run, which nothing refers to

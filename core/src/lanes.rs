@@ -4,9 +4,11 @@
 //! uniform payload stores each element once; a varying payload stores B lanes per element,
 //! element-major (`data[off + e*B + lane]`), so lane loops are contiguous.
 
+use crate::real::Real;
+
 /// Index of one payload in a [`Lanes`] arena.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PayloadId(pub u32);
+pub(crate) struct PayloadId(pub u32);
 
 /// Where a payload lives and how it is shaped.
 #[derive(Clone, Copy, Debug)]
@@ -35,20 +37,20 @@ impl LanesMark {
     }
 }
 
-/// The payload arena of one evaluator.
+/// The payload arena of one evaluator, in its lane precision `R`.
 #[derive(Clone, Debug)]
-pub struct Lanes {
+pub(crate) struct Lanes<R: Real = f64> {
     n_lanes: usize,
     /// Floats `[0, top)` are in use; the rest is capacity kept from earlier runs (stale values,
     /// never read: every kernel writes the lanes it later reads).
-    pub(crate) data: Vec<f64>,
+    pub(crate) data: Vec<R>,
     top: usize,
     pub(crate) meta: Vec<Meta>,
 }
 
-impl Lanes {
+impl<R: Real> Lanes<R> {
     /// An empty arena for `n_lanes` lanes.
-    pub fn new(n_lanes: usize) -> Self {
+    pub(crate) fn new(n_lanes: usize) -> Self {
         Lanes {
             n_lanes,
             data: Vec::new(),
@@ -59,22 +61,17 @@ impl Lanes {
 
     /// The lane count B.
     #[inline]
-    pub fn n_lanes(&self) -> usize {
+    pub(crate) fn n_lanes(&self) -> usize {
         self.n_lanes
     }
 
     /// Number of payloads alive.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.meta.len()
     }
 
-    /// True when no payload is alive.
-    pub fn is_empty(&self) -> bool {
-        self.meta.is_empty()
-    }
-
     /// Number of floats in use (primal values).
-    pub fn n_floats(&self) -> usize {
+    pub(crate) fn n_floats(&self) -> usize {
         self.top
     }
 
@@ -104,7 +101,7 @@ impl Lanes {
         let w = if varying { self.n_lanes } else { 1 };
         self.top = off + n * w;
         if self.top > self.data.len() {
-            self.data.resize(self.top, 0.0);
+            self.data.resize(self.top, R::ZERO);
         }
         let id = PayloadId(self.meta.len() as u32);
         self.meta.push(Meta {
@@ -121,7 +118,7 @@ impl Lanes {
     pub(crate) fn scalar(&mut self, x: f64) -> PayloadId {
         let id = self.alloc(1, false, false);
         let off = self.meta[id.0 as usize].off as usize;
-        self.data[off] = x;
+        self.data[off] = R::of(x);
         id
     }
 
@@ -132,13 +129,13 @@ impl Lanes {
 
     /// Element count of a payload.
     #[inline]
-    pub fn n_elems(&self, id: PayloadId) -> usize {
+    pub(crate) fn n_elems(&self, id: PayloadId) -> usize {
         self.meta[id.0 as usize].n as usize
     }
 
     /// Whether a payload is stored per lane.
     #[inline]
-    pub fn is_varying(&self, id: PayloadId) -> bool {
+    pub(crate) fn is_varying(&self, id: PayloadId) -> bool {
         self.meta[id.0 as usize].varying
     }
 
@@ -154,14 +151,29 @@ impl Lanes {
 
     /// Value of element `e` on `lane`.
     #[inline]
-    pub fn get(&self, id: PayloadId, e: usize, lane: usize) -> f64 {
+    pub(crate) fn get(&self, id: PayloadId, e: usize, lane: usize) -> f64 {
+        let m = self.meta(id);
+        self.data[self.index(m, e, lane)].f64()
+    }
+
+    /// Element `e` of `id` on `lane`, in the lane precision.
+    #[inline]
+    pub(crate) fn at(&self, id: PayloadId, e: usize, lane: usize) -> R {
         let m = self.meta(id);
         self.data[self.index(m, e, lane)]
     }
 
+    /// Sets element `e` of `id` on `lane`, in the lane precision.
+    #[inline]
+    pub(crate) fn put(&mut self, id: PayloadId, e: usize, lane: usize, x: R) {
+        let m = self.meta(id);
+        let i = self.index(m, e, lane);
+        self.data[i] = x;
+    }
+
     /// Makes this arena a compact copy of lanes `lo .. hi` of `whole`: the same payloads (ids,
     /// element counts, flags) with `hi - lo` lanes each, reusing this arena's capacity.
-    pub(crate) fn restrict_from(&mut self, whole: &Lanes, lo: usize, hi: usize) {
+    pub(crate) fn restrict_from(&mut self, whole: &Lanes<R>, lo: usize, hi: usize) {
         self.n_lanes = hi - lo;
         self.clear();
         for m in &whole.meta {
@@ -171,7 +183,7 @@ impl Lanes {
     }
 
     /// Payload `p` of `whole` into this block arena (which holds lanes `lo ..` of `whole`).
-    pub(crate) fn copy_in(&mut self, whole: &Lanes, p: PayloadId, lo: usize) {
+    pub(crate) fn copy_in(&mut self, whole: &Lanes<R>, p: PayloadId, lo: usize) {
         let (mb, mw) = (self.meta(p), whole.meta(p));
         let (ob, ow, n) = (mb.off as usize, mw.off as usize, mb.n as usize);
         if !mb.varying {
@@ -187,7 +199,7 @@ impl Lanes {
 
     /// The lanes of payload `p` in the block arena `blk` (lanes `lo ..` of this one) back into
     /// this arena; a uniform payload is left as it is (every block computes the same value).
-    pub(crate) fn copy_back(&mut self, blk: &Lanes, p: PayloadId, lo: usize) {
+    pub(crate) fn copy_back(&mut self, blk: &Lanes<R>, p: PayloadId, lo: usize) {
         let (mb, mw) = (blk.meta(p), self.meta(p));
         if !mb.varying {
             return;
@@ -205,6 +217,6 @@ impl Lanes {
     pub(crate) fn set(&mut self, id: PayloadId, e: usize, lane: usize, x: f64) {
         let m = self.meta(id);
         let i = self.index(m, e, lane);
-        self.data[i] = x;
+        self.data[i] = R::of(x);
     }
 }

@@ -9,14 +9,16 @@ pub mod api;
 mod decode;
 pub mod error;
 pub mod eval;
+mod flat;
 pub mod heap;
-pub mod lanes;
+mod lanes;
 mod linalg;
 mod mask;
 pub mod params;
 pub mod planted;
 mod prims;
 pub mod print;
+mod real;
 pub mod selfhost;
 pub mod symbol;
 mod tape;
@@ -25,7 +27,7 @@ mod vocab;
 
 pub use api::{
     ChoiceMode, ChoiceReadout, Dialect, EvalOptions, Evaluation, Gradient, Input, InputValue,
-    Inputs, LaneBlock, Output, SoftChoice,
+    Inputs, LaneBlock, Output, Precision, SoftChoice,
 };
 pub use error::{CoreError, ErrorKind, Result};
 pub use eval::Evaluator;

@@ -5,6 +5,8 @@
 
 #![allow(clippy::needless_range_loop)] // index arithmetic mirrors the maths
 
+use crate::real::Real;
+
 /// The tensor ops that record a tape node (besides elementwise `Unary`/`Binary` and `Select`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum TensorOp {
@@ -40,14 +42,19 @@ const NORM_FLOOR: f64 = 1e-8;
 
 impl TensorOp {
     /// Forward on one lane: inputs `a`, `b` (empty when unused) into `out`.
-    pub(crate) fn forward(self, a: &[f64], b: &[f64], out: &mut [f64]) {
+    pub(crate) fn forward<R: Real>(self, a: &[R], b: &[R], out: &mut [R]) {
         match self {
-            TensorOp::Dot => out[0] = a.iter().zip(b).map(|(x, y)| x * y).sum(),
+            TensorOp::Dot => out[0] = a.iter().zip(b).map(|(&x, &y)| x * y).sum(),
             TensorOp::Sum => out[0] = a.iter().sum(),
-            TensorOp::Norm => out[0] = a.iter().map(|x| x * x).sum::<f64>().sqrt(),
+            TensorOp::Norm => out[0] = a.iter().map(|&x| x * x).sum::<R>().sqrt(),
             TensorOp::Normalize => {
-                let n = a.iter().map(|x| x * x).sum::<f64>().sqrt().max(NORM_FLOOR);
-                for (o, x) in out.iter_mut().zip(a) {
+                let n = a
+                    .iter()
+                    .map(|&x| x * x)
+                    .sum::<R>()
+                    .sqrt()
+                    .max(R::of(NORM_FLOOR));
+                for (o, &x) in out.iter_mut().zip(a) {
                     *o = x / n;
                 }
             }
@@ -84,8 +91,8 @@ impl TensorOp {
             }
             TensorOp::Outer => {
                 let n = b.len();
-                for (i, x) in a.iter().enumerate() {
-                    for (j, y) in b.iter().enumerate() {
+                for (i, &x) in a.iter().enumerate() {
+                    for (j, &y) in b.iter().enumerate() {
                         out[i * n + j] = x * y;
                     }
                 }
@@ -97,14 +104,14 @@ impl TensorOp {
 
     /// VJP on one lane: given inputs `a`, `b`, output `z` and its adjoint `g`, accumulate into
     /// `da`, `db` (zeroed by the caller; `db` empty when unused). For det/logdet `b` is A⁻¹.
-    pub(crate) fn vjp(
+    pub(crate) fn vjp<R: Real>(
         self,
-        a: &[f64],
-        b: &[f64],
-        z: &[f64],
-        g: &[f64],
-        da: &mut [f64],
-        db: &mut [f64],
+        a: &[R],
+        b: &[R],
+        z: &[R],
+        g: &[R],
+        da: &mut [R],
+        db: &mut [R],
     ) {
         match self {
             TensorOp::Dot => {
@@ -115,17 +122,17 @@ impl TensorOp {
             }
             TensorOp::Sum => da.iter_mut().for_each(|d| *d += g[0]),
             TensorOp::Norm => {
-                if z[0] > 0.0 {
+                if z[0] > R::ZERO {
                     for i in 0..a.len() {
                         da[i] += g[0] * a[i] / z[0];
                     }
                 }
             }
             TensorOp::Normalize => {
-                let n_raw = a.iter().map(|x| x * x).sum::<f64>().sqrt();
-                let n = n_raw.max(NORM_FLOOR);
-                if n_raw > NORM_FLOOR {
-                    let ga: f64 = g.iter().zip(a).map(|(x, y)| x * y).sum();
+                let n_raw = a.iter().map(|&x| x * x).sum::<R>().sqrt();
+                let n = n_raw.max(R::of(NORM_FLOOR));
+                if n_raw > R::of(NORM_FLOOR) {
+                    let ga: R = g.iter().zip(a).map(|(&x, &y)| x * y).sum();
                     for i in 0..a.len() {
                         da[i] += g[i] / n - ga * a[i] / (n * n * n);
                     }
@@ -205,9 +212,9 @@ impl TensorOp {
                 // dA = g · det · A⁻ᵀ
                 let m = m as usize;
                 let planted = if crate::planted::is_planted(crate::planted::Bug::DetVjp) {
-                    1.01
+                    R::of(1.01)
                 } else {
-                    1.0
+                    R::ONE
                 };
                 if b[..m * m].iter().all(|x| x.is_finite()) {
                     for i in 0..m {
@@ -218,11 +225,11 @@ impl TensorOp {
                 } else {
                     // Singular A (no inverse): det · A⁻ᵀ is the cofactor matrix, which exists.
                     // Rare, so the scratch is allocated here.
-                    let mut cof = vec![0.0; m * m];
+                    let mut cof = vec![R::ZERO; m * m];
                     let mut work = Vec::new();
                     cofactors(&a[..m * m], m, &mut cof, &mut work);
                     for (d, c) in da.iter_mut().zip(&cof) {
-                        *d += planted * g[0] * c;
+                        *d += planted * g[0] * *c;
                     }
                 }
             }
@@ -239,7 +246,7 @@ impl TensorOp {
                 let m = m as usize;
                 for i in 0..m {
                     for j in 0..m {
-                        let mut s = 0.0;
+                        let mut s = R::ZERO;
                         for p in 0..m {
                             let zt_ip = z[p * m + i];
                             for q in 0..m {
@@ -256,7 +263,7 @@ impl TensorOp {
 
 /// Gauss–Jordan elimination with partial pivoting on one lane's m×m matrix `a`: returns det A and
 /// writes A⁻¹ into `inv` (NaN where A is singular). `work` needs `m*m` floats.
-pub(crate) fn det_inv(a: &[f64], m: usize, inv: &mut [f64], work: &mut [f64]) -> f64 {
+pub(crate) fn det_inv<R: Real>(a: &[R], m: usize, inv: &mut [R], work: &mut [R]) -> R {
     if m == 2 {
         let det = a[0] * a[3] - a[1] * a[2];
         inv[0] = a[3] / det;
@@ -268,16 +275,16 @@ pub(crate) fn det_inv(a: &[f64], m: usize, inv: &mut [f64], work: &mut [f64]) ->
     work[..m * m].copy_from_slice(&a[..m * m]);
     for i in 0..m {
         for j in 0..m {
-            inv[i * m + j] = if i == j { 1.0 } else { 0.0 };
+            inv[i * m + j] = if i == j { R::ONE } else { R::ZERO };
         }
     }
-    let mut det = 1.0;
+    let mut det = R::ONE;
     for col in 0..m {
         let piv = pivot_row(work, m, col);
         let p = work[piv * m + col];
-        if p == 0.0 {
-            inv[..m * m].iter_mut().for_each(|x| *x = f64::NAN);
-            return 0.0;
+        if p == R::ZERO {
+            inv[..m * m].iter_mut().for_each(|x| *x = R::NAN);
+            return R::ZERO;
         }
         if piv != col {
             for j in 0..m {
@@ -294,7 +301,7 @@ pub(crate) fn det_inv(a: &[f64], m: usize, inv: &mut [f64], work: &mut [f64]) ->
         for r in 0..m {
             if r != col {
                 let f = work[r * m + col];
-                if f != 0.0 {
+                if f != R::ZERO {
                     for j in 0..m {
                         work[r * m + j] -= f * work[col * m + j];
                         inv[r * m + j] -= f * inv[col * m + j];
@@ -309,9 +316,9 @@ pub(crate) fn det_inv(a: &[f64], m: usize, inv: &mut [f64], work: &mut [f64]) ->
 /// The cofactor matrix of the m×m matrix `a` (equal to det A · A⁻ᵀ where A is invertible, and
 /// still defined where it is not): `out[i·m + j] = (−1)^(i+j) det(A without row i, column j)`.
 /// `work` is scratch.
-pub(crate) fn cofactors(a: &[f64], m: usize, out: &mut [f64], work: &mut Vec<f64>) {
+pub(crate) fn cofactors<R: Real>(a: &[R], m: usize, out: &mut [R], work: &mut Vec<R>) {
     if m == 1 {
-        out[0] = 1.0;
+        out[0] = R::ONE;
         return;
     }
     let k = m - 1;
@@ -323,7 +330,7 @@ pub(crate) fn cofactors(a: &[f64], m: usize, out: &mut [f64], work: &mut Vec<f64
                     work.push(a[r * m + c]);
                 }
             }
-            let sign = if (i + j) % 2 == 0 { 1.0 } else { -1.0 };
+            let sign = if (i + j) % 2 == 0 { R::ONE } else { -R::ONE };
             out[i * m + j] = sign * det_in_place(work, k);
         }
     }
@@ -331,7 +338,7 @@ pub(crate) fn cofactors(a: &[f64], m: usize, out: &mut [f64], work: &mut Vec<f64
 
 /// The row at or below `col` of the k×k matrix in `w` with the largest magnitude in column `col`
 /// (the first such row on ties): partial pivoting's choice.
-fn pivot_row(w: &[f64], k: usize, col: usize) -> usize {
+fn pivot_row<R: Real>(w: &[R], k: usize, col: usize) -> usize {
     let mut piv = col;
     for r in col + 1..k {
         if w[r * k + col].abs() > w[piv * k + col].abs() {
@@ -342,13 +349,13 @@ fn pivot_row(w: &[f64], k: usize, col: usize) -> usize {
 }
 
 /// Determinant of the k×k matrix in `w` by elimination with partial pivoting (overwrites `w`).
-fn det_in_place(w: &mut [f64], k: usize) -> f64 {
-    let mut det = 1.0;
+fn det_in_place<R: Real>(w: &mut [R], k: usize) -> R {
+    let mut det = R::ONE;
     for col in 0..k {
         let piv = pivot_row(w, k, col);
         let p = w[piv * k + col];
-        if p == 0.0 {
-            return 0.0;
+        if p == R::ZERO {
+            return R::ZERO;
         }
         if piv != col {
             for j in 0..k {
@@ -369,28 +376,28 @@ fn det_in_place(w: &mut [f64], k: usize) -> f64 {
 
 /// The det VJP on the lanes whose A is singular (A⁻¹ non-finite there, so the main loop added
 /// nothing): dA += g · cofactors(A). `a` and `inv` are lane-minor (element e of lane l at e·b + l).
-fn singular_det_lanes(
+fn singular_det_lanes<R: Real>(
     m: usize,
-    a: &[f64],
-    inv: &[f64],
-    g: &[f64],
-    da: &mut [f64],
+    a: &[R],
+    inv: &[R],
+    g: &[R],
+    da: &mut [R],
     b: usize,
-    s: &mut Vec<f64>,
+    s: &mut Vec<R>,
 ) {
     for l in 0..b {
         if inv[l].is_finite() {
             continue;
         }
         let planted = if crate::planted::is_planted(crate::planted::Bug::DetVjp) {
-            1.01
+            R::of(1.01)
         } else {
-            1.0
+            R::ONE
         };
         // s = [A of this lane (m²) | cofactors (m²) | minor scratch].
         s.clear();
         s.extend((0..m * m).map(|e| a[e * b + l]));
-        s.resize(2 * m * m, 0.0);
+        s.resize(2 * m * m, R::ZERO);
         let mut work = Vec::new();
         let (al, cof) = s.split_at_mut(m * m);
         cofactors(al, m, cof, &mut work);
@@ -472,7 +479,7 @@ mod tests {
         // Issue 16 (found by ndvm-fuzz): det · A⁻ᵀ is NaN where A is singular; the gradient of
         // det is the cofactor matrix, which exists. Rows 0 and 1 are proportional here, so the
         // elimination meets an exact zero pivot; cofactor (0, 0) = 4·1 − 6·0 = 4.
-        let a = [1.0, 2.0, 3.0, 2.0, 4.0, 6.0, 1.0, 0.0, 1.0];
+        let a: [f64; 9] = [1.0, 2.0, 3.0, 2.0, 4.0, 6.0, 1.0, 0.0, 1.0];
         let (mut inv, mut work) = ([0.0; 9], [0.0; 9]);
         let det = det_inv(&a, 3, &mut inv, &mut work);
         assert_eq!(det, 0.0);
@@ -645,30 +652,30 @@ impl TensorOp {
 
 /// A read-only view of one payload's elements: element `e` on lane `l` is `data[e*w + l*s]`.
 #[derive(Clone, Copy)]
-pub(crate) struct Strided<'a> {
-    pub(crate) data: &'a [f64],
+pub(crate) struct Strided<'a, R: Real> {
+    pub(crate) data: &'a [R],
     pub(crate) w: usize,
     pub(crate) s: usize,
 }
 
-impl Strided<'_> {
+impl<R: Real> Strided<'_, R> {
     #[inline]
-    pub(crate) fn at(&self, e: usize, l: usize) -> f64 {
+    pub(crate) fn at(&self, e: usize, l: usize) -> R {
         self.data[e * self.w + l * self.s]
     }
 }
 
 /// One element's operand for a lane pass: its `b` lanes, or one value shared by every lane.
 #[derive(Clone, Copy)]
-enum Src<'a> {
-    Lanes(&'a [f64]),
-    One(f64),
+enum Src<'a, R: Real> {
+    Lanes(&'a [R]),
+    One(R),
 }
 
-impl<'a> Strided<'a> {
+impl<'a, R: Real> Strided<'a, R> {
     /// Element `e` as a lane-pass operand.
     #[inline(always)]
-    fn src(&self, e: usize, b: usize) -> Src<'a> {
+    fn src(&self, e: usize, b: usize) -> Src<'a, R> {
         if self.s == 1 {
             Src::Lanes(&self.data[e * self.w..e * self.w + b])
         } else {
@@ -679,10 +686,10 @@ impl<'a> Strided<'a> {
 
 /// One contribution `(c · p) · q` to an element (`c · p` for a linear op, where `q` is unused).
 #[derive(Clone, Copy)]
-struct Contrib<'a> {
-    c: f64,
-    p: Src<'a>,
-    q: Src<'a>,
+struct Contrib<'a, R: Real> {
+    c: R,
+    p: Src<'a, R>,
+    q: Src<'a, R>,
 }
 
 /// `d = base + v₀ + v₁ + …` over the lanes of one element, adding the contributions `cs` in
@@ -690,7 +697,7 @@ struct Contrib<'a> {
 /// of accumulating each contribution in turn into a zeroed element. `BIL`: contributions are
 /// `(c · p) · q`, else `c · p`. One or two contributions over lanes run as one fused pass.
 #[inline(always)]
-fn accumulate<const BIL: bool>(d: &mut [f64], first: bool, cs: &[Contrib<'_>]) {
+fn accumulate<R: Real, const BIL: bool>(d: &mut [R], first: bool, cs: &[Contrib<'_, R>]) {
     let n = d.len();
     match *cs {
         [
@@ -705,11 +712,11 @@ fn accumulate<const BIL: bool>(d: &mut [f64], first: bool, cs: &[Contrib<'_>]) {
                 Src::Lanes(q) if BIL => &q[..n],
                 _ => p,
             };
-            match (first, c == 1.0) {
-                (true, true) => fused1::<BIL, true, true>(d, c, p, q),
-                (true, false) => fused1::<BIL, true, false>(d, c, p, q),
-                (false, true) => fused1::<BIL, false, true>(d, c, p, q),
-                (false, false) => fused1::<BIL, false, false>(d, c, p, q),
+            match (first, c == R::ONE) {
+                (true, true) => fused1::<_, BIL, true, true>(d, c, p, q),
+                (true, false) => fused1::<_, BIL, true, false>(d, c, p, q),
+                (false, true) => fused1::<_, BIL, false, true>(d, c, p, q),
+                (false, false) => fused1::<_, BIL, false, false>(d, c, p, q),
             }
         }
         [
@@ -730,19 +737,19 @@ fn accumulate<const BIL: bool>(d: &mut [f64], first: bool, cs: &[Contrib<'_>]) {
                 _ => (p0, p1),
             };
             let (c, p, q) = ([c0, c1], [p0, p1], [q0, q1]);
-            match (first, c0 == 1.0 && c1 == 1.0) {
-                (true, true) => fused2::<BIL, true, true>(d, c, p, q),
-                (true, false) => fused2::<BIL, true, false>(d, c, p, q),
-                (false, true) => fused2::<BIL, false, true>(d, c, p, q),
-                (false, false) => fused2::<BIL, false, false>(d, c, p, q),
+            match (first, c0 == R::ONE && c1 == R::ONE) {
+                (true, true) => fused2::<_, BIL, true, true>(d, c, p, q),
+                (true, false) => fused2::<_, BIL, true, false>(d, c, p, q),
+                (false, true) => fused2::<_, BIL, false, true>(d, c, p, q),
+                (false, false) => fused2::<_, BIL, false, false>(d, c, p, q),
             }
         }
         _ => {
             for (k, t) in cs.iter().enumerate() {
                 if first && k == 0 {
-                    contrib_pass::<BIL, true>(d, t);
+                    contrib_pass::<_, BIL, true>(d, t);
                 } else {
-                    contrib_pass::<BIL, false>(d, t);
+                    contrib_pass::<_, BIL, false>(d, t);
                 }
             }
         }
@@ -752,61 +759,61 @@ fn accumulate<const BIL: bool>(d: &mut [f64], first: bool, cs: &[Contrib<'_>]) {
 /// The value of one contribution on one lane. `UNIT`: `c` is 1, and `1 · p` is `p` (bit for
 /// bit, NaN included), so the product is left out.
 #[inline(always)]
-fn term_value<const BIL: bool, const UNIT: bool>(c: f64, p: f64, q: f64) -> f64 {
+fn term_value<R: Real, const BIL: bool, const UNIT: bool>(c: R, p: R, q: R) -> R {
     let cp = if UNIT { p } else { c * p };
     if BIL { cp * q } else { cp }
 }
 
 /// `d (+)= (c · p) · q` over lanes (`FIRST`: `d` is stale, write `0.0 + v`).
 #[inline(always)]
-fn fused1<const BIL: bool, const FIRST: bool, const UNIT: bool>(
-    d: &mut [f64],
-    c: f64,
-    p: &[f64],
-    q: &[f64],
+fn fused1<R: Real, const BIL: bool, const FIRST: bool, const UNIT: bool>(
+    d: &mut [R],
+    c: R,
+    p: &[R],
+    q: &[R],
 ) {
     let n = d.len();
     let (p, q) = (&p[..n], &q[..n]);
     for l in 0..n {
-        let v = term_value::<BIL, UNIT>(c, p[l], q[l]);
-        d[l] = if FIRST { 0.0 + v } else { d[l] + v };
+        let v = term_value::<_, BIL, UNIT>(c, p[l], q[l]);
+        d[l] = if FIRST { R::ZERO + v } else { d[l] + v };
     }
 }
 
 /// Two contributions in one pass over lanes, the first added before the second.
 #[inline(always)]
-fn fused2<const BIL: bool, const FIRST: bool, const UNIT: bool>(
-    d: &mut [f64],
-    c: [f64; 2],
-    p: [&[f64]; 2],
-    q: [&[f64]; 2],
+fn fused2<R: Real, const BIL: bool, const FIRST: bool, const UNIT: bool>(
+    d: &mut [R],
+    c: [R; 2],
+    p: [&[R]; 2],
+    q: [&[R]; 2],
 ) {
     let n = d.len();
     let (p0, p1, q0, q1) = (&p[0][..n], &p[1][..n], &q[0][..n], &q[1][..n]);
     for l in 0..n {
-        let v0 = term_value::<BIL, UNIT>(c[0], p0[l], q0[l]);
-        let v1 = term_value::<BIL, UNIT>(c[1], p1[l], q1[l]);
-        let s = if FIRST { 0.0 + v0 } else { d[l] + v0 };
+        let v0 = term_value::<_, BIL, UNIT>(c[0], p0[l], q0[l]);
+        let v1 = term_value::<_, BIL, UNIT>(c[1], p1[l], q1[l]);
+        let s = if FIRST { R::ZERO + v0 } else { d[l] + v0 };
         d[l] = s + v1;
     }
 }
 
 /// One contribution's pass over lanes, any operand possibly shared by all lanes.
 #[inline(always)]
-fn contrib_pass<const BIL: bool, const FIRST: bool>(d: &mut [f64], t: &Contrib<'_>) {
+fn contrib_pass<R: Real, const BIL: bool, const FIRST: bool>(d: &mut [R], t: &Contrib<'_, R>) {
     let n = d.len();
     let c = t.c;
     #[inline(always)]
-    fn put<const FIRST: bool>(o: &mut f64, v: f64) {
-        if FIRST { *o = 0.0 + v } else { *o += v }
+    fn put<R: Real, const FIRST: bool>(o: &mut R, v: R) {
+        if FIRST { *o = R::ZERO + v } else { *o += v }
     }
     if !BIL {
         match t.p {
             Src::Lanes(x) => d
                 .iter_mut()
                 .zip(&x[..n])
-                .for_each(|(o, x)| put::<FIRST>(o, c * x)),
-            Src::One(x) => d.iter_mut().for_each(|o| put::<FIRST>(o, c * x)),
+                .for_each(|(o, &x)| put::<_, FIRST>(o, c * x)),
+            Src::One(x) => d.iter_mut().for_each(|o| put::<_, FIRST>(o, c * x)),
         }
         return;
     }
@@ -814,20 +821,20 @@ fn contrib_pass<const BIL: bool, const FIRST: bool>(d: &mut [f64], t: &Contrib<'
         (Src::Lanes(x), Src::Lanes(y)) => d
             .iter_mut()
             .zip(x[..n].iter().zip(&y[..n]))
-            .for_each(|(o, (x, y))| put::<FIRST>(o, c * x * y)),
+            .for_each(|(o, (&x, &y))| put::<_, FIRST>(o, c * x * y)),
         (Src::Lanes(x), Src::One(y)) => d
             .iter_mut()
             .zip(&x[..n])
-            .for_each(|(o, x)| put::<FIRST>(o, c * x * y)),
+            .for_each(|(o, &x)| put::<_, FIRST>(o, c * x * y)),
         (Src::One(x), Src::Lanes(y)) => {
             let x = c * x;
             d.iter_mut()
                 .zip(&y[..n])
-                .for_each(|(o, y)| put::<FIRST>(o, x * y));
+                .for_each(|(o, &y)| put::<_, FIRST>(o, x * y));
         }
         (Src::One(x), Src::One(y)) => {
             let v = c * x * y;
-            d.iter_mut().for_each(|o| put::<FIRST>(o, v));
+            d.iter_mut().for_each(|o| put::<_, FIRST>(o, v));
         }
     }
 }
@@ -853,47 +860,47 @@ const FUSE_MAX: usize = 2;
 
 /// Accumulates a run of terms into `d`, building its contributions with `contrib`.
 #[inline(always)]
-fn accumulate_run<'a, const BIL: bool>(
-    d: &mut [f64],
+fn accumulate_run<'a, R: Real, const BIL: bool>(
+    d: &mut [R],
     first: bool,
     run: &[Term],
-    contrib: impl Fn(&Term) -> Contrib<'a>,
+    contrib: impl Fn(&Term) -> Contrib<'a, R>,
 ) {
     if run.len() <= FUSE_MAX {
         let mut cs = [Contrib {
-            c: 0.0,
-            p: Src::One(0.0),
-            q: Src::One(0.0),
+            c: R::ZERO,
+            p: Src::One(R::ZERO),
+            q: Src::One(R::ZERO),
         }; FUSE_MAX];
         for (c, t) in cs.iter_mut().zip(run) {
             *c = contrib(t);
         }
-        accumulate::<BIL>(d, first, &cs[..run.len()]);
+        accumulate::<_, BIL>(d, first, &cs[..run.len()]);
     } else {
         for (k, t) in run.iter().enumerate() {
-            accumulate::<BIL>(d, first && k == 0, &[contrib(t)]);
+            accumulate::<_, BIL>(d, first && k == 0, &[contrib(t)]);
         }
     }
 }
 
 /// Structure-of-arrays forward of a bilinear/linear op over all `b` lanes: `out` holds `n_out`
 /// elements of `b` lanes each (zeroed here).
-pub(crate) fn terms_forward(
+pub(crate) fn terms_forward<R: Real>(
     terms: &[Term],
     bilinear: bool,
-    a: Strided<'_>,
-    bb: Strided<'_>,
-    out: &mut [f64],
+    a: Strided<'_, R>,
+    bb: Strided<'_, R>,
+    out: &mut [R],
     b: usize,
 ) {
     let n_out = out.len() / b.max(1);
     if b == 1 || n_out > 64 {
-        out.iter_mut().for_each(|x| *x = 0.0);
+        out.iter_mut().for_each(|x| *x = R::ZERO);
     }
     if b == 1 {
         // One value per element: the same products and sums as below, without the lane slices.
         for t in terms {
-            let (i, j, c) = (t.i as usize, t.j as usize, t.coeff);
+            let (i, j, c) = (t.i as usize, t.j as usize, R::of(t.coeff));
             out[t.o as usize] += if bilinear {
                 c * a.at(i, 0) * bb.at(j, 0)
             } else {
@@ -916,23 +923,25 @@ pub(crate) fn terms_forward(
                 seen |= 1 << o;
             }
             if bilinear {
-                accumulate_run::<true>(d, first, run, |t| Contrib {
-                    c: t.coeff,
+                accumulate_run::<_, true>(d, first, run, |t| Contrib {
+                    c: R::of(t.coeff),
                     p: a.src(t.i as usize, b),
                     q: bb.src(t.j as usize, b),
                 });
             } else {
-                accumulate_run::<false>(d, first, run, |t| Contrib {
-                    c: t.coeff,
+                accumulate_run::<_, false>(d, first, run, |t| Contrib {
+                    c: R::of(t.coeff),
                     p: a.src(t.i as usize, b),
-                    q: Src::One(0.0),
+                    q: Src::One(R::ZERO),
                 });
             }
         },
     );
     if n_out <= 64 {
         for e in (0..n_out).filter(|&e| seen & (1 << e) == 0) {
-            out[e * b..(e + 1) * b].iter_mut().for_each(|x| *x = 0.0);
+            out[e * b..(e + 1) * b]
+                .iter_mut()
+                .for_each(|x| *x = R::ZERO);
         }
     }
 }
@@ -956,57 +965,57 @@ pub(crate) fn group_terms(terms: &[Term], by_i: &mut Vec<Term>, by_j: &mut Vec<T
 /// slice whose floats are stale, not yet written: each element's first term writes it (as if it
 /// had been zeroed first) and elements no term reaches are zeroed.
 #[allow(clippy::too_many_arguments)] // the two inputs, their adjoints, the terms and the width
-pub(crate) fn terms_vjp(
+pub(crate) fn terms_vjp<R: Real>(
     by_i: &[Term],
     by_j: &[Term],
     bilinear: bool,
-    a: Strided<'_>,
-    bb: Strided<'_>,
-    g: &[f64],
-    da: Option<&mut [f64]>,
-    db: Option<&mut [f64]>,
+    a: Strided<'_, R>,
+    bb: Strided<'_, R>,
+    g: &[R],
+    da: Option<&mut [R]>,
+    db: Option<&mut [R]>,
     b: usize,
     fresh: [bool; 2],
 ) {
     let go = |o: u32| Src::Lanes(&g[o as usize * b..(o as usize + 1) * b]);
     if let Some(da) = da {
         if bilinear {
-            grouped_pass::<true>(
+            grouped_pass::<_, true>(
                 da,
                 fresh[0],
                 by_i,
                 |t| t.i,
                 b,
                 |t| Contrib {
-                    c: t.coeff,
+                    c: R::of(t.coeff),
                     p: go(t.o),
                     q: bb.src(t.j as usize, b),
                 },
             );
         } else {
-            grouped_pass::<false>(
+            grouped_pass::<_, false>(
                 da,
                 fresh[0],
                 by_i,
                 |t| t.i,
                 b,
                 |t| Contrib {
-                    c: t.coeff,
+                    c: R::of(t.coeff),
                     p: go(t.o),
-                    q: Src::One(0.0),
+                    q: Src::One(R::ZERO),
                 },
             );
         }
     }
     if bilinear && let Some(db) = db {
-        grouped_pass::<true>(
+        grouped_pass::<_, true>(
             db,
             fresh[1],
             by_j,
             |t| t.j,
             b,
             |t| Contrib {
-                c: t.coeff,
+                c: R::of(t.coeff),
                 p: go(t.o),
                 q: a.src(t.i as usize, b),
             },
@@ -1017,26 +1026,26 @@ pub(crate) fn terms_vjp(
 /// The passes of [`terms_vjp`] into one adjoint slice `d` from its terms sorted by `key`; with
 /// `fresh` the elements no term reaches are zeroed.
 #[inline(always)]
-fn grouped_pass<'a, const BIL: bool>(
-    d: &mut [f64],
+fn grouped_pass<'a, R: Real, const BIL: bool>(
+    d: &mut [R],
     fresh: bool,
     sorted: &[Term],
     key: impl Fn(&Term) -> u32,
     b: usize,
-    contrib: impl Fn(&Term) -> Contrib<'a>,
+    contrib: impl Fn(&Term) -> Contrib<'a, R>,
 ) {
     let n = d.len() / b.max(1);
     // Elements below `next` have been written (or zeroed) when `fresh`.
     let mut next = 0;
     each_run(sorted, key, |e, run| {
         if fresh && e > next {
-            d[next * b..e * b].fill(0.0);
+            d[next * b..e * b].fill(R::ZERO);
         }
         next = e + 1;
-        accumulate_run::<BIL>(&mut d[e * b..(e + 1) * b], fresh, run, &contrib);
+        accumulate_run::<_, BIL>(&mut d[e * b..(e + 1) * b], fresh, run, &contrib);
     });
     if fresh && n > next {
-        d[next * b..n * b].fill(0.0);
+        d[next * b..n * b].fill(R::ZERO);
     }
 }
 
@@ -1133,23 +1142,23 @@ mod soa_tests {
 }
 
 /// [`terms_forward`] on the listed lanes only (the others of `out` are left as they are).
-pub(crate) fn terms_forward_masked(
+pub(crate) fn terms_forward_masked<R: Real>(
     terms: &[Term],
     bilinear: bool,
-    a: Strided<'_>,
-    bb: Strided<'_>,
-    out: &mut [f64],
+    a: Strided<'_, R>,
+    bb: Strided<'_, R>,
+    out: &mut [R],
     b: usize,
     act: &[u32],
 ) {
     let n_out = out.len() / b;
     for e in 0..n_out {
         for &l in act {
-            out[e * b + l as usize] = 0.0;
+            out[e * b + l as usize] = R::ZERO;
         }
     }
     for t in terms {
-        let (o, i, j, c) = (t.o as usize, t.i as usize, t.j as usize, t.coeff);
+        let (o, i, j, c) = (t.o as usize, t.i as usize, t.j as usize, R::of(t.coeff));
         for &l in act {
             let l = l as usize;
             out[o * b + l] += if bilinear {
@@ -1163,19 +1172,19 @@ pub(crate) fn terms_forward_masked(
 
 /// [`terms_vjp`] on the listed lanes only, accumulating in the same term order.
 #[allow(clippy::too_many_arguments)] // mirrors `terms_vjp` plus the lane list
-pub(crate) fn terms_vjp_masked(
+pub(crate) fn terms_vjp_masked<R: Real>(
     terms: &[Term],
     bilinear: bool,
-    a: Strided<'_>,
-    bb: Strided<'_>,
-    g: &[f64],
-    mut da: Option<&mut [f64]>,
-    mut db: Option<&mut [f64]>,
+    a: Strided<'_, R>,
+    bb: Strided<'_, R>,
+    g: &[R],
+    mut da: Option<&mut [R]>,
+    mut db: Option<&mut [R]>,
     b: usize,
     act: &[u32],
 ) {
     for t in terms {
-        let (o, i, j, c) = (t.o as usize, t.i as usize, t.j as usize, t.coeff);
+        let (o, i, j, c) = (t.o as usize, t.i as usize, t.j as usize, R::of(t.coeff));
         for &l in act {
             let l = l as usize;
             let go = g[o * b + l];
@@ -1198,42 +1207,42 @@ pub(crate) fn terms_vjp_masked(
 /// A⁻¹ (det/logdet) or the output Z = A⁻¹ (inv); `z` is the scalar output for det. With `fresh`
 /// the floats of `da` are stale and are written as if zeroed first (every element gets a term).
 #[allow(clippy::too_many_arguments)] // the op, its three inputs, the adjoint and its flag, scratch
-pub(crate) fn det_family_vjp(
+pub(crate) fn det_family_vjp<R: Real>(
     op: TensorOp,
-    a: &[f64],
-    inv_or_z: &[f64],
-    z: &[f64],
-    g: &[f64],
-    da: &mut [f64],
+    a: &[R],
+    inv_or_z: &[R],
+    z: &[R],
+    g: &[R],
+    da: &mut [R],
     fresh: bool,
     b: usize,
-    s: &mut Vec<f64>,
+    s: &mut Vec<R>,
 ) {
     if fresh {
-        det_family::<true>(op, a, inv_or_z, z, g, da, b, s);
+        det_family::<_, true>(op, a, inv_or_z, z, g, da, b, s);
     } else {
-        det_family::<false>(op, a, inv_or_z, z, g, da, b, s);
+        det_family::<_, false>(op, a, inv_or_z, z, g, da, b, s);
     }
 }
 
 /// The value an adjoint float holds before an accumulation: zero while it is stale (`FRESH`).
 #[inline(always)]
-fn stale_or<const FRESH: bool>(d: f64) -> f64 {
-    if FRESH { 0.0 } else { d }
+fn stale_or<R: Real, const FRESH: bool>(d: R) -> R {
+    if FRESH { R::ZERO } else { d }
 }
 
 /// [`det_family_vjp`] with the freshness of `da` fixed.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)] // as det_family_vjp
-fn det_family<const FRESH: bool>(
+fn det_family<R: Real, const FRESH: bool>(
     op: TensorOp,
-    a: &[f64],
-    inv_or_z: &[f64],
-    z: &[f64],
-    g: &[f64],
-    da: &mut [f64],
+    a: &[R],
+    inv_or_z: &[R],
+    z: &[R],
+    g: &[R],
+    da: &mut [R],
     b: usize,
-    s: &mut Vec<f64>,
+    s: &mut Vec<R>,
 ) {
     match op {
         TensorOp::Det { m } | TensorOp::LogDet { m, .. } => {
@@ -1247,19 +1256,19 @@ fn det_family<const FRESH: bool>(
                     if det {
                         let z = &z[..b];
                         let planted = if crate::planted::is_planted(crate::planted::Bug::DetVjp) {
-                            1.01
+                            R::of(1.01)
                         } else {
-                            1.0
+                            R::ONE
                         };
                         for l in 0..b {
                             // A singular lane (non-finite A⁻¹) gets its cofactors below.
                             let term = planted * g[l] * z[l] * t[l];
-                            let term = if t[l].is_finite() { term } else { 0.0 };
-                            d[l] = stale_or::<FRESH>(d[l]) + term;
+                            let term = if t[l].is_finite() { term } else { R::ZERO };
+                            d[l] = stale_or::<_, FRESH>(d[l]) + term;
                         }
                     } else {
                         for l in 0..b {
-                            d[l] = stale_or::<FRESH>(d[l]) + g[l] * t[l];
+                            d[l] = stale_or::<_, FRESH>(d[l]) + g[l] * t[l];
                         }
                     }
                 }
@@ -1271,7 +1280,7 @@ fn det_family<const FRESH: bool>(
         TensorOp::Inv { m: 2 } => {
             // All four elements in one pass over lanes, each summed as the general case does:
             // s = 0 + Σ_p Σ_q Zᵀ[i,p] G[p,q] Zᵀ[q,j], then d −= s.
-            fn el(x: &[f64], k: usize, b: usize) -> &[f64] {
+            fn el<R: Real>(x: &[R], k: usize, b: usize) -> &[R] {
                 &x[k * b..(k + 1) * b]
             }
             let zs = [0, 1, 2, 3].map(|k| el(inv_or_z, k, b));
@@ -1284,7 +1293,7 @@ fn det_family<const FRESH: bool>(
                 let zz = [z0[l], z1[l], z2[l], z3[l]];
                 let gg = [g0[l], g1[l], g2[l], g3[l]];
                 let entry = |i: usize, j: usize| {
-                    let mut s = 0.0;
+                    let mut s = R::ZERO;
                     for p in 0..2 {
                         let zt = zz[p * 2 + i];
                         for q in 0..2 {
@@ -1293,20 +1302,20 @@ fn det_family<const FRESH: bool>(
                     }
                     s
                 };
-                d0[l] = stale_or::<FRESH>(d0[l]) - entry(0, 0);
-                d1[l] = stale_or::<FRESH>(d1[l]) - entry(0, 1);
-                d2[l] = stale_or::<FRESH>(d2[l]) - entry(1, 0);
-                d3[l] = stale_or::<FRESH>(d3[l]) - entry(1, 1);
+                d0[l] = stale_or::<_, FRESH>(d0[l]) - entry(0, 0);
+                d1[l] = stale_or::<_, FRESH>(d1[l]) - entry(0, 1);
+                d2[l] = stale_or::<_, FRESH>(d2[l]) - entry(1, 0);
+                d3[l] = stale_or::<_, FRESH>(d3[l]) - entry(1, 1);
             }
         }
         TensorOp::Inv { m } => {
             let m = m as usize;
             let zz = inv_or_z;
             s.clear();
-            s.resize(b, 0.0);
+            s.resize(b, R::ZERO);
             for i in 0..m {
                 for j in 0..m {
-                    s.iter_mut().for_each(|x| *x = 0.0);
+                    s.iter_mut().for_each(|x| *x = R::ZERO);
                     for p in 0..m {
                         let zt = &zz[(p * m + i) * b..(p * m + i + 1) * b];
                         for q in 0..m {
@@ -1319,7 +1328,7 @@ fn det_family<const FRESH: bool>(
                     }
                     let d = &mut da[(i * m + j) * b..(i * m + j + 1) * b];
                     for l in 0..b {
-                        d[l] = stale_or::<FRESH>(d[l]) - s[l];
+                        d[l] = stale_or::<_, FRESH>(d[l]) - s[l];
                     }
                 }
             }
@@ -1405,26 +1414,26 @@ impl TensorOp {
 /// operands and the output are read along rows). Every kernel accumulates each element's terms
 /// in that order, so running them from here gives the bits of the term list.
 #[inline(always)]
-pub(crate) fn each_term(
+pub(crate) fn each_term<R: Real>(
     op: TensorOp,
     na: usize,
     nb: usize,
-    mut f: impl FnMut(usize, usize, usize, f64),
+    mut f: impl FnMut(usize, usize, usize, R),
 ) {
     match op {
-        TensorOp::Dot => (0..na).for_each(|i| f(0, i, i, 1.0)),
-        TensorOp::Sum => (0..na).for_each(|i| f(0, i, 0, 1.0)),
+        TensorOp::Dot => (0..na).for_each(|i| f(0, i, i, R::ONE)),
+        TensorOp::Sum => (0..na).for_each(|i| f(0, i, 0, R::ONE)),
         TensorOp::Cross => {
             for (o, (p, q)) in [(1, 2), (2, 0), (0, 1)].into_iter().enumerate() {
-                f(o, p, q, 1.0);
-                f(o, q, p, -1.0);
+                f(o, p, q, R::ONE);
+                f(o, q, p, -R::ONE);
             }
         }
         TensorOp::MatVec { m, n } => {
             let (m, n) = (m as usize, n as usize);
             for r in 0..m {
                 for c in 0..n {
-                    f(r, r * n + c, c, 1.0);
+                    f(r, r * n + c, c, R::ONE);
                 }
             }
         }
@@ -1433,7 +1442,7 @@ pub(crate) fn each_term(
             for r in 0..m {
                 for s in 0..k {
                     for c in 0..n {
-                        f(r * n + c, r * k + s, s * n + c, 1.0);
+                        f(r * n + c, r * k + s, s * n + c, R::ONE);
                     }
                 }
             }
@@ -1441,7 +1450,7 @@ pub(crate) fn each_term(
         TensorOp::Outer => {
             for r in 0..na {
                 for c in 0..nb {
-                    f(r * nb + c, r, c, 1.0);
+                    f(r * nb + c, r, c, R::ONE);
                 }
             }
         }
@@ -1449,13 +1458,13 @@ pub(crate) fn each_term(
             let (r, c) = (r as usize, c as usize);
             for i in 0..r {
                 for j in 0..c {
-                    f(j * r + i, i * c + j, 0, 1.0);
+                    f(j * r + i, i * c + j, 0, R::ONE);
                 }
             }
         }
         TensorOp::Trace { r, c } => {
             let (r, c) = (r as usize, c as usize);
-            (0..r.min(c)).for_each(|i| f(0, i * c + i, 0, 1.0));
+            (0..r.min(c)).for_each(|i| f(0, i * c + i, 0, R::ONE));
         }
         _ => {}
     }
@@ -1464,7 +1473,7 @@ pub(crate) fn each_term(
 /// One term's value on one lane: `(c · p) · q`, or `c · p` for a linear op (`q` is `None`), the
 /// expression every term kernel evaluates.
 #[inline(always)]
-fn direct_value(c: f64, p: f64, q: Option<f64>) -> f64 {
+fn direct_value<R: Real>(c: R, p: R, q: Option<R>) -> R {
     match q {
         Some(q) => c * p * q,
         None => c * p,
@@ -1477,13 +1486,13 @@ fn direct_value(c: f64, p: f64, q: Option<f64>) -> f64 {
 // Only ops past `DIRECT_TERMS` come here: kept out of line, off the small ops' hot paths.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)] // the op and its sizes, the operands, the output, the lanes
-pub(crate) fn direct_forward(
+pub(crate) fn direct_forward<R: Real>(
     op: TensorOp,
     na: usize,
     nb: usize,
-    a: Strided<'_>,
-    bb: Strided<'_>,
-    out: &mut [f64],
+    a: Strided<'_, R>,
+    bb: Strided<'_, R>,
+    out: &mut [R],
     b: usize,
     act: Option<&[u32]>,
 ) {
@@ -1491,32 +1500,32 @@ pub(crate) fn direct_forward(
     let n_out = out.len() / b.max(1);
     match act {
         None if b == 1 => {
-            out.fill(0.0);
+            out.fill(R::ZERO);
             each_term(op, na, nb, |o, i, j, c| {
                 out[o] += direct_value(c, a.at(i, 0), bil.then(|| bb.at(j, 0)));
             });
         }
         None => {
-            out.fill(0.0);
+            out.fill(R::ZERO);
             each_term(op, na, nb, |o, i, j, c| {
                 let d = &mut out[o * b..(o + 1) * b];
-                let q = if bil { bb.src(j, b) } else { Src::One(0.0) };
+                let q = if bil { bb.src(j, b) } else { Src::One(R::ZERO) };
                 let t = Contrib {
                     c,
                     p: a.src(i, b),
                     q,
                 };
                 if bil {
-                    contrib_pass::<true, false>(d, &t);
+                    contrib_pass::<_, true, false>(d, &t);
                 } else {
-                    contrib_pass::<false, false>(d, &t);
+                    contrib_pass::<_, false, false>(d, &t);
                 }
             });
         }
         Some(act) => {
             for e in 0..n_out {
                 for &l in act {
-                    out[e * b + l as usize] = 0.0;
+                    out[e * b + l as usize] = R::ZERO;
                 }
             }
             each_term(op, na, nb, |o, i, j, c| {
@@ -1536,15 +1545,15 @@ pub(crate) fn direct_forward(
 // Only ops past `DIRECT_TERMS` come here: kept out of line, off the small ops' hot paths.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)] // mirrors `terms_vjp` plus the op, its sizes and the lanes
-pub(crate) fn direct_vjp(
+pub(crate) fn direct_vjp<R: Real>(
     op: TensorOp,
     na: usize,
     nb: usize,
-    a: Strided<'_>,
-    bb: Strided<'_>,
-    g: &[f64],
-    mut da: Option<&mut [f64]>,
-    mut db: Option<&mut [f64]>,
+    a: Strided<'_, R>,
+    bb: Strided<'_, R>,
+    g: &[R],
+    mut da: Option<&mut [R]>,
+    mut db: Option<&mut [R]>,
     b: usize,
     fresh: [bool; 2],
     act: Option<&[u32]>,
@@ -1556,12 +1565,12 @@ pub(crate) fn direct_vjp(
     if fresh[0]
         && let Some(d) = da.as_deref_mut()
     {
-        d.fill(0.0);
+        d.fill(R::ZERO);
     }
     if fresh[1]
         && let Some(d) = db.as_deref_mut()
     {
-        d.fill(0.0);
+        d.fill(R::ZERO);
     }
     if da.is_none() && db.is_none() {
         return;
@@ -1586,14 +1595,14 @@ pub(crate) fn direct_vjp(
                         p: go,
                         q: bb.src(j, b),
                     };
-                    contrib_pass::<true, false>(d, &t);
+                    contrib_pass::<_, true, false>(d, &t);
                 } else {
                     let t = Contrib {
                         c,
                         p: go,
-                        q: Src::One(0.0),
+                        q: Src::One(R::ZERO),
                     };
-                    contrib_pass::<false, false>(d, &t);
+                    contrib_pass::<_, false, false>(d, &t);
                 }
             }
             if let Some(db) = db.as_deref_mut() {
@@ -1602,7 +1611,7 @@ pub(crate) fn direct_vjp(
                     p: go,
                     q: a.src(i, b),
                 };
-                contrib_pass::<true, false>(&mut db[j * b..(j + 1) * b], &t);
+                contrib_pass::<_, true, false>(&mut db[j * b..(j + 1) * b], &t);
             }
         }),
         Some(act) => each_term(op, na, nb, |o, i, j, c| {
@@ -1708,7 +1717,7 @@ mod direct_tests {
     }
 
     /// A payload's view: `b` lanes per element when `varying`, else one value for all.
-    fn view(data: &[f64], varying: bool, b: usize) -> Strided<'_> {
+    fn view(data: &[f64], varying: bool, b: usize) -> Strided<'_, f64> {
         Strided {
             data,
             w: if varying { b } else { 1 },

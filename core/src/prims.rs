@@ -9,6 +9,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
 
 use crate::api::Dialect;
+use crate::real::Real;
 use crate::vocab::Group;
 
 /// Elementwise one-argument numeric ops.
@@ -46,18 +47,19 @@ const CLAMP: f64 = 1e-8;
 impl Unary {
     /// Forward value.
     #[inline]
-    pub(crate) fn apply(self, x: f64) -> f64 {
+    pub(crate) fn apply<R: Real>(self, x: R) -> R {
+        let one = R::ONE;
         match self {
             Unary::Neg => -x,
-            Unary::Recip => 1.0 / x,
+            Unary::Recip => one / x,
             Unary::Sin => x.sin(),
             Unary::Cos => x.cos(),
             Unary::Tan => x.tan(),
             Unary::Exp => x.exp(),
             Unary::Log => x.ln(),
-            Unary::LogClamped => x.max(CLAMP).ln(),
+            Unary::LogClamped => x.max(R::of(CLAMP)).ln(),
             Unary::Sqrt => x.sqrt(),
-            Unary::SqrtClamped => x.max(CLAMP).sqrt(),
+            Unary::SqrtClamped => x.max(R::of(CLAMP)).sqrt(),
             Unary::Abs => x.abs(),
             Unary::Tanh => x.tanh(),
             Unary::Sinh => x.sinh(),
@@ -66,7 +68,7 @@ impl Unary {
             Unary::Acos => x.acos(),
             Unary::Atan => x.atan(),
             Unary::Square => x * x,
-            Unary::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+            Unary::Sigmoid => one / (one + (-x).exp()),
             Unary::Floor => x.floor(),
             Unary::Ceiling => x.ceil(),
             Unary::Round => x.round_ties_even(),
@@ -76,48 +78,49 @@ impl Unary {
 
     /// dy/dx at input `x` with output `y`.
     #[inline]
-    pub(crate) fn deriv(self, x: f64, y: f64) -> f64 {
+    pub(crate) fn deriv<R: Real>(self, x: R, y: R) -> R {
+        let (zero, one, half) = (R::ZERO, R::ONE, R::of(0.5));
         match self {
-            Unary::Neg => -1.0,
+            Unary::Neg => -one,
             Unary::Recip => -y * y,
             Unary::Sin => x.cos(),
             Unary::Cos => -x.sin(),
-            Unary::Tan => 1.0 + y * y,
+            Unary::Tan => one + y * y,
             Unary::Exp => y,
-            Unary::Log => 1.0 / x,
+            Unary::Log => one / x,
             Unary::LogClamped => {
-                if x > CLAMP {
-                    1.0 / x
+                if x > R::of(CLAMP) {
+                    one / x
                 } else {
-                    0.0
+                    zero
                 }
             }
-            Unary::Sqrt => 0.5 / y,
+            Unary::Sqrt => half / y,
             Unary::SqrtClamped => {
-                if x > CLAMP {
-                    0.5 / y
+                if x > R::of(CLAMP) {
+                    half / y
                 } else {
-                    0.0
+                    zero
                 }
             }
             Unary::Abs => {
-                if x > 0.0 {
-                    1.0
-                } else if x < 0.0 {
-                    -1.0
+                if x > zero {
+                    one
+                } else if x < zero {
+                    -one
                 } else {
-                    0.0
+                    zero
                 }
             }
-            Unary::Tanh => 1.0 - y * y,
+            Unary::Tanh => one - y * y,
             Unary::Sinh => x.cosh(),
             Unary::Cosh => x.sinh(),
-            Unary::Asin => 1.0 / (1.0 - x * x).sqrt(),
-            Unary::Acos => -1.0 / (1.0 - x * x).sqrt(),
-            Unary::Atan => 1.0 / (1.0 + x * x),
-            Unary::Square => 2.0 * x,
-            Unary::Sigmoid => y * (1.0 - y),
-            Unary::Floor | Unary::Ceiling | Unary::Round | Unary::Truncate => 0.0,
+            Unary::Asin => one / (one - x * x).sqrt(),
+            Unary::Acos => -one / (one - x * x).sqrt(),
+            Unary::Atan => one / (one + x * x),
+            Unary::Square => R::of(2.0) * x,
+            Unary::Sigmoid => y * (one - y),
+            Unary::Floor | Unary::Ceiling | Unary::Round | Unary::Truncate => zero,
         }
     }
 
@@ -152,7 +155,7 @@ pub(crate) enum Binary {
 impl Binary {
     /// Forward value.
     #[inline]
-    pub(crate) fn apply(self, x: f64, y: f64) -> f64 {
+    pub(crate) fn apply<R: Real>(self, x: R, y: R) -> R {
         match self {
             Binary::Add => x + y,
             Binary::Sub => x - y,
@@ -182,48 +185,49 @@ impl Binary {
 
     /// (dz/dx, dz/dy) at inputs `x`, `y` with output `z`.
     #[inline]
-    pub(crate) fn partials(self, x: f64, y: f64, z: f64) -> (f64, f64) {
+    pub(crate) fn partials<R: Real>(self, x: R, y: R, z: R) -> (R, R) {
+        let (zero, one, half) = (R::ZERO, R::ONE, R::of(0.5));
         match self {
-            Binary::Add => (1.0, 1.0),
-            Binary::Sub => (1.0, -1.0),
+            Binary::Add => (one, one),
+            Binary::Sub => (one, -one),
             Binary::Mul => (y, x),
-            Binary::Div => (1.0 / y, -z / y),
+            Binary::Div => (one / y, -z / y),
             Binary::Pow => {
-                let dx = if y == 0.0 { 0.0 } else { y * x.powf(y - 1.0) };
-                let dy = if x > 0.0 {
+                let dx = if y == zero { zero } else { y * x.powf(y - one) };
+                let dy = if x > zero {
                     z * x.ln()
-                } else if x == 0.0 {
-                    0.0
+                } else if x == zero {
+                    zero
                 } else {
-                    f64::NAN
+                    R::NAN
                 };
                 (dx, dy)
             }
             Binary::Min => {
                 if x < y {
-                    (1.0, 0.0)
+                    (one, zero)
                 } else if y < x {
-                    (0.0, 1.0)
+                    (zero, one)
                 } else {
-                    (0.5, 0.5)
+                    (half, half)
                 }
             }
             Binary::Max => {
                 if x > y {
-                    (1.0, 0.0)
+                    (one, zero)
                 } else if y > x {
-                    (0.0, 1.0)
+                    (zero, one)
                 } else {
-                    (0.5, 0.5)
+                    (half, half)
                 }
             }
             Binary::Atan2 => {
                 let r = x * x + y * y;
                 (y / r, -x / r)
             }
-            Binary::FloorMod => (1.0, -(x / y).floor()),
-            Binary::TruncMod => (1.0, -(x / y).trunc()),
-            Binary::Quotient => (0.0, 0.0),
+            Binary::FloorMod => (one, -(x / y).floor()),
+            Binary::TruncMod => (one, -(x / y).trunc()),
+            Binary::Quotient => (zero, zero),
         }
     }
 
@@ -398,7 +402,7 @@ pub(crate) enum Compare {
 
 impl Compare {
     #[inline]
-    pub(crate) fn apply(self, x: f64, y: f64) -> bool {
+    pub(crate) fn apply<R: Real>(self, x: R, y: R) -> bool {
         match self {
             Compare::Eq => x == y,
             Compare::Lt => x < y,

@@ -1,8 +1,9 @@
 //! Interned symbols: one interner per `Heap`, ids assigned in first-seen order; and the fast hasher
 //! the interner and the decoder's tables use.
 //!
-//! The interner keeps every name in one string (no allocation per symbol) and finds them through
-//! an open-addressing table of ids hashed with [`FxHasher`] (rustc's multiply-rotate hash: a few
+//! Every heap's interner sits on one shared template of the form and primitive names (a new heap
+//! copies nothing). The interner keeps its own names in one string (no allocation per symbol)
+//! and finds them through an open-addressing table of ids hashed with [`FxHasher`] (rustc's multiply-rotate hash: a few
 //! cycles per word, where SipHash took a fifth of a new program's first evaluation). Keys come
 //! from program text, which is untrusted: a crafted program can make its own names collide, which
 //! costs it time (linear probing, bounded by the source size and the step budget), never
@@ -44,9 +45,7 @@ impl Hasher for FxHasher {
         }
         let rest = chunks.remainder();
         if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(w));
+            self.add(tail_word(rest));
         }
     }
 
@@ -71,6 +70,21 @@ impl Hasher for FxHasher {
     }
 }
 
+/// The last 1–7 bytes of a hashed text as one word, every byte in it (for a given length, distinct
+/// bytes give distinct words), without a variable-length copy (a `memcpy` call per name).
+#[inline]
+fn tail_word(rest: &[u8]) -> u64 {
+    let n = rest.len();
+    if let (Some(a), Some(b)) = (rest.first_chunk::<4>(), rest.last_chunk::<4>()) {
+        // 4–7 bytes: two overlapping 4-byte reads.
+        return u64::from(u32::from_le_bytes(*a)) | (u64::from(u32::from_le_bytes(*b)) << 32);
+    }
+    match (rest.first(), rest.get(n / 2), rest.last()) {
+        (Some(&a), Some(&m), Some(&z)) => u64::from(a) | (u64::from(m) << 8) | (u64::from(z) << 16),
+        _ => 0,
+    }
+}
+
 /// A `HashMap`/`HashSet` hasher builder for [`FxHasher`].
 pub(crate) type FxBuild = BuildHasherDefault<FxHasher>;
 
@@ -85,100 +99,136 @@ fn hash_name(name: &str) -> u64 {
 }
 
 /// Maps symbol text to dense ids and back.
+///
+/// An interner may sit on a shared base (every heap's sits on the template of form and primitive
+/// names): the base's names keep its ids, this interner's own names follow them, and a new heap
+/// copies nothing.
 #[derive(Clone, Debug, Default)]
 pub struct Interner {
-    /// Every name, concatenated in id order.
+    /// The names below `base_len`, shared and read-only (itself without a base).
+    base: Option<&'static Interner>,
+    /// Number of names in `base` (the first own name's id).
+    base_len: u32,
+    /// Every own name, concatenated in id order.
     text: String,
-    /// End of each name in `text` (its start is the previous end).
+    /// End of each own name in `text` (its start is the previous end).
     ends: Vec<u32>,
-    /// Open addressing, linear probing: `id + 1` per occupied slot, 0 for empty; a power of two
-    /// long, at most half full.
-    table: Vec<u32>,
+    /// Open addressing, linear probing, at most half full, a power of two long: per occupied slot
+    /// the name's hash (high 32 bits, compared before the text) and its own index + 1 (low 32
+    /// bits); 0 for empty.
+    table: Vec<u64>,
+}
+
+/// A table slot: the hash tag above the own index + 1.
+#[inline]
+fn slot(h: u64, own: u32) -> u64 {
+    (h & !0xffff_ffff) | u64::from(own + 1)
 }
 
 impl Interner {
+    /// An interner whose first names are `base`'s, at the same ids.
+    pub(crate) fn on_base(base: &'static Interner) -> Interner {
+        if base.base.is_some() {
+            // One level only: a base on a base is copied instead.
+            return base.clone();
+        }
+        Interner {
+            base: Some(base),
+            base_len: base.len() as u32,
+            ..Interner::default()
+        }
+    }
+
     /// The id of `name`, interning it on first sight.
     pub fn intern(&mut self, name: &str) -> Symbol {
+        let h = hash_name(name);
+        if let Some(s) = self.base.and_then(|b| b.find_own(name, h)) {
+            return s;
+        }
         if (self.ends.len() + 1) * 2 > self.table.len() {
             self.grow();
         }
         let mask = self.table.len() - 1;
-        let mut i = hash_name(name) as usize & mask;
+        let mut i = h as usize & mask;
         loop {
-            match self.table[i] {
-                0 => break,
-                s if self.name(Symbol(s - 1)) == name => return Symbol(s - 1),
-                _ => i = (i + 1) & mask,
+            let e = self.table[i];
+            if e == 0 {
+                break;
             }
+            let own = e as u32 - 1;
+            if (e ^ h) >> 32 == 0 && self.own_name(own) == name {
+                return Symbol(self.base_len + own);
+            }
+            i = (i + 1) & mask;
         }
-        let sym = Symbol(self.ends.len() as u32);
+        let own = self.ends.len() as u32;
         self.text.push_str(name);
         self.ends.push(self.text.len() as u32);
-        self.table[i] = sym.0 + 1;
-        sym
+        self.table[i] = slot(h, own);
+        Symbol(self.base_len + own)
     }
 
-    /// Doubles the table (64 slots at first) and re-inserts every id.
+    /// Doubles the table (32 slots at first) and re-inserts every own name.
     #[cold]
     fn grow(&mut self) {
-        let size = (self.table.len() * 2).max(64);
+        let size = (self.table.len() * 2).max(32);
         if self.text.capacity() == 0 {
-            self.text.reserve(512);
-            self.ends.reserve(64);
+            self.text.reserve(128);
+            self.ends.reserve(16);
         }
         self.table.clear();
         self.table.resize(size, 0);
         let mask = size - 1;
-        for id in 0..self.ends.len() as u32 {
-            let mut i = hash_name(self.name(Symbol(id))) as usize & mask;
+        for own in 0..self.ends.len() as u32 {
+            let h = hash_name(self.own_name(own));
+            let mut i = h as usize & mask;
             while self.table[i] != 0 {
                 i = (i + 1) & mask;
             }
-            self.table[i] = id + 1;
+            self.table[i] = slot(h, own);
         }
     }
 
-    /// Makes room for `names` more names of `bytes` bytes in all without growing.
-    pub(crate) fn reserve(&mut self, names: usize, bytes: usize) {
-        self.text.reserve(bytes);
-        self.ends.reserve(names);
-        while (self.ends.len() + names) * 2 > self.table.len() {
+    /// Makes the table at least `slots` long (a sparser table: fewer probes per look-up).
+    pub(crate) fn spread(&mut self, slots: usize) {
+        while self.table.len() < slots {
             self.grow();
         }
     }
 
-    /// A copy with the same room left as this one (a clone keeps only what is used).
-    pub(crate) fn copy_with_room(&self) -> Interner {
-        let mut text = String::with_capacity(self.text.capacity());
-        text.push_str(&self.text);
-        let mut ends = Vec::with_capacity(self.ends.capacity());
-        ends.extend_from_slice(&self.ends);
-        Interner {
-            text,
-            ends,
-            table: self.table.clone(),
+    /// The id of own name `name` (hashed `h`), if interned before.
+    #[inline]
+    fn find_own(&self, name: &str, h: u64) -> Option<Symbol> {
+        if self.table.is_empty() {
+            return None;
+        }
+        let mask = self.table.len() - 1;
+        let mut i = h as usize & mask;
+        loop {
+            let e = self.table[i];
+            if e == 0 {
+                return None;
+            }
+            let own = e as u32 - 1;
+            if (e ^ h) >> 32 == 0 && self.own_name(own) == name {
+                return Some(Symbol(self.base_len + own));
+            }
+            i = (i + 1) & mask;
         }
     }
 
     /// The id of `name` if it was interned before.
     pub fn lookup(&self, name: &str) -> Option<Symbol> {
-        if self.table.is_empty() {
-            return None;
-        }
-        let mask = self.table.len() - 1;
-        let mut i = hash_name(name) as usize & mask;
-        loop {
-            match self.table[i] {
-                0 => return None,
-                s if self.name(Symbol(s - 1)) == name => return Some(Symbol(s - 1)),
-                _ => i = (i + 1) & mask,
-            }
-        }
+        let h = hash_name(name);
+        self.base
+            .and_then(|b| b.find_own(name, h))
+            .or_else(|| self.find_own(name, h))
     }
 
-    /// The text of `sym` (empty for an id this interner never gave out).
-    pub fn name(&self, sym: Symbol) -> &str {
-        let i = sym.0 as usize;
+    /// The text of own name number `own`.
+    #[inline]
+    fn own_name(&self, own: u32) -> &str {
+        let i = own as usize;
         let Some(&end) = self.ends.get(i) else {
             return "";
         };
@@ -186,14 +236,22 @@ impl Interner {
         self.text.get(start as usize..end as usize).unwrap_or("")
     }
 
-    /// Number of interned symbols.
+    /// The text of `sym` (empty for an id this interner never gave out).
+    pub fn name(&self, sym: Symbol) -> &str {
+        match self.base {
+            Some(b) if sym.0 < self.base_len => b.own_name(sym.0),
+            _ => self.own_name(sym.0.wrapping_sub(self.base_len)),
+        }
+    }
+
+    /// Number of interned symbols (the base's included).
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.base_len as usize + self.ends.len()
     }
 
     /// True when nothing has been interned.
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.len() == 0
     }
 }
 
@@ -235,6 +293,15 @@ mod tests {
             x.finish()
         };
         assert_ne!(h(b"abcdefgh1"), h(b"abcdefgh2"));
+        // Every byte of a 1–7 byte tail counts, at every position.
+        for n in 1..8 {
+            let base = vec![b'a'; n];
+            for i in 0..n {
+                let mut other = base.clone();
+                other[i] = b'b';
+                assert_ne!(h(&base), h(&other), "length {n}, byte {i}");
+            }
+        }
         assert_ne!(h(b"abcdefgh"), h(b"abcdefgi"));
         assert_eq!(h(b"same"), h(b"same"));
     }

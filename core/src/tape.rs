@@ -6,13 +6,16 @@
 
 use std::cell::Cell;
 
+use crate::flat::{FlatTape, FlatTerm, Step};
 use crate::lanes::{Lanes, Meta, PayloadId};
+use crate::linalg::TermCache;
 use crate::linalg::{
     self, DIRECT_TERMS, Strided, TensorOp, Term, det_family_vjp, direct_vjp, group_terms,
     terms_vjp, terms_vjp_masked,
 };
 use crate::mask::{LaneMask, MaskId};
 use crate::prims::{Binary, Unary, each_binary, each_unary};
+use crate::real::Real;
 
 /// What a tape node computed.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -49,41 +52,43 @@ pub(crate) struct TapeNode {
 
 /// The tape of one recorded run plus the adjoint arena of its reverse sweep.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Tape {
+pub(crate) struct Tape<R: Real = f64> {
     pub(crate) nodes: Vec<TapeNode>,
     pub(crate) extra: Vec<PayloadId>,
-    adj: Adjoints,
-    bufs: [Vec<f64>; 6],
+    adj: Adjoints<R>,
+    bufs: [Vec<R>; 6],
     /// Scratch of the `Choice` adjoint: the options' adjoint regions and (offset, lane stride),
     /// and one lane's option values.
     choice_slots: Vec<(Option<usize>, usize, usize)>,
-    choice_o: Vec<f64>,
+    choice_o: Vec<R>,
     term_cache: TermTable,
     /// Where a divergent branch merged: see [`Merges`].
     merges: Merges,
     /// Whether a `Select` was pushed since the last clear.
     has_select: bool,
-    gathered: Gathered,
+    gathered: Gathered<R>,
+    /// The recording compiled for one-lane replays (see [`FlatTape`]).
+    pub(crate) flat: FlatTape<R>,
 }
 
 /// The input gradients of a blocked replay, put together block by block: while `on`, they are
 /// what [`Tape::grad_of`] reads (the adjoint arena holds the last block's sweep only), and the
 /// next [`Tape::backward`] is skipped once (`skip`): every block has been swept already.
 #[derive(Clone, Debug, Default)]
-struct Gathered {
+struct Gathered<R: Real = f64> {
     on: bool,
     skip: bool,
     ids: Vec<PayloadId>,
     /// `n_lanes` floats per id, in the order of `ids`.
-    vals: Vec<f64>,
+    vals: Vec<R>,
     n_lanes: usize,
 }
 
 /// The contribution `g · d` of one adjoint step; a zero adjoint contributes exactly zero, so a
 /// dead path's infinite partial derivative never turns into NaN (0 · ∞).
 #[inline(always)]
-fn adjoint_term(g: f64, d: f64) -> f64 {
-    if g != 0.0 { g * d } else { 0.0 }
+fn adjoint_term<R: Real>(g: R, d: R) -> R {
+    if g != R::ZERO { g * d } else { R::ZERO }
 }
 
 /// (element width, lane stride) of a payload in `Lanes::data`.
@@ -92,7 +97,7 @@ fn stride(m: Meta, b: usize) -> (usize, usize) {
     if m.varying { (b, 1) } else { (1, 0) }
 }
 
-impl Tape {
+impl<R: Real> Tape<R> {
     pub(crate) fn clear(&mut self) {
         self.nodes.clear();
         self.extra.clear();
@@ -100,6 +105,20 @@ impl Tape {
         self.merges.built = None;
         self.gathered.on = false;
         self.gathered.skip = false;
+        self.flat.ready = false;
+    }
+
+    /// Compiles the recording (made at one lane into `lanes`) for one-lane replays.
+    pub(crate) fn build_flat(&mut self, lanes: &Lanes<R>, term_cache: &mut TermCache) {
+        let Tape {
+            nodes,
+            term_cache: table,
+            flat,
+            ..
+        } = self;
+        flat.build(nodes, lanes, term_cache, |op, na, nb, f| {
+            each_term::<R>(table, op, na, nb, f)
+        });
     }
 
     /// Starts putting together the gradients of `ids` (element 0 of each) over `n_lanes` lanes
@@ -109,7 +128,7 @@ impl Tape {
         g.ids.clear();
         g.ids.extend(ids);
         g.vals.clear();
-        g.vals.resize(g.ids.len() * n_lanes, 0.0);
+        g.vals.resize(g.ids.len() * n_lanes, R::ZERO);
         g.n_lanes = n_lanes;
         g.on = false;
         g.skip = false;
@@ -126,7 +145,7 @@ impl Tape {
                     let o = o as usize;
                     dst.copy_from_slice(&self.adj.buf[o..o + w]);
                 }
-                _ => dst.fill(0.0),
+                _ => dst.fill(R::ZERO),
             }
         }
     }
@@ -151,6 +170,7 @@ impl Tape {
         (self.adj.buf.capacity() * 8 + self.adj.off.capacity() * 4) as u64
             + (terms * std::mem::size_of::<Term>()) as u64
             + self.merges.bytes()
+            + self.flat.bytes()
     }
 
     /// Drops the adjoint arena when it holds more than `bytes` of capacity (after a run stopped
@@ -189,10 +209,11 @@ impl Tape {
     pub(crate) fn grad_of(&self, p: PayloadId, n_lanes: usize, out: &mut Vec<f64>) {
         out.clear();
         let g = &self.gathered;
+        let widen = |out: &mut Vec<f64>, xs: &[R]| out.extend(xs.iter().map(|x| x.f64()));
         if g.on {
             match g.ids.iter().position(|&q| q == p) {
                 Some(k) if g.n_lanes == n_lanes => {
-                    out.extend_from_slice(&g.vals[k * n_lanes..(k + 1) * n_lanes]);
+                    widen(out, &g.vals[k * n_lanes..(k + 1) * n_lanes]);
                 }
                 _ => out.resize(n_lanes, 0.0),
             }
@@ -201,14 +222,14 @@ impl Tape {
         match self.adj.off.get(p.0 as usize) {
             Some(&o) if o != NO_ADJ => {
                 let o = o as usize;
-                out.extend_from_slice(&self.adj.buf[o..o + n_lanes]);
+                widen(out, &self.adj.buf[o..o + n_lanes]);
             }
             _ => out.resize(n_lanes, 0.0),
         }
     }
 
     /// Reverse sweep from `root` seeded with 1 on every element of every lane.
-    pub(crate) fn backward(&mut self, lanes: &Lanes, masks: &LaneMask, root: PayloadId) {
+    pub(crate) fn backward(&mut self, lanes: &Lanes<R>, masks: &LaneMask, root: PayloadId) {
         if std::mem::take(&mut self.gathered.skip) {
             return;
         }
@@ -225,16 +246,19 @@ impl Tape {
             return;
         };
         let rr = self.adj.range(r, 0, rm.n as usize);
-        self.adj.buf[rr].fill(1.0);
+        self.adj.buf[rr].fill(R::ONE);
         if merged {
             return self.backward_merged(lanes, masks, b);
         }
 
         // An output nothing accumulated into has an exactly-zero adjoint: its node is skipped.
         if b == 1 {
+            let flat = self.flat.ready && self.flat.steps.len() == self.nodes.len();
             for k in (0..self.nodes.len()).rev() {
                 let node = self.nodes[k];
-                if let Some(go) = self.adj.get(node.out) {
+                if let Some(go) = self.adj.get(node.out)
+                    && !(flat && self.flat_vjp(lanes, k, node, go))
+                {
                     self.node_vjp_one(lanes, masks, node, go);
                 }
             }
@@ -249,12 +273,97 @@ impl Tape {
         }
     }
 
+    /// The compiled step `k` (node `node`) swept at one lane, as [`Tape::node_vjp_one`] sweeps
+    /// it (the same expressions in the same order); `false` for a step it leaves to that.
+    #[inline(always)]
+    fn flat_vjp(&mut self, lanes: &Lanes<R>, k: usize, node: TapeNode, go: usize) -> bool {
+        let data = &lanes.data[..];
+        match self.flat.steps[k] {
+            Step::Unary {
+                op,
+                out,
+                a,
+                n,
+                grad_a,
+            } => {
+                let n = n as usize;
+                let Some(ia) = self.adj.slot_n(node.a, n, grad_a) else {
+                    return true;
+                };
+                let adj = Cell::from_mut(&mut self.adj.buf[..]).as_slice_of_cells();
+                let (g, d) = (&adj[go..][..n], &adj[ia..][..n]);
+                let (x, z) = (&data[a as usize..][..n], &data[out as usize..][..n]);
+                each_unary!(op, op => {
+                    for e in 0..n {
+                        d[e].set(d[e].get() + adjoint_term(g[e].get(), op.deriv(x[e], z[e])));
+                    }
+                });
+            }
+            Step::Binary {
+                op,
+                out,
+                a,
+                b,
+                n,
+                na,
+                nb,
+                grad_a,
+                grad_b,
+            } => {
+                let (n, na, nb) = (n as usize, na as usize, nb as usize);
+                let ia = self.adj.slot_n(node.a, na, grad_a);
+                let ib = self.adj.slot_n(node.b, nb, grad_b);
+                let adj = Cell::from_mut(&mut self.adj.buf[..]).as_slice_of_cells();
+                let g = &adj[go..][..n];
+                let da = ia.map(|i| &adj[i..][..na]);
+                let db = ib.map(|i| &adj[i..][..nb]);
+                let (x, y) = (&data[a as usize..][..na], &data[b as usize..][..nb]);
+                let z = &data[out as usize..][..n];
+                match (na == 1, nb == 1) {
+                    (false, false) => binary_one::<_, false, false>(op, g, x, y, z, da, db),
+                    (false, true) => binary_one::<_, false, true>(op, g, x, y, z, da, db),
+                    (true, false) => binary_one::<_, true, false>(op, g, x, y, z, da, db),
+                    (true, true) => binary_one::<_, true, true>(op, g, x, y, z, da, db),
+                }
+            }
+            Step::Terms {
+                bilinear,
+                a,
+                b,
+                n_out,
+                na,
+                nb,
+                bwd,
+                grad_a,
+                grad_b,
+                ..
+            } => {
+                let (na, nb) = (na as usize, nb as usize);
+                let ia = self.adj.slot_n(node.a, na, grad_a);
+                let ib = if bilinear {
+                    self.adj.slot_n(node.b, nb, grad_b)
+                } else {
+                    None
+                };
+                let adj = Cell::from_mut(&mut self.adj.buf[..]).as_slice_of_cells();
+                let g = &adj[go..][..n_out as usize];
+                let da = ia.map(|i| &adj[i..][..na]);
+                let db = ib.map(|i| &adj[i..][..nb]);
+                let (x, y) = (&data[a as usize..][..na], &data[b as usize..][..nb]);
+                let terms = &self.flat.terms[bwd.0 as usize..bwd.1 as usize];
+                flat_terms_vjp(bilinear, terms, g, (x, y), (da, db), ia == ib);
+            }
+            Step::Node => return false,
+        }
+        true
+    }
+
     /// [`Tape::node_vjp`] for one lane, where element `e` of a payload is `data[off + e]` whether
     /// it is uniform or not, and a lane list other than the full one is empty. The hot ops run
     /// here as scalar loops with the same expressions and order of accumulation. Adjoints are
     /// viewed as cells, so an input that is also the other input simply accumulates twice.
     #[inline(always)]
-    fn node_vjp_one(&mut self, lanes: &Lanes, masks: &LaneMask, node: TapeNode, go: usize) {
+    fn node_vjp_one(&mut self, lanes: &Lanes<R>, masks: &LaneMask, node: TapeNode, go: usize) {
         let full = node.mask == MaskId::FULL;
         if !full && masks.lanes(node.mask).is_empty() && !matches!(node.op, TapeOp::Select { .. }) {
             return;
@@ -290,10 +399,10 @@ impl Tape {
                 let x = &data[ma.off as usize..][..na];
                 let y = &data[mb.off as usize..][..nb];
                 match (na == 1, nb == 1) {
-                    (false, false) => binary_one::<false, false>(op, g, x, y, z, da, db),
-                    (false, true) => binary_one::<false, true>(op, g, x, y, z, da, db),
-                    (true, false) => binary_one::<true, false>(op, g, x, y, z, da, db),
-                    (true, true) => binary_one::<true, true>(op, g, x, y, z, da, db),
+                    (false, false) => binary_one::<_, false, false>(op, g, x, y, z, da, db),
+                    (false, true) => binary_one::<_, false, true>(op, g, x, y, z, da, db),
+                    (true, false) => binary_one::<_, true, false>(op, g, x, y, z, da, db),
+                    (true, true) => binary_one::<_, true, true>(op, g, x, y, z, da, db),
                 }
             }
             TapeOp::Tensor(op) if op.is_bilinear() || op.is_linear() => {
@@ -313,25 +422,25 @@ impl Tape {
                     // One payload as both inputs: all of a's terms, then all of b's, as the
                     // lane-parallel sweep does.
                     (Some(da), Some(db)) if ia == ib => {
-                        each_term(table, op, na, nb, |o, i, j, c| {
+                        each_term::<R>(table, op, na, nb, |o, i, j, c| {
                             da[i].set(da[i].get() + c * g[o].get() * y[j]);
                         });
-                        each_term(table, op, na, nb, |o, i, j, c| {
+                        each_term::<R>(table, op, na, nb, |o, i, j, c| {
                             db[j].set(db[j].get() + c * g[o].get() * x[i]);
                         });
                     }
-                    (Some(da), Some(db)) => each_term(table, op, na, nb, |o, i, j, c| {
+                    (Some(da), Some(db)) => each_term::<R>(table, op, na, nb, |o, i, j, c| {
                         let g = g[o].get();
                         da[i].set(da[i].get() + c * g * y[j]);
                         db[j].set(db[j].get() + c * g * x[i]);
                     }),
-                    (Some(da), None) if bil => each_term(table, op, na, nb, |o, i, j, c| {
+                    (Some(da), None) if bil => each_term::<R>(table, op, na, nb, |o, i, j, c| {
                         da[i].set(da[i].get() + c * g[o].get() * y[j]);
                     }),
-                    (Some(da), None) => each_term(table, op, na, nb, |o, i, _, c| {
+                    (Some(da), None) => each_term::<R>(table, op, na, nb, |o, i, _, c| {
                         da[i].set(da[i].get() + c * g[o].get());
                     }),
-                    (None, Some(db)) => each_term(table, op, na, nb, |o, i, j, c| {
+                    (None, Some(db)) => each_term::<R>(table, op, na, nb, |o, i, j, c| {
                         db[j].set(db[j].get() + c * g[o].get() * x[i]);
                     }),
                     (None, None) => {}
@@ -342,7 +451,14 @@ impl Tape {
     }
 
     /// Accumulates the adjoint contributions of `node`, whose output adjoint lives at `go`.
-    fn node_vjp(&mut self, lanes: &Lanes, masks: &LaneMask, node: TapeNode, go: usize, b: usize) {
+    fn node_vjp(
+        &mut self,
+        lanes: &Lanes<R>,
+        masks: &LaneMask,
+        node: TapeNode,
+        go: usize,
+        b: usize,
+    ) {
         let act = masks.lanes(node.mask);
         self.node_vjp_on(lanes, masks, node, go, b, act, node.mask == MaskId::FULL);
     }
@@ -351,7 +467,7 @@ impl Tape {
     #[allow(clippy::too_many_arguments)]
     fn node_vjp_on(
         &mut self,
-        lanes: &Lanes,
+        lanes: &Lanes<R>,
         masks: &LaneMask,
         node: TapeNode,
         go: usize,
@@ -442,14 +558,14 @@ impl Tape {
                         continue;
                     }
                     // Contiguous lanes; a uniform operand is broadcast into a buffer first.
-                    let x: &[f64] = if sa == 1 {
+                    let x: &[R] = if sa == 1 {
                         &data[xb..xb + b]
                     } else {
                         xa.clear();
                         xa.resize(b, data[xb]);
                         xa
                     };
-                    let y: &[f64] = if sb == 1 {
+                    let y: &[R] = if sb == 1 {
                         &data[yb..yb + b]
                     } else {
                         ya.clear();
@@ -472,7 +588,11 @@ impl Tape {
                     let Some(is) = self.adj.slot(lanes.meta(src), src) else {
                         continue;
                     };
-                    let scale = if planted && src == node.a { 1.25 } else { 1.0 };
+                    let scale = if planted && src == node.a {
+                        R::of(1.25)
+                    } else {
+                        R::ONE
+                    };
                     let adj = &mut self.adj.buf;
                     for &l in masks.lanes(set) {
                         let l = l as usize;
@@ -564,7 +684,7 @@ impl Tape {
                     s: usize::from(m.varying),
                 };
                 let (sa, sb) = (view(ma), view(mb));
-                let vjp = |g: &[f64], da: Option<&mut [f64]>, db: Option<&mut [f64]>| {
+                let vjp = |g: &[R], da: Option<&mut [R]>, db: Option<&mut [R]>| {
                     if direct {
                         let act = (!full).then_some(act);
                         direct_vjp(op, na, nb, sa, sb, g, da, db, b, fresh, act);
@@ -638,12 +758,12 @@ impl Tape {
                     return;
                 }
                 let [ba, bb, bz, bg, bda, bdb] = &mut self.bufs;
-                ba.resize(na, 0.0);
-                bb.resize(nb, 0.0);
-                bz.resize(n_out, 0.0);
-                bg.resize(n_out, 0.0);
-                bda.resize(na, 0.0);
-                bdb.resize(nb, 0.0);
+                ba.resize(na, R::ZERO);
+                bb.resize(nb, R::ZERO);
+                bz.resize(n_out, R::ZERO);
+                bg.resize(n_out, R::ZERO);
+                bda.resize(na, R::ZERO);
+                bdb.resize(nb, R::ZERO);
                 let at = |m: Meta| {
                     let (w, s) = stride(m, b);
                     (m.off as usize, w, s)
@@ -655,7 +775,7 @@ impl Tape {
                     let mut any = false;
                     for e in 0..n_out {
                         bg[e] = adj[go + e * b + l];
-                        any |= bg[e] != 0.0;
+                        any |= bg[e] != R::ZERO;
                     }
                     if !any {
                         continue;
@@ -669,8 +789,8 @@ impl Tape {
                     for e in 0..n_out {
                         bz[e] = data[oo + e * ow + l * ol];
                     }
-                    bda.iter_mut().for_each(|x| *x = 0.0);
-                    bdb.iter_mut().for_each(|x| *x = 0.0);
+                    bda.iter_mut().for_each(|x| *x = R::ZERO);
+                    bdb.iter_mut().for_each(|x| *x = R::ZERO);
                     op.vjp(ba, bb, bz, bg, bda, bdb);
                     if let Some(i0) = ia {
                         for e in 0..na {
@@ -688,13 +808,13 @@ impl Tape {
     }
 }
 
-impl Tape {
+impl<R: Real> Tape<R> {
     /// The adjoint of one `Choice` node (`at`: its start, option count and hardness) on the
     /// lanes `act`, from the weights and pick its forward kernel kept. A non-finite option takes
     /// no part in the straight-through logits' adjoint on that lane (the hard value never read it).
     fn choice_vjp(
         &mut self,
-        lanes: &Lanes,
+        lanes: &Lanes<R>,
         act: &[u32],
         node: TapeNode,
         go: usize,
@@ -702,7 +822,7 @@ impl Tape {
         at: (usize, usize, bool),
     ) {
         let (start, k, hard) = at;
-        let tau = lanes.get(node.b, 0, 0);
+        let tau = lanes.at(node.b, 0, 0);
         let il = self.adj.slot(lanes.meta(node.a), node.a);
         let mut slots = std::mem::take(&mut self.choice_slots);
         let mut ov = std::mem::take(&mut self.choice_o);
@@ -719,7 +839,7 @@ impl Tape {
         for &l in act {
             let l = l as usize;
             let g = adj[go + l];
-            if g == 0.0 {
+            if g == R::ZERO {
                 continue;
             }
             let w = |i: usize| data[wo + i * ww + l * ws];
@@ -727,7 +847,7 @@ impl Tape {
             ov.extend(slots.iter().map(|&(_, off, s)| data[off + l * s]));
             // The blend the logits' adjoint differentiates: every option (soft), the finite
             // ones renormalised (straight-through).
-            let (mut wsum, mut s) = (0.0, 0.0);
+            let (mut wsum, mut s) = (R::ZERO, R::ZERO);
             for (i, &o) in ov.iter().enumerate() {
                 if !hard || o.is_finite() {
                     wsum += w(i);
@@ -735,7 +855,7 @@ impl Tape {
                 }
             }
             if hard {
-                if let Some(ix) = slots[w(k) as usize].0 {
+                if let Some(ix) = slots[w(k).f64() as usize].0 {
                     adj[ix + l] += g;
                 }
                 s /= wsum;
@@ -745,7 +865,7 @@ impl Tape {
                         adj[ix + l] += adjoint_term(g, w(i));
                     }
                 }
-                s = lanes.get(node.out, 0, l);
+                s = lanes.at(node.out, 0, l);
             }
             if let Some(il) = il {
                 let c = g / (wsum * tau);
@@ -761,27 +881,66 @@ impl Tape {
     }
 }
 
+/// The adjoint cells of a node's two inputs at one lane (`None`: it takes no gradient).
+type InputAdjoints<'a, R> = (Option<&'a [Cell<R>]>, Option<&'a [Cell<R>]>);
+
+/// The adjoints of a bilinear (or linear) op's inputs at one lane from its terms in sweep
+/// order, with the branches and expressions of [`Tape::node_vjp_one`]: one payload as both
+/// inputs (`same`) takes all of a's terms, then all of b's.
+#[inline(always)]
+fn flat_terms_vjp<R: Real>(
+    bilinear: bool,
+    terms: &[FlatTerm<R>],
+    g: &[Cell<R>],
+    (x, y): (&[R], &[R]),
+    (da, db): InputAdjoints<'_, R>,
+    same: bool,
+) {
+    let each = |f: &mut dyn FnMut(usize, usize, usize, R)| {
+        for &(o, i, j, c) in terms {
+            f(o as usize, i as usize, j as usize, c);
+        }
+    };
+    match (da, db) {
+        (Some(da), Some(db)) if same => {
+            each(&mut |o, i, j, c| da[i].set(da[i].get() + c * g[o].get() * y[j]));
+            each(&mut |o, i, j, c| db[j].set(db[j].get() + c * g[o].get() * x[i]));
+        }
+        (Some(da), Some(db)) => each(&mut |o, i, j, c| {
+            let g = g[o].get();
+            da[i].set(da[i].get() + c * g * y[j]);
+            db[j].set(db[j].get() + c * g * x[i]);
+        }),
+        (Some(da), None) if bilinear => {
+            each(&mut |o, i, j, c| da[i].set(da[i].get() + c * g[o].get() * y[j]))
+        }
+        (Some(da), None) => each(&mut |o, i, _, c| da[i].set(da[i].get() + c * g[o].get())),
+        (None, Some(db)) => each(&mut |o, i, j, c| db[j].set(db[j].get() + c * g[o].get() * x[i])),
+        (None, None) => {}
+    }
+}
+
 /// The softmax weights `w` of lane `l` of a `soft-choice` (z = (logits + noise) / tau) and the
 /// index of the largest z (the first on ties; a NaN never wins).
-pub(crate) fn choice_weights(
-    lanes: &Lanes,
+pub(crate) fn choice_weights<R: Real>(
+    lanes: &Lanes<R>,
     logits: PayloadId,
     noise: PayloadId,
-    tau: f64,
+    tau: R,
     l: usize,
-    w: &mut Vec<f64>,
+    w: &mut Vec<R>,
 ) -> usize {
     let k = lanes.n_elems(logits);
-    let z = |i: usize| (lanes.get(logits, i, l) + lanes.get(noise, i, l)) / tau;
+    let z = |i: usize| (lanes.at(logits, i, l) + lanes.at(noise, i, l)) / tau;
     softmax_into(k, z, w)
 }
 
 /// `w` = softmax of `z(0) … z(k − 1)`, and the index of the largest z (the first on ties; a NaN
 /// never wins): the one arithmetic of every soft-choice weight.
 #[inline]
-pub(crate) fn softmax_into(k: usize, z: impl Fn(usize) -> f64, w: &mut Vec<f64>) -> usize {
+pub(crate) fn softmax_into<R: Real>(k: usize, z: impl Fn(usize) -> R, w: &mut Vec<R>) -> usize {
     w.clear();
-    let (mut best, mut top) = (0, f64::NEG_INFINITY);
+    let (mut best, mut top) = (0, R::NEG_INFINITY);
     for i in 0..k {
         let zi = z(i);
         if zi > top {
@@ -789,7 +948,7 @@ pub(crate) fn softmax_into(k: usize, z: impl Fn(usize) -> f64, w: &mut Vec<f64>)
         }
         w.push(zi);
     }
-    let mut sum = 0.0;
+    let mut sum = R::ZERO;
     for x in w.iter_mut() {
         *x = (*x - top).exp();
         sum += *x;
@@ -803,12 +962,12 @@ pub(crate) fn softmax_into(k: usize, z: impl Fn(usize) -> f64, w: &mut Vec<f64>)
 /// Calls `f(o, i, j, coeff)` for each term of a bilinear/linear op in the order of
 /// [`TensorOp::terms`]: the common shapes as plain loops, the others from `table`.
 #[inline(always)]
-fn each_term(
+fn each_term<R: Real>(
     table: &mut TermTable,
     op: TensorOp,
     na: usize,
     nb: usize,
-    mut f: impl FnMut(usize, usize, usize, f64),
+    mut f: impl FnMut(usize, usize, usize, R),
 ) {
     if op.direct(na, nb, DIRECT_TERMS) {
         // Too many terms to list: the same terms, each element's in the same order, from loops.
@@ -821,7 +980,7 @@ fn each_term(
             for r in 0..m {
                 for c in 0..n {
                     for s in 0..k {
-                        f(r * n + c, r * k + s, s * n + c, 1.0);
+                        f(r * n + c, r * k + s, s * n + c, R::ONE);
                     }
                 }
             }
@@ -830,14 +989,14 @@ fn each_term(
             let (m, n) = (m as usize, n as usize);
             for r in 0..m {
                 for c in 0..n {
-                    f(r, r * n + c, c, 1.0);
+                    f(r, r * n + c, c, R::ONE);
                 }
             }
         }
-        TensorOp::Dot => (0..na).for_each(|i| f(0, i, i, 1.0)),
+        TensorOp::Dot => (0..na).for_each(|i| f(0, i, i, R::ONE)),
         _ => {
             for t in table.get(op, na, nb).unwrap_or_default() {
-                f(t.o as usize, t.i as usize, t.j as usize, t.coeff);
+                f(t.o as usize, t.i as usize, t.j as usize, R::of(t.coeff));
             }
         }
     }
@@ -846,14 +1005,14 @@ fn each_term(
 /// One-lane `Binary` VJP over the output's elements; `SA` / `SB` when that operand is a scalar
 /// broadcast over them. `da` and `db` may be the same cells (then a's term goes first).
 #[inline(always)]
-fn binary_one<const SA: bool, const SB: bool>(
+fn binary_one<R: Real, const SA: bool, const SB: bool>(
     op: Binary,
-    g: &[Cell<f64>],
-    x: &[f64],
-    y: &[f64],
-    z: &[f64],
-    da: Option<&[Cell<f64>]>,
-    db: Option<&[Cell<f64>]>,
+    g: &[Cell<R>],
+    x: &[R],
+    y: &[R],
+    z: &[R],
+    da: Option<&[Cell<R>]>,
+    db: Option<&[Cell<R>]>,
 ) {
     let n = z.len().min(g.len());
     let ix = |e: usize, s: bool| if s { 0 } else { e };
@@ -879,42 +1038,42 @@ fn binary_one<const SA: bool, const SB: bool>(
 /// floats count as zero), `xyz` the operands and output.
 #[inline]
 #[allow(clippy::too_many_arguments)] // the three adjoint ranges, their flags, the values, the width
-fn binary_lanes(
+fn binary_lanes<R: Real>(
     op: Binary,
-    adj: &mut [f64],
+    adj: &mut [R],
     gr: std::ops::Range<usize>,
     ra: Option<std::ops::Range<usize>>,
     rb: Option<std::ops::Range<usize>>,
     first: [bool; 2],
-    xyz: [&[f64]; 3],
+    xyz: [&[R]; 3],
     b: usize,
 ) {
     // The flags as constants, so the lane loops carry no per-lane select.
     match first {
-        [false, false] => binary_lanes_k::<false, false>(op, adj, gr, ra, rb, xyz, b),
-        [true, false] => binary_lanes_k::<true, false>(op, adj, gr, ra, rb, xyz, b),
-        [false, true] => binary_lanes_k::<false, true>(op, adj, gr, ra, rb, xyz, b),
-        [true, true] => binary_lanes_k::<true, true>(op, adj, gr, ra, rb, xyz, b),
+        [false, false] => binary_lanes_k::<_, false, false>(op, adj, gr, ra, rb, xyz, b),
+        [true, false] => binary_lanes_k::<_, true, false>(op, adj, gr, ra, rb, xyz, b),
+        [false, true] => binary_lanes_k::<_, false, true>(op, adj, gr, ra, rb, xyz, b),
+        [true, true] => binary_lanes_k::<_, true, true>(op, adj, gr, ra, rb, xyz, b),
     }
 }
 
 /// [`binary_lanes`] with the `first` flags of a's and b's regions fixed (`FA`, `FB`).
 #[inline(always)]
-fn binary_lanes_k<const FA: bool, const FB: bool>(
+fn binary_lanes_k<R: Real, const FA: bool, const FB: bool>(
     op: Binary,
-    adj: &mut [f64],
+    adj: &mut [R],
     gr: std::ops::Range<usize>,
     ra: Option<std::ops::Range<usize>>,
     rb: Option<std::ops::Range<usize>>,
-    xyz: [&[f64]; 3],
+    xyz: [&[R]; 3],
     b: usize,
 ) {
     let (x, y, z) = (&xyz[0][..b], &xyz[1][..b], &xyz[2][..b]);
     // A fresh region's old value: a zero the optimiser cannot see through, so `zero + t` is
     // computed as the add it stands for (folding a known `0.0 +` into `t` can rewrite how `t`
     // is formed, and with it the sign of a NaN).
-    let zero = std::hint::black_box(0.0);
-    let base = |fresh: bool, d: f64| if fresh { zero } else { d };
+    let zero = std::hint::black_box(R::ZERO);
+    let base = |fresh: bool, d: R| if fresh { zero } else { d };
     each_binary!(op, op => match (ra, rb) {
         (Some(ra), Some(rb)) if ra == rb => {
             let [g, d] = regions(adj, [gr, ra]);
@@ -955,13 +1114,13 @@ fn binary_lanes_k<const FA: bool, const FB: bool>(
 /// The value an adjoint float holds before an accumulation: zero while its region is fresh (its
 /// old contents are stale), so `base + t` equals zeroing the region first and adding `t`.
 #[inline(always)]
-fn base(fresh: bool, d: f64) -> f64 {
-    if fresh { 0.0 } else { d }
+fn base<R: Real>(fresh: bool, d: R) -> R {
+    if fresh { R::ZERO } else { d }
 }
 
 /// `d[l] = base(fresh, d[l]) + v[l]` over a lane range.
 #[inline(always)]
-fn put(d: &mut [f64], fresh: bool, v: impl Iterator<Item = f64>) {
+fn put<R: Real>(d: &mut [R], fresh: bool, v: impl Iterator<Item = R>) {
     d.iter_mut()
         .zip(v)
         .for_each(|(d, v)| *d = base(fresh, *d) + v);
@@ -974,8 +1133,8 @@ fn put(d: &mut [f64], fresh: bool, v: impl Iterator<Item = f64>) {
 /// its region goes back to a free list for the next payload of the same size: the live regions
 /// stay few and cache-resident whatever the tape length.
 #[derive(Clone, Debug, Default)]
-struct Adjoints {
-    buf: Vec<f64>,
+struct Adjoints<R: Real = f64> {
+    buf: Vec<R>,
     /// Per payload: first float of its region, or `NO_ADJ` while it has none.
     off: Vec<u32>,
     /// End of the bump-allocated part of `buf`.
@@ -995,7 +1154,7 @@ const NO_ADJ: u32 = u32::MAX;
 /// Regions of this many elements or more are never reused (a rare big payload).
 const REUSE_MAX: usize = 64;
 
-impl Adjoints {
+impl<R: Real> Adjoints<R> {
     fn reset(&mut self, n_payloads: usize, b: usize) {
         self.off.clear();
         self.off.resize(n_payloads, NO_ADJ);
@@ -1003,7 +1162,7 @@ impl Adjoints {
         self.dirty = self.dirty.max(self.top);
         self.prezeroed = b == 1;
         if self.prezeroed {
-            self.buf[..self.dirty].iter_mut().for_each(|x| *x = 0.0);
+            self.buf[..self.dirty].iter_mut().for_each(|x| *x = R::ZERO);
             self.dirty = 0;
         }
         self.top = 0;
@@ -1039,6 +1198,26 @@ impl Adjoints {
         Some(self.alloc(p, m.n as usize, true))
     }
 
+    /// [`Adjoints::slot`] with the payload's element count and gradient flag given.
+    #[inline(always)]
+    fn slot_n(&mut self, p: PayloadId, n: usize, grad: bool) -> Option<usize> {
+        if !grad {
+            return None;
+        }
+        let o = self.off[p.0 as usize];
+        if o != NO_ADJ {
+            return Some(o as usize);
+        }
+        let len = n * self.b;
+        if self.prezeroed && self.top + len <= self.buf.len() {
+            let o = self.top;
+            self.top += len;
+            self.off[p.0 as usize] = o as u32;
+            return Some(o);
+        }
+        Some(self.alloc(p, n, true))
+    }
+
     /// Like [`Adjoints::slot`], but a region allocated here is not zeroed: the flag says so, and
     /// the caller then writes (rather than adds) every float of it on every lane.
     #[inline(always)]
@@ -1058,7 +1237,7 @@ impl Adjoints {
     fn zero_if(&mut self, fresh: bool, o: usize, n: usize) {
         if fresh {
             let r = self.range(o, 0, n);
-            self.buf[r].fill(0.0);
+            self.buf[r].fill(R::ZERO);
         }
     }
 
@@ -1071,7 +1250,7 @@ impl Adjoints {
             let o = self.top;
             self.top += len;
             if self.top > self.buf.len() {
-                self.buf.resize(self.top, 0.0);
+                self.buf.resize(self.top, R::ZERO);
             }
             self.off[p.0 as usize] = o as u32;
             return o;
@@ -1082,13 +1261,13 @@ impl Adjoints {
                 let o = self.top;
                 self.top += len;
                 if self.top > self.buf.len() {
-                    self.buf.resize(self.top, 0.0);
+                    self.buf.resize(self.top, R::ZERO);
                 }
                 o
             }
         };
         if zero {
-            self.buf[o..o + len].fill(0.0);
+            self.buf[o..o + len].fill(R::ZERO);
         }
         self.off[p.0 as usize] = o as u32;
         o
@@ -1202,7 +1381,10 @@ fn term_key(op: TensorOp, na: usize, nb: usize) -> u128 {
 
 /// Disjoint mutable views of adjoint regions (distinct payloads never share floats).
 #[inline]
-fn regions<const N: usize>(buf: &mut [f64], r: [std::ops::Range<usize>; N]) -> [&mut [f64]; N] {
+fn regions<R: Real, const N: usize>(
+    buf: &mut [R],
+    r: [std::ops::Range<usize>; N],
+) -> [&mut [R]; N] {
     buf.get_disjoint_mut(r)
         .expect("adjoint regions of distinct payloads are disjoint")
 }
@@ -1372,7 +1554,7 @@ impl Merges {
     }
 }
 
-impl Tape {
+impl<R: Real> Tape<R> {
     /// The payloads whose adjoints `node`'s sweep accumulates into, in the order of
     /// [`Tape::substituted`].
     fn inputs_of(&self, node: TapeNode, out: &mut Vec<PayloadId>) {
@@ -1425,7 +1607,7 @@ impl Tape {
     }
 
     /// Seeds the adjoint of a merged root where each of its lanes came from.
-    fn seed_through_merges(&mut self, lanes: &Lanes, root: PayloadId) {
+    fn seed_through_merges(&mut self, lanes: &Lanes<R>, root: PayloadId) {
         let b = lanes.n_lanes();
         let n = lanes.n_elems(root);
         let m = std::mem::take(&mut self.merges);
@@ -1435,7 +1617,7 @@ impl Tape {
             };
             for e in 0..n {
                 for &l in &m.seg_lanes[start as usize..][..len as usize] {
-                    self.adj.buf[o + e * b + l as usize] = 1.0;
+                    self.adj.buf[o + e * b + l as usize] = R::ONE;
                 }
             }
         }
@@ -1443,7 +1625,7 @@ impl Tape {
     }
 
     /// The reverse sweep of a tape with merges (see [`Merges`]).
-    fn backward_merged(&mut self, lanes: &Lanes, masks: &LaneMask, b: usize) {
+    fn backward_merged(&mut self, lanes: &Lanes<R>, masks: &LaneMask, b: usize) {
         let mut m = std::mem::take(&mut self.merges);
         for k in (0..self.nodes.len()).rev() {
             let node = self.nodes[k];
@@ -1491,7 +1673,7 @@ impl Tape {
 
     /// Loads (`load`) each lane of every merged input with its source's adjoint, or stores it
     /// back there and zeroes it.
-    fn move_merged(&mut self, m: &Merges, lanes: &Lanes, load: bool) {
+    fn move_merged(&mut self, m: &Merges, lanes: &Lanes<R>, load: bool) {
         let b = lanes.n_lanes();
         for &p in &m.merged {
             let Some(om) = self.adj.slot(lanes.meta(p), p) else {
@@ -1504,7 +1686,8 @@ impl Tape {
                 if load {
                     match self.adj.off[s.0 as usize] {
                         NO_ADJ => (0..n).for_each(|e| {
-                            ls.iter().for_each(|&l| buf[om + e * b + l as usize] = 0.0)
+                            ls.iter()
+                                .for_each(|&l| buf[om + e * b + l as usize] = R::ZERO)
                         }),
                         o => {
                             let o = o as usize;
@@ -1523,7 +1706,7 @@ impl Tape {
                     for e in 0..n {
                         for &l in ls {
                             let c = e * b + l as usize;
-                            buf[o + c] = std::mem::replace(&mut buf[om + c], 0.0);
+                            buf[o + c] = std::mem::replace(&mut buf[om + c], R::ZERO);
                         }
                     }
                 }
@@ -1536,7 +1719,7 @@ impl Tape {
     fn sweep_grouped(
         &mut self,
         m: &mut Merges,
-        lanes: &Lanes,
+        lanes: &Lanes<R>,
         masks: &LaneMask,
         node: TapeNode,
         go: usize,

@@ -5,7 +5,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use ndvm_core::{Dialect, EvalOptions, Evaluation, Evaluator, Heap, Inputs, LaneBlock};
+use ndvm_core::{Dialect, EvalOptions, Evaluation, Evaluator, Heap, Inputs, LaneBlock, Precision};
 
 mod common;
 
@@ -51,21 +51,27 @@ static GLOBAL: Counting = Counting;
 /// Runs `src` 100 times after three warm-up runs and returns the number of allocations in those
 /// 100, summed over walking every run (replay off), replaying the recorded trace (replay on),
 /// replaying it in blocks of 6 lanes (when there are more), and forward-only runs (which record
-/// on their second run and replay after).
+/// on their second run and replay after), each in `f64` and in `f32` lanes.
 fn allocations(src: &str, dialect: Dialect, n_lanes: usize, inputs: &Inputs) -> usize {
     let mut heap = Heap::new();
     let program = ndvm_frontends::scheme::parse(&mut heap, src).expect("parses");
     let mut total = 0;
-    for (replay, block, grad) in [
+    let runs = [
         (false, 0, true),
         (true, 0, true),
         (true, 6, true),
         (true, 0, false),
-    ] {
+    ];
+    let precisions = [Precision::F64, Precision::F32];
+    for (precision, (replay, block, grad)) in precisions
+        .into_iter()
+        .flat_map(|p| runs.into_iter().map(move |r| (p, r)))
+    {
         let opts = EvalOptions::new(n_lanes)
             .with_dialect(dialect)
             .with_replay(replay)
-            .with_lane_block(LaneBlock::Lanes(block));
+            .with_lane_block(LaneBlock::Lanes(block))
+            .with_precision(precision);
         let mut ev = Evaluator::new(opts);
         let mut out = Evaluation::empty();
         for _ in 0..3 {

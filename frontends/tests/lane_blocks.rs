@@ -7,7 +7,7 @@
 mod common;
 
 use common::{LaneBits, lane_bits, opts, oracle_programs};
-use ndvm_core::{Dialect, EvalOptions, Evaluator, Heap, Inputs, LaneBlock};
+use ndvm_core::{Dialect, EvalOptions, Evaluator, Heap, Inputs, LaneBlock, Precision};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -70,6 +70,15 @@ fn spread(v: f64, s: f64, n: usize) -> Vec<f64> {
 
 #[test]
 fn kalman_blocked_replay_is_bit_identical_at_several_lane_counts() {
+    kalman_blocked_replay_is_bit_identical_at_several_lane_counts_in(Precision::F64);
+}
+
+#[test]
+fn kalman_blocked_replay_is_bit_identical_at_several_lane_counts_in_f32() {
+    kalman_blocked_replay_is_bit_identical_at_several_lane_counts_in(Precision::F32);
+}
+
+fn kalman_blocked_replay_is_bit_identical_at_several_lane_counts_in(precision: Precision) {
     let p = oracle_programs()
         .into_iter()
         .find(|p| p.name == "kalman2d_T80")
@@ -87,7 +96,7 @@ fn kalman_blocked_replay_is_bit_identical_at_several_lane_counts() {
         let r = check_blocks(
             "kalman2d_T80",
             &p.src,
-            opts(Dialect::Reference, n_lanes),
+            opts(Dialect::Reference, n_lanes).with_precision(precision),
             width,
             &seq,
         );
@@ -156,6 +165,15 @@ fn divergent_branches_and_loops_are_bit_identical_in_blocks() {
 
 #[test]
 fn random_programs_are_bit_identical_in_blocks() {
+    random_programs_are_bit_identical_in_blocks_in(Precision::F64);
+}
+
+#[test]
+fn random_programs_are_bit_identical_in_blocks_in_f32() {
+    random_programs_are_bit_identical_in_blocks_in(Precision::F32);
+}
+
+fn random_programs_are_bit_identical_in_blocks_in(precision: Precision) {
     let mut rng = ChaCha8Rng::seed_from_u64(20261204);
     let mut replays = 0;
     let n_lanes = 7;
@@ -181,7 +199,7 @@ fn random_programs_are_bit_identical_in_blocks() {
         let r = check_blocks(
             &format!("random #{k}: {src}"),
             &src,
-            opts(Dialect::Default, n_lanes),
+            opts(Dialect::Default, n_lanes).with_precision(precision),
             3,
             &seq,
         );

@@ -1,11 +1,11 @@
 //! Lane decomposition: a batch of B lanes equals B separate one-lane runs, bit for bit, in values,
-//! gradients and fault flags, for every oracle and corpus program and for purpose-built programs whose
+//! gradients and fault flags, in `f64` and in `f32` lanes, for every oracle and corpus program and for purpose-built programs whose
 //! branches and loop trip counts diverge per lane.
 
 mod common;
 
 use common::{MatrixInput, lane_bits, opts, run};
-use ndvm_core::{Dialect, Evaluation, Inputs};
+use ndvm_core::{Dialect, Evaluation, Inputs, Precision};
 
 /// Lanes per batch (STYLE 21: switch this one constant to run the suite at another width).
 const LANES: usize = 7;
@@ -95,14 +95,19 @@ fn spread(v: f64) -> Vec<f64> {
 
 /// Runs the batch with gradients and each lane alone; returns the batch evaluation when every lane
 /// matches bit for bit, or one line per disagreement.
-fn check_lanes(case: &LaneCase) -> Result<Evaluation, Vec<String>> {
+fn check_lanes(case: &LaneCase, precision: Precision) -> Result<Evaluation, Vec<String>> {
     let batch = run(
         &case.src,
-        opts(case.dialect, LANES),
+        opts(case.dialect, LANES).with_precision(precision),
         &case.batch_inputs(),
         true,
     )
-    .map_err(|e| vec![format!("{}: batch of {LANES} failed: {e}", case.name)])?;
+    .map_err(|e| {
+        vec![format!(
+            "{} ({precision:?}): batch of {LANES} failed: {e}",
+            case.name
+        )]
+    })?;
     let mut bad = Vec::new();
     if batch.faults.len() != LANES {
         bad.push(format!(
@@ -114,7 +119,7 @@ fn check_lanes(case: &LaneCase) -> Result<Evaluation, Vec<String>> {
     for lane in 0..LANES {
         match run(
             &case.src,
-            opts(case.dialect, 1),
+            opts(case.dialect, 1).with_precision(precision),
             &case.lane_inputs(lane),
             true,
         ) {
@@ -122,7 +127,7 @@ fn check_lanes(case: &LaneCase) -> Result<Evaluation, Vec<String>> {
                 let (b, s) = (lane_bits(&batch, lane), lane_bits(&single, 0));
                 if b != s {
                     bad.push(format!(
-                        "{}: lane {lane}: batch {b:?} != alone {s:?}",
+                        "{} ({precision:?}): lane {lane}: batch {b:?} != alone {s:?}",
                         case.name
                     ));
                 }
@@ -136,13 +141,17 @@ fn check_lanes(case: &LaneCase) -> Result<Evaluation, Vec<String>> {
     if bad.is_empty() { Ok(batch) } else { Err(bad) }
 }
 
+/// Checks every case in both precisions; returns the `f64` batch evaluations.
 fn assert_all_match(cases: &[LaneCase]) -> Vec<Evaluation> {
     let mut failures = Vec::new();
     let mut evals = Vec::new();
     for case in cases {
-        match check_lanes(case) {
+        match check_lanes(case, Precision::F64) {
             Ok(e) => evals.push(e),
             Err(lines) => failures.extend(lines),
+        }
+        if let Err(lines) = check_lanes(case, Precision::F32) {
+            failures.extend(lines);
         }
     }
     assert!(

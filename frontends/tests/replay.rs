@@ -6,7 +6,7 @@
 mod common;
 
 use common::{Failure, LaneBits, fuzz_corpus, lane_bits, opts, oracle_programs};
-use ndvm_core::{Dialect, EvalOptions, Evaluation, Evaluator, Heap, Inputs};
+use ndvm_core::{Dialect, EvalOptions, Evaluation, Evaluator, Heap, Inputs, Precision};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -63,6 +63,15 @@ const SCALES: [f64; 6] = [1.0, 1.001, 0.999, 1.001, 2.0, -1.0];
 
 #[test]
 fn oracle_programs_replay_bit_for_bit() {
+    oracle_programs_replay_bit_for_bit_in(Precision::F64);
+}
+
+#[test]
+fn oracle_programs_replay_bit_for_bit_in_f32() {
+    oracle_programs_replay_bit_for_bit_in(Precision::F32);
+}
+
+fn oracle_programs_replay_bit_for_bit_in(precision: Precision) {
     let mut replays = 0;
     let mut kalman_replays = 0;
     for p in oracle_programs() {
@@ -76,7 +85,12 @@ fn oracle_programs_replay_bit_for_bit() {
                 p.with_matrix(inputs)
             })
             .collect();
-        let r = check_sequence(&p.name, &p.src, opts(Dialect::Reference, 1), &seq);
+        let r = check_sequence(
+            &p.name,
+            &p.src,
+            opts(Dialect::Reference, 1).with_precision(precision),
+            &seq,
+        );
         assert!(!r[0], "{}: the first run cannot be a replay", p.name);
         replays += r.iter().filter(|&&x| x).count();
         if p.name == "kalman2d_T80" {
@@ -93,6 +107,15 @@ fn oracle_programs_replay_bit_for_bit() {
 
 #[test]
 fn corpus_programs_replay_bit_for_bit_at_one_and_several_lanes() {
+    corpus_programs_replay_bit_for_bit_at_one_and_several_lanes_in(Precision::F64);
+}
+
+#[test]
+fn corpus_programs_replay_bit_for_bit_at_one_and_several_lanes_in_f32() {
+    corpus_programs_replay_bit_for_bit_at_one_and_several_lanes_in(Precision::F32);
+}
+
+fn corpus_programs_replay_bit_for_bit_at_one_and_several_lanes_in(precision: Precision) {
     let corpus = fuzz_corpus();
     assert_eq!(corpus.len(), 200);
     let mut replays = 0;
@@ -107,7 +130,12 @@ fn corpus_programs_replay_bit_for_bit_at_one_and_several_lanes() {
             })
             .collect();
         let name = format!("fuzz #{}", p.id);
-        let r = check_sequence(&name, &p.src, opts(Dialect::Default, 1), &seq);
+        let r = check_sequence(
+            &name,
+            &p.src,
+            opts(Dialect::Default, 1).with_precision(precision),
+            &seq,
+        );
         replays += r.iter().filter(|&&x| x).count();
         // Five lanes, per-lane parameters spread around the point.
         let seq: Vec<Inputs> = SCALES
@@ -118,7 +146,12 @@ fn corpus_programs_replay_bit_for_bit_at_one_and_several_lanes() {
                 })
             })
             .collect();
-        check_sequence(&name, &p.src, opts(Dialect::Default, 5), &seq);
+        check_sequence(
+            &name,
+            &p.src,
+            opts(Dialect::Default, 5).with_precision(precision),
+            &seq,
+        );
     }
     assert!(
         replays >= 500,
@@ -310,6 +343,15 @@ fn forward_runs_replay_the_recorded_trace_and_record_one_when_repeated() {
 
 #[test]
 fn random_programs_replay_bit_for_bit() {
+    random_programs_replay_bit_for_bit_in(Precision::F64);
+}
+
+#[test]
+fn random_programs_replay_bit_for_bit_in_f32() {
+    random_programs_replay_bit_for_bit_in(Precision::F32);
+}
+
+fn random_programs_replay_bit_for_bit_in(precision: Precision) {
     let mut rng = ChaCha8Rng::seed_from_u64(20261202);
     let (mut runs, mut replays, mut guard_falls) = (0, 0, 0);
     for k in 0..300 {
@@ -339,7 +381,7 @@ fn random_programs_replay_bit_for_bit() {
         let r = check_sequence(
             &format!("random #{k}: {src}"),
             &src,
-            opts(Dialect::Default, n_lanes),
+            opts(Dialect::Default, n_lanes).with_precision(precision),
             &seq,
         );
         runs += r.len();

@@ -1,11 +1,15 @@
 //! The oracles, each a separate check of one case against the runtime: forward values against the
 //! reference evaluator, gradients against Richardson-extrapolated central differences of the
 //! reference, lane decomposition, replay against a fresh walk, a pooled (worker-thread)
-//! evaluator against a fresh one, and print → parse round trips through both front ends.
+//! evaluator against a fresh one, print → parse round trips through both front ends, and `f32`
+//! lanes (bit-for-bit lanes and replay in single precision, values and gradients within single
+//! precision's error of `f64`).
 
 use std::fmt;
 
-use ndvm_core::{EvalOptions, Evaluation, Evaluator, Heap, Inputs, Output, Program, print};
+use ndvm_core::{
+    EvalOptions, Evaluation, Evaluator, Heap, Inputs, Output, Precision, Program, print,
+};
 use ndvm_frontends::{Frontend, infix::Infix, scheme::Scheme};
 
 use crate::generate::Case;
@@ -26,17 +30,21 @@ pub enum Oracle {
     Threads,
     /// Print → parse through the Scheme and infix front ends (same forms, same values).
     RoundTrip,
+    /// `f32` lanes: lanes and replay bit for bit in single precision, a forward-only run equal to
+    /// the taped one, and values and gradients within single precision's error of `f64`.
+    F32,
 }
 
 impl Oracle {
     /// Every oracle, in check order.
-    pub const ALL: [Oracle; 6] = [
+    pub const ALL: [Oracle; 7] = [
         Oracle::Forward,
         Oracle::Gradient,
         Oracle::Lanes,
         Oracle::Replay,
         Oracle::Threads,
         Oracle::RoundTrip,
+        Oracle::F32,
     ];
 
     /// The oracle's name in reports and regression files.
@@ -48,6 +56,7 @@ impl Oracle {
             Oracle::Replay => "replay",
             Oracle::Threads => "threads",
             Oracle::RoundTrip => "roundtrip",
+            Oracle::F32 => "f32",
         }
     }
 
@@ -103,6 +112,9 @@ pub struct Outcome {
     pub replayed: bool,
     /// Whether the infix printer could spell the program.
     pub infix_printed: bool,
+    /// Whether the f32 values were compared with f64 (not skipped as ill-conditioned: a small
+    /// change of the inputs moves the f64 result beyond the f32 tolerance).
+    pub f32_compared: bool,
     /// A digest of every runtime output bit of the case (for the threads-1-equals-threads-N check).
     pub digest: u64,
 }
@@ -153,6 +165,10 @@ const HUGE_INSIDE: f64 = 1e6;
 
 fn options(n_lanes: usize) -> EvalOptions {
     EvalOptions::new(n_lanes).with_max_steps(MAX_STEPS)
+}
+
+fn options_f32(n_lanes: usize) -> EvalOptions {
+    options(n_lanes).with_precision(Precision::F32)
 }
 
 fn fail(oracle: Oracle, detail: impl Into<String>) -> Failure {
@@ -395,6 +411,9 @@ pub fn check(case: &Case, pool: &mut Pool, only: Option<Oracle>) -> Outcome {
     if wants(Oracle::RoundTrip) {
         round_trip(case, &heap, &program, &main, &mut out);
     }
+    if wants(Oracle::F32) {
+        f32_lanes(case, &mut heap, &program, (&main, &refs), &mut out);
+    }
     out
 }
 
@@ -538,14 +557,7 @@ fn lanes(case: &Case, heap: &mut Heap, program: &Program, main: &Evaluation, out
 
 fn replay(case: &Case, heap: &mut Heap, program: &Program, main: &Evaluation, out: &mut Outcome) {
     // Record at shifted parameters, then run at the case's own: a replay when the guards hold.
-    let shifted = Case {
-        program: case.program.clone(),
-        params: case
-            .params
-            .iter()
-            .map(|(n, v)| (n.clone(), v.iter().map(|x| x + 0.0125).collect()))
-            .collect(),
-    };
+    let shifted = shift(case, 0.0125);
     let all: Vec<usize> = (0..case.n_lanes()).collect();
     let mut ev = Evaluator::new(options(case.n_lanes()));
     let first = run(&mut ev, heap, program, &inputs(&shifted, &all));
@@ -610,5 +622,189 @@ fn round_trip(case: &Case, heap: &Heap, program: &Program, main: &Evaluation, ou
             Oracle::RoundTrip,
             format!("the infix program gave {other:?}, the Scheme one {main:?}"),
         )),
+    }
+}
+
+/// f32 against f64: a relative tolerance, plus an allowance for rounding at the size of the
+/// largest intermediate (cancellation of numbers of that size loses f32 digits).
+const F32_RTOL: f64 = 1e-3;
+/// Multiples of f32's epsilon (6e-8) per unit of the largest intermediate allowed.
+const F32_SCALE_ULPS: f64 = 1e4;
+/// The relative change of every parameter that probes the conditioning of a case.
+const F32_PROBE: f64 = 1e-5;
+
+fn f32_lanes(
+    case: &Case,
+    heap: &mut Heap,
+    program: &Program,
+    (main, refs): (&Evaluation, &[reference::RefRun]),
+    out: &mut Outcome,
+) {
+    let b = case.n_lanes();
+    let all: Vec<usize> = (0..b).collect();
+    let mut ev = Evaluator::new(options_f32(b));
+    let m32 = match run(&mut ev, heap, program, &inputs(case, &all)) {
+        Ok(e) => e,
+        Err(e) => {
+            out.failures.push(fail(
+                Oracle::F32,
+                format!("f32 lanes: {e}, where f64 gave {:?}", main.value),
+            ));
+            return;
+        }
+    };
+    let plain = ev.eval(heap, program, &inputs(case, &all));
+    if !plain.as_ref().is_ok_and(|p| p.value == m32.value) {
+        out.failures.push(fail(
+            Oracle::F32,
+            format!("f32 forward-only {plain:?}, taped {:?}", m32.value),
+        ));
+        return;
+    }
+    let mut one = Evaluator::new(options_f32(1));
+    for lane in 0..b {
+        let single = run(&mut one, heap, program, &inputs(case, &[lane]));
+        let want = slice_lane(&m32, lane);
+        if !matches!((&single, &want), (Ok(s), Some(w)) if bits_equal(s, w)) {
+            out.failures.push(fail(
+                Oracle::F32,
+                format!("f32 lane {lane}: alone {single:?}, in the batch {want:?}"),
+            ));
+            return;
+        }
+    }
+    let mut rec = Evaluator::new(options_f32(b));
+    let shifted = shift(case, 0.0125);
+    let first = run(&mut rec, heap, program, &inputs(&shifted, &all));
+    let second = run(&mut rec, heap, program, &inputs(case, &all));
+    if first.is_err() || !second.as_ref().is_ok_and(|s| bits_equal(s, &m32)) {
+        out.failures.push(fail(
+            Oracle::F32,
+            format!("f32 replay {second:?}, walk {m32:?}"),
+        ));
+        return;
+    }
+    if refs.iter().any(|r| r.near_tie_f32) {
+        // A decision within single precision's rounding of a tie: f32 may branch otherwise.
+        return;
+    }
+    if let Some(detail) = f32_far_from_f64(&m32, main, refs) {
+        // Ill-conditioned (or at a branch within f32 rounding): a probe of the f64 runtime at
+        // inputs moved by F32_PROBE moves the result as far. Then the comparison says nothing.
+        let mut probe = |s: f64| {
+            let mut ev = Evaluator::new(options(b));
+            run(&mut ev, heap, program, &inputs(&scale(case, s), &all)).ok()
+        };
+        let sensitive = [1.0 + F32_PROBE, 1.0 - F32_PROBE]
+            .into_iter()
+            .any(|s| probe(s).is_none_or(|p| f32_far_from_f64(&p, main, refs).is_some()));
+        if !sensitive {
+            out.failures.push(fail(Oracle::F32, detail));
+        }
+        return;
+    }
+    out.f32_compared = true;
+}
+
+/// The case with every parameter moved by `d`.
+fn shift(case: &Case, d: f64) -> Case {
+    Case {
+        program: case.program.clone(),
+        params: case
+            .params
+            .iter()
+            .map(|(n, v)| (n.clone(), v.iter().map(|x| x + d).collect()))
+            .collect(),
+    }
+}
+
+/// The case with every parameter scaled by `s`.
+fn scale(case: &Case, s: f64) -> Case {
+    Case {
+        program: case.program.clone(),
+        params: case
+            .params
+            .iter()
+            .map(|(n, v)| (n.clone(), v.iter().map(|x| x * s).collect()))
+            .collect(),
+    }
+}
+
+/// Where `got` (an f32 run, or a probe) is further from the f64 run `want` than single
+/// precision explains: values and gradients, lane by lane; `None` when within.
+fn f32_far_from_f64(
+    got: &Evaluation,
+    want: &Evaluation,
+    refs: &[reference::RefRun],
+) -> Option<String> {
+    let eps32 = f64::from(f32::EPSILON);
+    let far = |x: f64, y: f64, lane: usize, rtol: f64| {
+        let slack = F32_SCALE_ULPS * eps32 * refs[lane].max_abs;
+        !((x - y).abs() <= rtol * (1.0 + y.abs()) + slack || (x.is_nan() && y.is_nan()))
+    };
+    for lane in 0..refs.len() {
+        let (g, w) = (
+            lane_values(&got.value, lane)?,
+            lane_values(&want.value, lane)?,
+        );
+        if g.len() != w.len() {
+            return None;
+        }
+        if let Some((x, y)) = g
+            .iter()
+            .zip(&w)
+            .find(|(x, y)| far(**x, **y, lane, F32_RTOL))
+        {
+            return Some(format!("lane {lane}: f32 value {x:e}, f64 {y:e}"));
+        }
+        for (gg, wg) in got.grads.iter().zip(&want.grads) {
+            let (x, y) = (gg.per_lane[lane], wg.per_lane[lane]);
+            if far(x, y, lane, 10.0 * F32_RTOL) {
+                return Some(format!("lane {lane}: f32 d/d{} {x:e}, f64 {y:e}", gg.name));
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn number(v: f64, g: f64) -> Evaluation {
+        Evaluation {
+            value: Output::Number(vec![v]),
+            grads: vec![ndvm_core::Gradient {
+                name: "p0".into(),
+                per_lane: vec![g],
+            }],
+            faults: vec![false],
+        }
+    }
+
+    fn reference_run(max_abs: f64, near_tie_f32: bool) -> reference::RefRun {
+        reference::RefRun {
+            value: Val::Num(1.0),
+            trace: Vec::new(),
+            near_tie: false,
+            near_tie_f32,
+            max_abs,
+        }
+    }
+
+    #[test]
+    fn f32_tolerance_admits_rounding_and_refuses_wrong_values() {
+        let r = [reference_run(2.0, false)];
+        let want = number(2.0, 3.0);
+        // Single-precision rounding of the value and the gradient: within.
+        assert!(f32_far_from_f64(&number(2.0 + 4e-7, 3.0 - 1e-6), &want, &r).is_none());
+        // A wrong value (1 %) or a wrong gradient (10 %): refused, naming which.
+        let v = f32_far_from_f64(&number(2.02, 3.0), &want, &r).unwrap();
+        assert!(v.contains("value"), "{v}");
+        let g = f32_far_from_f64(&number(2.0, 3.3), &want, &r).unwrap();
+        assert!(g.contains("d/dp0"), "{g}");
+        // Cancellation at a large intermediate widens the allowance.
+        let big = [reference_run(1e5, false)];
+        assert!(f32_far_from_f64(&number(2.02, 3.0), &want, &big).is_none());
     }
 }

@@ -78,12 +78,17 @@ pub struct RefRun {
     /// numbers, a floor of a nearly whole number): a last-bit difference in how the runtime
     /// computes its operands may take the other branch there.
     pub near_tie: bool,
+    /// The same within single precision's rounding (relative 1e-5): an `f32` run may take the
+    /// other branch there.
+    pub near_tie_f32: bool,
     /// The largest magnitude of any number a primitive produced.
     pub max_abs: f64,
 }
 
 /// Relative margin under which a decision counts as a near tie.
 const TIE: f64 = 1e-9;
+/// Relative margin under which a decision counts as a near tie in single precision.
+const TIE_F32: f64 = 1e-5;
 
 /// Evaluates `program` with the scalar globals `globals`.
 pub fn evaluate(program: &Sx, globals: &[(String, f64)]) -> R<RefRun> {
@@ -97,6 +102,7 @@ pub fn evaluate(program: &Sx, globals: &[(String, f64)]) -> R<RefRun> {
         }],
         trace: Vec::new(),
         near_tie: false,
+        near_tie_f32: false,
         max_abs: 0.0,
         depth: 0,
         steps: 0,
@@ -106,6 +112,7 @@ pub fn evaluate(program: &Sx, globals: &[(String, f64)]) -> R<RefRun> {
         value,
         trace: ev.trace,
         near_tie: ev.near_tie,
+        near_tie_f32: ev.near_tie_f32,
         max_abs: ev.max_abs,
     })
 }
@@ -114,6 +121,7 @@ struct Reference {
     frames: Vec<Frame>,
     trace: Vec<u64>,
     near_tie: bool,
+    near_tie_f32: bool,
     max_abs: f64,
     depth: usize,
     steps: u64,
@@ -566,6 +574,7 @@ impl Reference {
             "floor" => {
                 let x = arg1()?;
                 self.near_tie |= (x - x.round()).abs() <= TIE * (1.0 + x.abs());
+                self.near_tie_f32 |= (x - x.round()).abs() <= TIE_F32 * (1.0 + x.abs());
                 let x = x.floor();
                 self.mark(x.to_bits());
                 Val::Num(x)
@@ -578,7 +587,9 @@ impl Reference {
                 let xs: Vec<f64> = args.iter().map(num).collect::<R<_>>()?;
                 let mut all = true;
                 for w in xs.windows(2) {
-                    self.near_tie |= (w[0] - w[1]).abs() <= TIE * (1.0 + w[0].abs() + w[1].abs());
+                    let gap = (w[0] - w[1]).abs() / (1.0 + w[0].abs() + w[1].abs());
+                    self.near_tie |= gap <= TIE;
+                    self.near_tie_f32 |= gap <= TIE_F32;
                     let r = match name {
                         "=" => w[0] == w[1],
                         "<" => w[0] < w[1],

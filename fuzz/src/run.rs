@@ -66,6 +66,9 @@ pub struct Summary {
     pub replayed: u64,
     /// Programs the infix printer could spell (and were round-tripped through infix).
     pub infix_printed: u64,
+    /// Programs whose f32 values and gradients were compared with f64 (the others were
+    /// ill-conditioned at their point, or stopped at an earlier check).
+    pub f32_compared: u64,
     /// Digest of every runtime output bit, in program order.
     pub digest: u64,
 }
@@ -178,6 +181,7 @@ fn summarize(config: &Config, parts: Vec<Partial>) -> Summary {
         s.grads_at_kink += o.grads_at_kink;
         s.replayed += u64::from(o.replayed);
         s.infix_printed += u64::from(o.infix_printed);
+        s.f32_compared += u64::from(o.f32_compared);
         s.digest = (s.digest ^ o.digest).wrapping_mul(0x0100_0000_01b3);
         for f in &o.failures {
             *s.by_oracle.entry(f.oracle.name().to_string()).or_default() += 1;

@@ -149,14 +149,13 @@ impl Calibrator {
     /// An evaluator for `n_lanes` lanes (pooled when one fits), armed with the configuration's
     /// limits and `deadline`.
     fn evaluator(&mut self, n_lanes: usize, deadline: Option<Instant>) -> Evaluator {
-        let dialect = self.config.dialect;
-        let mut ev = match self
-            .pool
-            .iter()
-            .position(|e| e.options().n_lanes == n_lanes && e.options().dialect == dialect)
-        {
+        let (dialect, precision) = (self.config.dialect, self.config.precision);
+        let mut ev = match self.pool.iter().position(|e| {
+            let o = e.options();
+            o.n_lanes == n_lanes && o.dialect == dialect && o.precision == precision
+        }) {
             Some(i) => self.pool.swap_remove(i),
-            None => Objective::evaluator(n_lanes, dialect),
+            None => Objective::evaluator(n_lanes, dialect, precision),
         };
         let cfg = &self.config;
         ev.set_limits(cfg.max_work, cfg.max_depth, cfg.max_memory);

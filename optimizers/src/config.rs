@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ndvm_core::{ChoiceMode, Dialect, EvalOptions, ParamKind, SoftChoice};
+use ndvm_core::{ChoiceMode, Dialect, EvalOptions, ParamKind, Precision, SoftChoice};
 
 use crate::error::{CalibrateError, Result};
 use crate::transform;
@@ -156,6 +156,9 @@ pub struct CalibrateConfig {
     pub loss: Loss,
     /// Numeric conventions of the evaluator.
     pub dialect: Dialect,
+    /// The evaluator's lane precision (`f64` by default; `f32` halves the memory traffic, each
+    /// operation rounding to single precision; the optimiser's own arithmetic stays `f64`).
+    pub precision: Precision,
     /// Parameters to fit. A name also declared by the program's `(params …)` replaces that
     /// declaration; the others are added after the declared ones.
     pub params: Vec<ParamSpec>,
@@ -206,6 +209,7 @@ impl CalibrateConfig {
             seed: 0,
             loss: Loss::Mse,
             dialect: Dialect::Default,
+            precision: Precision::F64,
             params: Vec::new(),
             max_iters: 200,
             screen_iters: 100,

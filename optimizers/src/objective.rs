@@ -109,8 +109,13 @@ impl Objective {
     }
 
     /// A fresh evaluator for `n_lanes` lanes.
-    pub(crate) fn evaluator(n_lanes: usize, dialect: ndvm_core::Dialect) -> Evaluator {
-        Evaluator::new(EvalOptions::new(n_lanes).with_dialect(dialect))
+    pub(crate) fn evaluator(
+        n_lanes: usize,
+        dialect: ndvm_core::Dialect,
+        precision: ndvm_core::Precision,
+    ) -> Evaluator {
+        let opts = EvalOptions::new(n_lanes).with_dialect(dialect);
+        Evaluator::new(opts.with_precision(precision))
     }
 
     /// Gives the evaluator back (to be reused by the next calibration).
@@ -533,7 +538,7 @@ mod tests {
                     let ws = (0..n).map(|_| 0.1 + uniform(&mut rng)).collect();
                     data = data.target(ys).weights(ws);
                 }
-                let ev = Objective::evaluator(k_n * n, Dialect::Default);
+                let ev = Objective::evaluator(k_n * n, Dialect::Default, ndvm_core::Precision::F64);
                 let mut obj = Objective::new(ev, &names, &kinds, &data, loss, k_n);
                 let b = k_n * n;
                 let lanes = |rng: &mut ChaCha8Rng, uniform_ok: bool| -> Vec<f64> {

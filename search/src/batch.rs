@@ -6,7 +6,7 @@ use std::io::{BufRead, Read, Write};
 use std::panic::{self, AssertUnwindSafe};
 
 use indexmap::IndexMap;
-use ndvm_core::{Dialect, EvalOptions, Evaluation, Heap, InputValue, Inputs};
+use ndvm_core::{Dialect, EvalOptions, Evaluation, Heap, InputValue, Inputs, Precision};
 use serde::{Deserialize, Serialize};
 
 use ndvm_frontends::Registry;
@@ -43,6 +43,8 @@ pub struct BatchSettings<'a> {
     pub frontends: &'a Registry,
     /// The front end of lines without a `"frontend"` key (default: the registry's fallback).
     pub frontend: Option<String>,
+    /// The lanes' element type of every line.
+    pub precision: Precision,
 }
 
 impl<'a> BatchSettings<'a> {
@@ -53,6 +55,7 @@ impl<'a> BatchSettings<'a> {
             limits: evalcmd::LimitArgs::default(),
             frontends,
             frontend: None,
+            precision: Precision::F64,
         }
     }
 }
@@ -195,6 +198,7 @@ fn eval_line_result(
             .map_err(|message| SearchError::UnknownFrontend { message })?;
         let program = evalcmd::parse_program(&mut heap, frontend, "src", &req.src)?;
         let opts = limits.eval_options(EvalOptions::new(1).with_dialect(dialect));
+        let opts = opts.with_precision(settings.precision);
         evalcmd::evaluate(
             &mut heap,
             &program,

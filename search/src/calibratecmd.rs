@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
 
-use ndvm_core::{Dialect, Heap, ParamKind};
+use ndvm_core::{Dialect, Heap, ParamKind, Precision};
 use ndvm_optimizers::{
     CalibrateConfig, CalibrateError, Calibration, Calibrator, Dataset, Optimizer, ParamSpec,
 };
@@ -113,6 +113,8 @@ pub struct CalibrateArgs {
     pub max_iters: Option<usize>,
     /// `--dialect`.
     pub dialect: Dialect,
+    /// `--precision`: the evaluator's lane type (the optimiser itself computes in `f64`).
+    pub precision: Precision,
     /// `--prelude FILE`, `--via FILE`.
     pub selfhost: crate::selfhost::SelfHost,
 }
@@ -218,6 +220,7 @@ pub fn run_with(
     let mut config = CalibrateConfig::recommended();
     config.params = params;
     config.dialect = args.dialect;
+    config.precision = args.precision;
     if weight_col.is_some() {
         config.loss = ndvm_optimizers::Loss::WeightedMse;
     }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use ndvm_core::{
     CoreError, Dialect, ErrorKind, EvalOptions, Evaluation, Evaluator, Heap, InputValue, Inputs,
-    Program,
+    Precision, Program,
 };
 
 use ndvm_frontends::{Frontend, Registry};
@@ -215,6 +215,8 @@ pub struct EvalArgs {
     pub grad: bool,
     /// `--dialect`.
     pub dialect: Dialect,
+    /// `--precision`: the lanes' element type.
+    pub precision: Precision,
     /// `--max-work`, `--max-memory-mb`, `--max-depth`, `--timeout`.
     pub limits: LimitArgs,
     /// `--prelude FILE`, `--via FILE`.
@@ -303,7 +305,8 @@ pub fn run_with(args: &EvalArgs, frontends: &Registry) -> Result<EvalReport> {
     let program = parse_program(&mut heap, frontend, &label, &src)?;
     let opts = args
         .limits
-        .eval_options(EvalOptions::new(n_lanes).with_dialect(args.dialect));
+        .eval_options(EvalOptions::new(n_lanes).with_dialect(args.dialect))
+        .with_precision(args.precision);
     let names: Vec<&str> = inputs.entries.iter().map(|i| i.name.as_str()).collect();
     let (program, sources) =
         crate::selfhost::prepare(&mut heap, program, (&label, &src), &args.selfhost, &names)?;

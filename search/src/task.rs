@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ndvm_core::{Dialect, EvalOptions, Evaluator, Heap, Inputs, ParamKind};
+use ndvm_core::{Dialect, EvalOptions, Evaluator, Heap, Inputs, ParamKind, Precision};
 use ndvm_frontends::{Frontend, Registry};
 use ndvm_optimizers::{
     CalibrateConfig, ChoiceMode, Loss, Optimizer, ParamSpec, Polish, SoftChoiceConfig,
@@ -109,6 +109,10 @@ pub struct TaskSpec {
     /// Numeric conventions of the evaluator.
     #[serde(default)]
     pub dialect: DialectName,
+    /// The calibrator's lane type: `f64` (default) or `f32` (held-out scores are computed in
+    /// `f64` either way).
+    #[serde(default)]
+    pub precision: PrecisionName,
     /// Calibrator settings (defaults: `CalibrateConfig::recommended()`).
     #[serde(default)]
     pub calibrator: CalibratorSpec,
@@ -337,6 +341,17 @@ pub enum DialectName {
     Default,
     /// The seed system's conventions.
     Reference,
+}
+
+/// Lane precision names.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum PrecisionName {
+    /// Double precision.
+    #[default]
+    F64,
+    /// Single precision.
+    F32,
 }
 
 /// `calibrator:` overrides of the recommended calibrator settings.
@@ -1690,6 +1705,10 @@ fn resolve(
         DialectName::Default => Dialect::Default,
         DialectName::Reference => Dialect::Reference,
     };
+    calibrate.precision = match spec.precision {
+        PrecisionName::F64 => Precision::F64,
+        PrecisionName::F32 => Precision::F32,
+    };
     if let Some(o) = c.optimizer {
         calibrate.optimizer = match o {
             OptimizerName::Portfolio => Optimizer::Portfolio,
@@ -2289,6 +2308,29 @@ mod tests {
             .to_string();
         assert!(
             msg.contains("t.yaml:7:") && msg.contains("lbfgs") && msg.contains("lm"),
+            "{msg}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_precision_resolves_or_names_its_line() {
+        let dir = std::env::temp_dir().join(format!("ndvm-precision-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let load_with = |extra: &str| {
+            let path = dir.join("t.yaml");
+            let text = format!(
+                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 3}}\ninputs: [x]\ntarget: y\nparams: [{{name: a}}]\n{extra}"
+            );
+            std::fs::write(&path, text).unwrap();
+            load(&path)
+        };
+        assert_eq!(load_with("").unwrap().calibrate.precision, Precision::F64);
+        let t = load_with("precision: f32\n").unwrap();
+        assert_eq!(t.calibrate.precision, Precision::F32);
+        let msg = load_with("precision: f16\n").unwrap_err().to_string();
+        assert!(
+            msg.contains("t.yaml:7:") && msg.contains("f64") && msg.contains("f32"),
             "{msg}"
         );
         std::fs::remove_dir_all(&dir).unwrap();

@@ -280,3 +280,33 @@ fn issue_11_unbound_variables_list_the_columns() {
         "{run:?}"
     );
 }
+
+#[test]
+fn fits_in_f32_lanes_to_single_precision() {
+    // Known answer: Vmax 10, Km 2.5, fitted through f32 lanes: the loss floor is f32 rounding
+    // (relative 6e-8 per operation), so the constants come out within ~1e-4 of the truth.
+    let model = "(params (Vmax positive 1.0) (Km positive 1.0))\n(/ (* Vmax S) (+ Km S))\n";
+    let run = check_calibrate(
+        &[("mm.scm", model), ("rates.csv", &mm_table())],
+        &[
+            "mm.scm",
+            "--data",
+            "rates.csv",
+            "--target",
+            "v",
+            "--precision",
+            "f32",
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let (vmax, km) = (field(&run.stdout, "Vmax"), field(&run.stdout, "Km"));
+    assert!((vmax - 10.0).abs() < 1e-3, "{}", run.stdout);
+    assert!((km - 2.5).abs() < 1e-3, "{}", run.stdout);
+    assert!(field(&run.stdout, "loss") < 1e-9, "{}", run.stdout);
+    // Not the f64 fit's bits: the lanes really were f32.
+    let f64_run = check_calibrate(
+        &[("mm.scm", model), ("rates.csv", &mm_table())],
+        &["mm.scm", "--data", "rates.csv", "--target", "v"],
+    );
+    assert_ne!(field(&f64_run.stdout, "Vmax"), vmax);
+}

@@ -445,3 +445,72 @@ fn kalman2d_t80_matches_the_pytorch_oracle() {
         );
     }
 }
+
+#[test]
+fn precision_f32_rounds_every_operation_to_single_precision() {
+    // Known answer worked in f32 here: q = 0.1 and r = 0.7 rounded to f32 once, then each
+    // operation of QUADRATIC (q·q + 3r) rounded to f32; d/dq = q + q, d/dr = 3.
+    let out = check_ok(
+        &[("prog.scm", QUADRATIC)],
+        &[
+            "prog.scm",
+            "--bind",
+            "q=0.1",
+            "--bind",
+            "r=0.7",
+            "--grad",
+            "--json",
+            "--precision",
+            "f32",
+        ],
+        None,
+    );
+    let (q, r) = (0.1f32, 0.7f32);
+    let v = json(&out);
+    assert_eq!(
+        v["value"].as_f64().unwrap(),
+        f64::from(q * q + 3.0 * r),
+        "{out}"
+    );
+    assert_eq!(v["grads"]["q"].as_f64().unwrap(), f64::from(q + q), "{out}");
+    assert_eq!(v["grads"]["r"].as_f64().unwrap(), 3.0, "{out}");
+    let f64_out = check_ok(
+        &[("prog.scm", QUADRATIC)],
+        &["prog.scm", "--bind", "q=0.1", "--bind", "r=0.7", "--json"],
+        None,
+    );
+    assert_ne!(json(&f64_out)["value"], v["value"], "f64 is the default");
+    let bad = check_eval(
+        &[("prog.scm", QUADRATIC)],
+        &["prog.scm", "--precision", "f16"],
+        None,
+    );
+    assert_eq!(bad.code, 2, "{bad:?}");
+    assert!(
+        bad.stderr.contains("f16") && bad.stderr.contains("f32"),
+        "{bad:?}"
+    );
+}
+
+#[test]
+fn jsonl_batch_in_f32() {
+    let out = check_ok(
+        &[(
+            "in.jsonl",
+            "{\"src\": \"(* p0 1.1)\", \"params\": {\"p0\": 3}}\n",
+        )],
+        &["--jsonl", "in.jsonl", "--precision", "f32"],
+        None,
+    );
+    let v = json(out.trim_end());
+    assert_eq!(
+        v["value"].as_f64().unwrap(),
+        f64::from(3.0f32 * 1.1f32),
+        "{out}"
+    );
+    assert_eq!(
+        v["grads"]["p0"].as_f64().unwrap(),
+        f64::from(1.1f32),
+        "{out}"
+    );
+}

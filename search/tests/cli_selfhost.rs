@@ -31,6 +31,7 @@ fn eval_args(program: PathBuf, binds: &[&str], selfhost: SelfHost) -> EvalArgs {
         n_lanes: None,
         grad: true,
         dialect: Dialect::Default,
+        precision: ndvm_core::Precision::F64,
         limits: Default::default(),
         selfhost,
     }
@@ -103,6 +104,7 @@ fn calibrate_via_the_evaluator_fits_what_calibrate_fits_and_replays() {
         seed: Some(3),
         max_iters: None,
         dialect: Dialect::Default,
+        precision: ndvm_core::Precision::F64,
         selfhost,
     };
     let direct = calibratecmd::run(&args(SelfHost::default()))

@@ -3,7 +3,7 @@
 
 use super::governor::RESERVE_ABOVE;
 use super::replay::{BoolTest, Guard};
-use super::{At, Evaluator, Result, Shape, err, kernels};
+use super::{At, Machine, Result, Shape, err, kernels};
 use crate::api::{Dialect, Output};
 use crate::decode::{CodeId, Decoder};
 use crate::error::{CoreError, ErrorKind};
@@ -11,6 +11,7 @@ use crate::heap::{Heap, Node, NodeId};
 use crate::lanes::PayloadId;
 use crate::linalg::TensorOp;
 use crate::prims::{Binary, Compare, Prim, Unary};
+use crate::real::Real;
 use crate::tape::TapeOp;
 use crate::value::Value;
 
@@ -51,7 +52,7 @@ fn type_error(what: &str, expected: &str, got: Value) -> Box<CoreError> {
     )
 }
 
-impl Evaluator {
+impl<R: Real> Machine<R> {
     fn arg(&self, base: usize, i: usize) -> Value {
         self.argstack[base + i]
     }
@@ -145,11 +146,11 @@ impl Evaluator {
             Prim::Eye => {
                 let w = k.max(1);
                 for (e, d) in dst.iter_mut().enumerate() {
-                    *d = f64::from(u8::from(e / w == e % w));
+                    *d = if e / w == e % w { R::ONE } else { R::ZERO };
                 }
             }
-            Prim::Ones => dst.fill(1.0),
-            _ => dst.fill(0.0),
+            Prim::Ones => dst.fill(R::ONE),
+            _ => dst.fill(R::ZERO),
         }
         Ok(shape.value(out))
     }
@@ -1353,9 +1354,9 @@ impl Evaluator {
         let m = self.lanes.meta(p);
         let off = m.off as usize;
         if n == 1 && m.varying {
-            buf.extend_from_slice(&self.lanes.data[off..off + b]);
+            buf.extend(self.lanes.data[off..off + b].iter().map(|x| x.f64()));
         } else if n == 1 {
-            buf.resize(b, self.lanes.data[off]);
+            buf.resize(b, self.lanes.data[off].f64());
         } else {
             for l in 0..b {
                 for e in 0..n {

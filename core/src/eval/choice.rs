@@ -10,12 +10,13 @@
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 
-use super::{At, Evaluator, Result, err, kernels};
+use super::{At, Machine, Result, err, kernels};
 use crate::api::{ChoiceMode, ChoiceReadout};
 use crate::decode::{CodeId, CodeList};
 use crate::error::ErrorKind;
 use crate::lanes::PayloadId;
 use crate::mask::MaskId;
+use crate::real::Real;
 use crate::tape::{TapeOp, choice_weights};
 use crate::value::Value;
 
@@ -32,17 +33,17 @@ pub(super) struct ChoiceSite {
 }
 
 /// The Gumbel noise of `site` under `seed`: −ln(−ln U) for k uniforms U in (0, 1) from ChaCha8.
-pub(super) fn gumbel(seed: u64, site: u32, k: usize, out: &mut Vec<f64>) {
+pub(super) fn gumbel<R: Real>(seed: u64, site: u32, k: usize, out: &mut Vec<R>) {
     let mix = seed ^ (u64::from(site) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let mut rng = ChaCha8Rng::seed_from_u64(mix);
     out.clear();
     for _ in 0..k {
         let u = ((rng.next_u64() >> 11) as f64 + 0.5) * (1.0 / (1u64 << 53) as f64);
-        out.push(-(-u.ln()).ln());
+        out.push(R::of(-(-u.ln()).ln()));
     }
 }
 
-impl Evaluator {
+impl<R: Real> Machine<R> {
     /// Evaluates `(soft-choice options logits)` at `at` under the run's `soft_choice` settings.
     pub(super) fn eval_soft_choice(
         &mut self,
@@ -81,11 +82,11 @@ impl Evaluator {
             Some(seed) => gumbel(seed, site, k, &mut g),
             None => {
                 g.clear();
-                g.resize(k, 0.0);
+                g.resize(k, R::ZERO);
             }
         }
         for (i, &x) in g.iter().enumerate() {
-            self.set(noise, i, 0, x);
+            self.lanes.put(noise, i, 0, x);
         }
         self.fbuf[0] = g;
         let tau = self.lanes.scalar(sc.temperature);
@@ -201,7 +202,7 @@ impl Evaluator {
         let option = |ev: &Self, i: usize| ev.codes.lists[options.start as usize + i];
         if !self.lanes.is_varying(here.logits) {
             let mut w = std::mem::take(&mut self.fbuf[0]);
-            let t = self.lanes.get(here.tau, 0, 0);
+            let t = self.lanes.at(here.tau, 0, 0);
             let j = choice_weights(&self.lanes, here.logits, here.noise, t, 0, &mut w);
             self.fbuf[0] = w;
             return self.eval_value(option(self, j), env);
@@ -240,7 +241,7 @@ impl Evaluator {
     /// (lane, pick) for every active lane of the current mask.
     fn picks_now(&mut self, here: ChoiceSite) -> Vec<(u32, usize)> {
         let mut w = std::mem::take(&mut self.fbuf[0]);
-        let t = self.lanes.get(here.tau, 0, 0);
+        let t = self.lanes.at(here.tau, 0, 0);
         let out = self
             .masks
             .lanes(self.mask)
@@ -288,14 +289,15 @@ impl Evaluator {
     /// Recomputes the picks and weights of read-out `ix` on `lanes`.
     fn refresh_picks(&mut self, ix: usize, lanes: &[u32]) {
         let here = self.choice_sites[ix];
-        let t = self.lanes.get(here.tau, 0, 0);
+        let t = self.lanes.at(here.tau, 0, 0);
         let mut w = std::mem::take(&mut self.fbuf[0]);
         for &l in lanes {
             let l = l as usize;
             let j = choice_weights(&self.lanes, here.logits, here.noise, t, l, &mut w);
             let c = &mut self.choices[ix];
             c.picks[l] = j as u32;
-            c.weights[l * w.len()..(l + 1) * w.len()].copy_from_slice(&w);
+            let dst = &mut c.weights[l * w.len()..(l + 1) * w.len()];
+            dst.iter_mut().zip(&w).for_each(|(d, x)| *d = x.f64());
         }
         self.fbuf[0] = w;
     }
@@ -317,7 +319,7 @@ impl Evaluator {
 
     /// The `soft-choice` sites the last run (walk or replay) reached, in the order first reached:
     /// which option each lane took (the largest z = (logits + noise) / τ).
-    pub fn last_choices(&mut self) -> &[ChoiceReadout] {
+    pub(crate) fn last_choices(&mut self) -> &[ChoiceReadout] {
         if self.choices_stale {
             self.refresh_now();
         }
@@ -327,7 +329,7 @@ impl Evaluator {
     /// Sets the `soft-choice` settings of the next runs (a calibration anneals the temperature or
     /// draws new Gumbel noise per step). A recording stays replayable when only the temperature
     /// or the noise seed changed and every soft-choice value is on its tape.
-    pub fn set_soft_choice(&mut self, soft_choice: crate::api::SoftChoice) {
+    pub(crate) fn set_soft_choice(&mut self, soft_choice: crate::api::SoftChoice) {
         self.opts.soft_choice = soft_choice;
     }
 }

@@ -12,9 +12,10 @@
 //! [`RESERVE_ABOVE`] elements are also reserved before they are made, so no single one can jump
 //! far past the limit.
 
-use super::{Evaluator, Result, err};
+use super::{Machine, Result, err};
 use crate::error::ErrorKind;
 use crate::heap::{Node, SrcSpan};
+use crate::real::Real;
 
 /// Most work units between two looks at memory and the clock.
 pub(super) const CHECK_EVERY: u64 = 4096;
@@ -63,14 +64,14 @@ fn mb(bytes: u64) -> String {
     }
 }
 
-impl Evaluator {
+impl<R: Real> Machine<R> {
     /// Sets the deadline of the next runs (a pooled evaluator is re-armed before each use).
-    pub fn set_deadline(&mut self, deadline: Option<std::time::Instant>) {
+    pub(crate) fn set_deadline(&mut self, deadline: Option<std::time::Instant>) {
         self.opts.deadline = deadline;
     }
 
     /// Sets the work budget, depth limit and memory limit of the next runs.
-    pub fn set_limits(&mut self, max_steps: u64, max_depth: u32, max_memory: u64) {
+    pub(crate) fn set_limits(&mut self, max_steps: u64, max_depth: u32, max_memory: u64) {
         if max_depth != self.opts.max_depth {
             // The decoded forms were checked against the old depth limit.
             self.cache = None;
@@ -82,12 +83,12 @@ impl Evaluator {
     }
 
     /// Work units (steps weighted by elements touched) the last run took.
-    pub fn last_work(&self) -> u64 {
+    pub(crate) fn last_work(&self) -> u64 {
         self.steps
     }
 
     /// Bytes the arenas hold now (payloads, tape, heap and runtime structure).
-    pub fn memory_in_use(&self) -> u64 {
+    pub(crate) fn memory_in_use(&self) -> u64 {
         self.mem_use().total()
     }
 

@@ -6,6 +6,7 @@ use crate::lanes::{Lanes, PayloadId};
 use crate::linalg::{self, TensorOp, TermCache};
 use crate::mask::{LaneMask, MaskId};
 use crate::prims::{Binary, Unary, each_binary, each_unary};
+use crate::real::Real;
 
 const LANE_ZERO: [u32; 1] = [0];
 
@@ -21,8 +22,8 @@ pub(crate) fn compute_lanes(masks: &LaneMask, mask: MaskId, varying: bool) -> &[
 }
 
 /// `out = op(a)` elementwise (same element count and lane layout as `a`).
-pub(crate) fn unary(
-    lanes: &mut Lanes,
+pub(crate) fn unary<R: Real>(
+    lanes: &mut Lanes<R>,
     masks: &LaneMask,
     mask: MaskId,
     op: Unary,
@@ -56,8 +57,8 @@ pub(crate) fn unary(
 }
 
 /// `out = op(a, b)` elementwise, a one-element operand broadcast over the other's elements.
-pub(crate) fn binary(
-    lanes: &mut Lanes,
+pub(crate) fn binary<R: Real>(
+    lanes: &mut Lanes<R>,
     masks: &LaneMask,
     mask: MaskId,
     op: Binary,
@@ -122,8 +123,8 @@ pub(crate) fn binary(
 }
 
 /// `out = x` on lanes `xm`, `y` on lanes `ym` (`out` is varying).
-pub(crate) fn select(
-    lanes: &mut Lanes,
+pub(crate) fn select<R: Real>(
+    lanes: &mut Lanes<R>,
     masks: &LaneMask,
     out: PayloadId,
     x: PayloadId,
@@ -135,16 +136,16 @@ pub(crate) fn select(
     for (src, m) in [(x, xm), (y, ym)] {
         for &l in masks.lanes(m) {
             for e in 0..n {
-                let v = lanes.get(src, e, l as usize);
-                lanes.set(out, e, l as usize, v);
+                let v = lanes.at(src, e, l as usize);
+                lanes.put(out, e, l as usize, v);
             }
         }
     }
 }
 
 /// `out = src` (the same shape) on the lanes of a mask.
-pub(crate) fn copy(
-    lanes: &mut Lanes,
+pub(crate) fn copy<R: Real>(
+    lanes: &mut Lanes<R>,
     masks: &LaneMask,
     mask: MaskId,
     out: PayloadId,
@@ -166,8 +167,8 @@ pub(crate) fn copy(
 }
 
 /// `out` = the elements of `parts`, one after another.
-pub(crate) fn concat(
-    lanes: &mut Lanes,
+pub(crate) fn concat<R: Real>(
+    lanes: &mut Lanes<R>,
     masks: &LaneMask,
     mask: MaskId,
     out: PayloadId,
@@ -179,8 +180,8 @@ pub(crate) fn concat(
         let k = lanes.n_elems(p);
         for e in 0..k {
             for &l in act {
-                let x = lanes.get(p, e, l as usize);
-                lanes.set(out, e0 + e, l as usize, x);
+                let x = lanes.at(p, e, l as usize);
+                lanes.put(out, e0 + e, l as usize, x);
             }
         }
         e0 += k;
@@ -188,8 +189,8 @@ pub(crate) fn concat(
 }
 
 /// `out` = elements `start ..` of `a`.
-pub(crate) fn gather(
-    lanes: &mut Lanes,
+pub(crate) fn gather<R: Real>(
+    lanes: &mut Lanes<R>,
     masks: &LaneMask,
     mask: MaskId,
     out: PayloadId,
@@ -199,20 +200,20 @@ pub(crate) fn gather(
     let act = compute_lanes(masks, mask, lanes.is_varying(out));
     for e in 0..lanes.n_elems(out) {
         for &l in act {
-            let x = lanes.get(a, start + e, l as usize);
-            lanes.set(out, e, l as usize, x);
+            let x = lanes.at(a, start + e, l as usize);
+            lanes.put(out, e, l as usize, x);
         }
     }
 }
 
 /// A per-lane tensor op (not the determinant family) into `out`.
 #[allow(clippy::too_many_arguments)] // the arenas and scratch a kernel needs, spelled out
-pub(crate) fn tensor(
-    lanes: &mut Lanes,
+pub(crate) fn tensor<R: Real>(
+    lanes: &mut Lanes<R>,
     masks: &LaneMask,
     mask: MaskId,
     term_cache: &mut TermCache,
-    bufs: &mut [Vec<f64>; 5],
+    bufs: &mut [Vec<R>; 5],
     op: TensorOp,
     out: PayloadId,
     a: PayloadId,
@@ -260,9 +261,9 @@ pub(crate) fn tensor(
         return;
     }
     let [ba, bb, bo, ..] = bufs;
-    ba.resize(ma.n as usize, 0.0);
-    bb.resize(mb.map_or(0, |m| m.n as usize), 0.0);
-    bo.resize(n_out, 0.0);
+    ba.resize(ma.n as usize, R::ZERO);
+    bb.resize(mb.map_or(0, |m| m.n as usize), R::ZERO);
+    bo.resize(n_out, R::ZERO);
     let nl = lanes.n_lanes();
     let stride = |m: crate::lanes::Meta| {
         if m.varying {
@@ -293,11 +294,11 @@ pub(crate) fn tensor(
 
 /// The inverse of the `m`×`m` matrix `a` into `inv` and its determinant into `det`.
 #[allow(clippy::too_many_arguments)] // the arenas and scratch a kernel needs, spelled out
-pub(crate) fn det_inv(
-    lanes: &mut Lanes,
+pub(crate) fn det_inv<R: Real>(
+    lanes: &mut Lanes<R>,
     masks: &LaneMask,
     mask: MaskId,
-    bufs: &mut [Vec<f64>; 5],
+    bufs: &mut [Vec<R>; 5],
     m: usize,
     a: PayloadId,
     inv: PayloadId,
@@ -305,9 +306,9 @@ pub(crate) fn det_inv(
 ) {
     let ma = lanes.meta(a);
     let [ba, bi, bw, ..] = bufs;
-    ba.resize(m * m, 0.0);
-    bi.resize(m * m, 0.0);
-    bw.resize(m * m, 0.0);
+    ba.resize(m * m, R::ZERO);
+    bi.resize(m * m, R::ZERO);
+    bw.resize(m * m, R::ZERO);
     if m == 2 && ma.varying && mask == MaskId::FULL {
         // Closed-form 2×2 over contiguous lanes (the same expressions as `det_inv`).
         let nl = lanes.n_lanes();
@@ -341,20 +342,20 @@ pub(crate) fn det_inv(
         for &l in compute_lanes(masks, mask, ma.varying) {
             let l = l as usize;
             for (e, x) in ba.iter_mut().enumerate() {
-                *x = lanes.get(a, e, l);
+                *x = lanes.at(a, e, l);
             }
             let d = linalg::det_inv(ba, m, bi, bw);
             for (e, &x) in bi.iter().enumerate() {
-                lanes.set(inv, e, l, x);
+                lanes.put(inv, e, l, x);
             }
-            lanes.set(det, 0, l, d);
+            lanes.put(det, 0, l, d);
         }
     }
 }
 
 /// `out = log det` (or `log |det|` when `abs`) from a determinant payload.
-pub(crate) fn log_det(
-    lanes: &mut Lanes,
+pub(crate) fn log_det<R: Real>(
+    lanes: &mut Lanes<R>,
     masks: &LaneMask,
     mask: MaskId,
     det: PayloadId,
@@ -362,9 +363,9 @@ pub(crate) fn log_det(
     abs: bool,
 ) {
     for &l in compute_lanes(masks, mask, lanes.is_varying(out)) {
-        let d = lanes.get(det, 0, l as usize);
+        let d = lanes.at(det, 0, l as usize);
         let x = if abs { d.abs().ln() } else { d.ln() };
-        lanes.set(out, 0, l as usize, x);
+        lanes.put(out, 0, l as usize, x);
     }
 }
 
@@ -375,8 +376,8 @@ pub(crate) fn log_det(
 /// [`crate::tape::choice_weights`], which a lane whose logits equal the previous active lane's
 /// copies instead of recomputing (a start's data points share its logits).
 #[allow(clippy::too_many_arguments)] // the payloads of one choice, spelled out
-pub(crate) fn choice(
-    lanes: &mut Lanes,
+pub(crate) fn choice<R: Real>(
+    lanes: &mut Lanes<R>,
     masks: &LaneMask,
     mask: MaskId,
     out: PayloadId,
@@ -384,11 +385,11 @@ pub(crate) fn choice(
     (logits, noise, tau): (PayloadId, PayloadId, PayloadId),
     opts: &[PayloadId],
     hard: bool,
-    w: &mut Vec<f64>,
+    w: &mut Vec<R>,
 ) {
     let b = lanes.n_lanes();
     let k = opts.len();
-    let t = lanes.get(tau, 0, 0);
+    let t = lanes.at(tau, 0, 0);
     let act = compute_lanes(masks, mask, lanes.is_varying(out));
     let at = |m: crate::lanes::Meta| {
         let (w, s) = if m.varying { (b, 1) } else { (1, 0) };
@@ -415,14 +416,14 @@ pub(crate) fn choice(
             for i in 0..k {
                 data[wo + i * ww + l * ws] = w[i];
             }
-            data[wo + k * ww + l * ws] = j as f64;
+            data[wo + k * ww + l * ws] = R::of_usize(j);
         }
         prev = Some(l);
         let v = if hard {
-            let j = data[wo + k * ww + l * ws] as usize;
+            let j = data[wo + k * ww + l * ws].f64() as usize;
             first_elem(data, meta, opts[j], l)
         } else {
-            let mut s = 0.0;
+            let mut s = R::ZERO;
             for (i, &p) in opts.iter().enumerate() {
                 s += data[wo + i * ww + l * ws] * first_elem(data, meta, p, l);
             }
@@ -434,7 +435,7 @@ pub(crate) fn choice(
 
 /// Element 0 of payload `p` on lane `l`.
 #[inline]
-fn first_elem(data: &[f64], meta: &[crate::lanes::Meta], p: PayloadId, l: usize) -> f64 {
+fn first_elem<R: Real>(data: &[R], meta: &[crate::lanes::Meta], p: PayloadId, l: usize) -> R {
     let m = meta[p.0 as usize];
     data[m.off as usize + if m.varying { l } else { 0 }]
 }

@@ -26,13 +26,14 @@
 //! are bit-identical to one replay of all lanes.
 
 use super::choice::ChoiceSite;
-use super::{Evaluator, kernels};
+use super::{Machine, kernels};
 use crate::api::{Evaluation, InputValue, Inputs, SoftChoice};
 use crate::error::Result;
 use crate::lanes::{Lanes, PayloadId};
 use crate::linalg::{TensorOp, TermCache};
 use crate::mask::{LaneMask, MaskId};
 use crate::prims::{Binary, Compare, Unary};
+use crate::real::Real;
 use crate::tape::{Tape, TapeNode};
 use crate::tape::{TapeOp, tensor_has_b};
 use crate::value::Value;
@@ -83,7 +84,7 @@ struct GuardSite {
 
 /// What a recording run leaves for the replays after it.
 #[derive(Clone, Debug)]
-pub(crate) struct Trace {
+pub(crate) struct Trace<R: Real = f64> {
     /// The run being recorded is still replayable.
     ok: bool,
     /// The last run left a replayable recording.
@@ -101,7 +102,7 @@ pub(crate) struct Trace {
     sites: Vec<ChoiceSite>,
     fixed: bool,
     /// Blocked replays (current when `blocks_ready`).
-    blocks: Blocks,
+    blocks: Blocks<R>,
     blocks_ready: bool,
     /// [`find_same_det`] of the recording, once computed (`same_det_ready`).
     same_det: Vec<u32>,
@@ -111,11 +112,11 @@ pub(crate) struct Trace {
 /// The state of blocked replays of one recording, in blocks of `width` lanes (the last one
 /// `B - (n - 1) * width`).
 #[derive(Clone, Debug, Default)]
-struct Blocks {
+struct Blocks<R: Real = f64> {
     width: usize,
     /// Compact arenas of `width` lanes and (when it differs) of the last block's width: the
     /// recorded payloads under the same ids.
-    arenas: [Option<Lanes>; 2],
+    arenas: [Option<Lanes<R>>; 2],
     /// The recorded masks restricted to each block's lanes, under the same ids (the first
     /// `n` are current).
     masks: Vec<LaneMask>,
@@ -127,7 +128,7 @@ struct Blocks {
     computed: Vec<bool>,
 }
 
-impl Blocks {
+impl<R: Real> Blocks<R> {
     /// Bytes the block arenas and masks hold (the runtime's memory gauge counts them).
     fn bytes(&self) -> u64 {
         let arenas = self
@@ -135,7 +136,8 @@ impl Blocks {
             .iter()
             .flatten()
             .map(|a| {
-                (a.n_floats() * 8 + a.len() * std::mem::size_of::<crate::lanes::Meta>()) as u64
+                (a.n_floats() * R::BYTES + a.len() * std::mem::size_of::<crate::lanes::Meta>())
+                    as u64
             })
             .sum::<u64>();
         let masks = self.masks.iter().map(LaneMask::bytes).sum::<u64>();
@@ -143,14 +145,14 @@ impl Blocks {
     }
 }
 
-impl Trace {
+impl<R: Real> Trace<R> {
     /// Bytes held for blocked replays.
     pub(super) fn block_bytes(&self) -> u64 {
         self.blocks.bytes()
     }
 }
 
-impl Default for Trace {
+impl<R: Real> Default for Trace<R> {
     fn default() -> Self {
         Trace {
             ok: false,
@@ -171,7 +173,7 @@ impl Default for Trace {
     }
 }
 
-impl Trace {
+impl<R: Real> Trace<R> {
     /// Starts recording a walk (`grad`: it records a tape).
     pub(super) fn begin(&mut self, grad: bool, settings: SoftChoice) {
         self.settings = settings;
@@ -225,7 +227,7 @@ impl Trace {
     }
 }
 
-impl Evaluator {
+impl<R: Real> Machine<R> {
     /// Records a severed value computed at the current mask.
     pub(super) fn guard(&mut self, guard: Guard, out: PayloadId, a: PayloadId, b: PayloadId) {
         if self.trace.ok {
@@ -288,14 +290,20 @@ impl Evaluator {
             };
             let off = self.lanes.meta(p).off as usize;
             match &inp.value {
-                InputValue::Uniform(x) => self.lanes.data[off] = *x,
-                InputValue::Lanes(xs) => self.lanes.data[off..off + b].copy_from_slice(xs),
+                InputValue::Uniform(x) => self.lanes.data[off] = R::of(*x),
+                InputValue::Lanes(xs) => {
+                    let dst = &mut self.lanes.data[off..off + b];
+                    dst.iter_mut().zip(xs).for_each(|(d, &x)| *d = R::of(x));
+                }
                 _ => {}
             }
         }
         if !self.trace.same_det_ready {
             find_same_det(&self.tape, &self.lanes, &mut self.trace.same_det);
             self.trace.same_det_ready = true;
+        }
+        if b == 1 && !self.tape.flat.ready {
+            self.tape.build_flat(&self.lanes, &mut self.term_cache);
         }
         let width = self.block_width();
         let run = if width < b {
@@ -347,13 +355,13 @@ impl Evaluator {
                 Some(seed) => super::choice::gumbel(seed, s.site, k, &mut g),
                 None => {
                     g.clear();
-                    g.resize(k, 0.0);
+                    g.resize(k, R::ZERO);
                 }
             }
             let off = self.lanes.meta(s.noise).off as usize;
             self.lanes.data[off..off + k].copy_from_slice(&g);
             let off = self.lanes.meta(s.tau).off as usize;
-            self.lanes.data[off] = now.temperature;
+            self.lanes.data[off] = R::of(now.temperature);
         }
         self.fbuf[0] = g;
         self.trace.settings = now;
@@ -374,7 +382,7 @@ impl Evaluator {
                 && self.lanes.data[off..off + xs.len()]
                     .iter()
                     .zip(xs)
-                    .all(|(a, b)| a.to_bits() == b.to_bits())
+                    .all(|(a, &b)| a.bits() == R::of(b).bits())
         };
         inputs
             .entries
@@ -399,7 +407,7 @@ impl Evaluator {
                                 || self.lanes.data[m.off as usize..m.off as usize + b]
                                     .iter()
                                     .zip(xs)
-                                    .all(|(a, b)| a.to_bits() == b.to_bits()))
+                                    .all(|(a, &b)| a.bits() == R::of(b).bits()))
                     }
                     (InputValue::Vector(xs), Value::Vector(..)) => !m.varying && same(p, xs),
                     (InputValue::Matrix { rows, cols, data }, Value::Matrix(_, r, c)) => {
@@ -416,7 +424,7 @@ impl Evaluator {
         if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
             return Err(*self.deadline_error());
         }
-        let Evaluator {
+        let Machine {
             lanes,
             masks,
             tape,
@@ -580,7 +588,7 @@ fn det_pair(node: &TapeNode) -> Option<(usize, PayloadId, PayloadId)> {
 /// Per tape node, the index of an earlier node of the determinant family that inverted the same
 /// payload on the same lanes (`u32::MAX`: none): a filter that inverts S and takes its log-det
 /// computes one inverse per step instead of two. Looks back over the last 8 such nodes.
-fn find_same_det(tape: &Tape, lanes: &Lanes, out: &mut Vec<u32>) {
+fn find_same_det<R: Real>(tape: &Tape<R>, lanes: &Lanes<R>, out: &mut Vec<u32>) {
     out.clear();
     out.resize(tape.nodes.len(), u32::MAX);
     let mut recent = [u32::MAX; 8];
@@ -611,14 +619,16 @@ fn find_same_det(tape: &Tape, lanes: &Lanes, out: &mut Vec<u32>) {
 
 /// Recomputes every tape node's output in `lanes`, in recording order, looking at the clock every
 /// few thousand nodes (`ErrorKind::Deadline`); `same_det` from [`find_same_det`] (or empty).
-fn replay_on(
-    lanes: &mut Lanes,
+fn replay_on<R: Real>(
+    lanes: &mut Lanes<R>,
     masks: &LaneMask,
-    tape: &Tape,
+    tape: &Tape<R>,
     term_cache: &mut TermCache,
-    fbuf: &mut [Vec<f64>; 5],
+    fbuf: &mut [Vec<R>; 5],
     (deadline, same_det): (Option<std::time::Instant>, &[u32]),
 ) -> Result<()> {
+    let flat = &tape.flat;
+    let flat_ok = lanes.n_lanes() == 1 && flat.ready && flat.steps.len() == tape.nodes.len();
     for k in 0..tape.nodes.len() {
         if k % 4096 == 4095
             && let Some(d) = deadline
@@ -628,6 +638,9 @@ fn replay_on(
                 crate::error::ErrorKind::Deadline,
                 "the evaluation passed its deadline (replaying the recorded trace)",
             ));
+        }
+        if flat_ok && crate::flat::forward(&flat.steps[k], &flat.terms, &mut lanes.data) {
+            continue;
         }
         let node = tape.nodes[k];
         match node.op {
@@ -692,16 +705,16 @@ fn replay_on(
 }
 
 /// Every severed value of the recording `trace` recomputes to its recorded bits in `lanes`.
-fn guards_hold(lanes: &Lanes, masks: &LaneMask, trace: &Trace) -> bool {
+fn guards_hold<R: Real>(lanes: &Lanes<R>, masks: &LaneMask, trace: &Trace<R>) -> bool {
     trace.guards.iter().all(|g| {
         let act = kernels::compute_lanes(masks, g.mask, lanes.is_varying(g.out));
-        let same = |x: f64, y: f64| x.to_bits() == y.to_bits();
-        let flag = |ok: bool| f64::from(u8::from(ok));
+        let same = |x: R, y: R| x.bits() == y.bits();
+        let flag = |ok: bool| if ok { R::ONE } else { R::ZERO };
         match g.guard {
             Guard::Unary(op) => (0..lanes.n_elems(g.out)).all(|e| {
                 act.iter().all(|&l| {
                     let l = l as usize;
-                    same(op.apply(lanes.get(g.a, e, l)), lanes.get(g.out, e, l))
+                    same(op.apply(lanes.at(g.a, e, l)), lanes.at(g.out, e, l))
                 })
             }),
             Guard::Binary(op) => {
@@ -710,8 +723,8 @@ fn guards_hold(lanes: &Lanes, masks: &LaneMask, trace: &Trace) -> bool {
                     let (ea, eb) = (if na == 1 { 0 } else { e }, if nb == 1 { 0 } else { e });
                     act.iter().all(|&l| {
                         let l = l as usize;
-                        let z = op.apply(lanes.get(g.a, ea, l), lanes.get(g.b, eb, l));
-                        same(z, lanes.get(g.out, e, l))
+                        let z = op.apply(lanes.at(g.a, ea, l), lanes.at(g.b, eb, l));
+                        same(z, lanes.at(g.out, e, l))
                     })
                 })
             }
@@ -721,13 +734,16 @@ fn guards_hold(lanes: &Lanes, masks: &LaneMask, trace: &Trace) -> bool {
                     let l = l as usize;
                     let ok = args
                         .windows(2)
-                        .all(|w| c.apply(lanes.get(w[0], 0, l), lanes.get(w[1], 0, l)));
-                    same(flag(ok), lanes.get(g.out, 0, l))
+                        .all(|w| c.apply(lanes.at(w[0], 0, l), lanes.at(w[1], 0, l)));
+                    same(flag(ok), lanes.at(g.out, 0, l))
                 })
             }
             Guard::Test(t) => act.iter().all(|&l| {
                 let l = l as usize;
-                same(flag(t.holds(lanes.get(g.a, 0, l))), lanes.get(g.out, 0, l))
+                same(
+                    flag(t.holds(lanes.at(g.a, 0, l).f64())),
+                    lanes.at(g.out, 0, l),
+                )
             }),
         }
     })

@@ -69,6 +69,17 @@ const fn is_delimiter(c: char) -> bool {
     c.is_whitespace() || matches!(c, '(' | ')' | '[' | ']' | '"' | ';' | '\'' | '`' | ',')
 }
 
+/// The ASCII whitespace bytes (`char::is_whitespace` below 128; false for every byte above).
+const ASCII_SPACE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 128 {
+        t[b] = (b as u8 as char).is_whitespace();
+        b += 1;
+    }
+    t
+};
+
 /// [`is_delimiter`] for each ASCII byte.
 const ASCII_DELIMITER: [bool; 128] = {
     let mut t = [false; 128];
@@ -121,8 +132,21 @@ impl<'src> Lexer<'src> {
     }
 
     /// The next token, `Ok(None)` at the end of input.
+    #[inline]
     pub(crate) fn next_token(&mut self) -> Result<Option<Token>, ParseError> {
-        self.skip_atmosphere()?;
+        // ASCII whitespace byte by byte; comments and other whitespace on the slow path.
+        let bytes = self.src.as_bytes();
+        while bytes
+            .get(self.pos)
+            .is_some_and(|&b| ASCII_SPACE[usize::from(b)])
+        {
+            self.pos += 1;
+        }
+        match bytes.get(self.pos) {
+            Some(&b) if b.is_ascii() && b != b';' && b != b'#' => {}
+            None => return Ok(None),
+            Some(_) => self.skip_atmosphere()?,
+        }
         let start = self.pos;
         let Some(c) = self.peek() else {
             return Ok(None);
@@ -140,6 +164,10 @@ impl<'src> Lexer<'src> {
             }
             ',' => one(TokenKind::Prefix("unquote")),
             '"' => return Err(self.string_error(start)),
+            // A symbol: no number, `.` or `+inf.0`-like word starts this way.
+            _ if c.is_ascii() && !matches!(c, '0'..='9' | '+' | '-' | '.' | '#') => {
+                (TokenKind::Sym, self.scan_run(start))
+            }
             '#' if self.rest().starts_with("#;") => (TokenKind::DatumComment, start + 2),
             '#' => self.hash_token(start)?,
             _ => {
@@ -153,6 +181,7 @@ impl<'src> Lexer<'src> {
     }
 
     /// Skips whitespace, `;` line comments and nestable `#| … |#` block comments.
+    #[cold]
     fn skip_atmosphere(&mut self) -> Result<(), ParseError> {
         loop {
             // ASCII whitespace, byte by byte.
@@ -208,6 +237,7 @@ impl<'src> Lexer<'src> {
     }
 
     /// `#t`, `#f`, `#true`, `#false`; anything else after `#` is an error.
+    #[cold]
     fn hash_token(&self, start: usize) -> Result<(TokenKind, usize), ParseError> {
         let end = self.scan_run(start + 1);
         let text = self.src.get(start..end).unwrap_or("#");
@@ -241,6 +271,7 @@ impl<'src> Lexer<'src> {
     }
 
     /// Strings are not part of the language; the error spans the literal.
+    #[cold]
     fn string_error(&self, start: usize) -> ParseError {
         let bytes = self.src.as_bytes();
         let mut pos = start + 1;
@@ -275,6 +306,9 @@ fn classify_atom(text: &str, span: Span) -> Result<TokenKind, ParseError> {
     if !is_number_attempt(text) {
         return Ok(TokenKind::Sym);
     }
+    if let Some(x) = short_decimal(text) {
+        return Ok(TokenKind::Num(x));
+    }
     if is_decimal(text)
         && let Ok(x) = text.parse::<f64>()
     {
@@ -285,6 +319,47 @@ fn classify_atom(text: &str, span: Span) -> Result<TokenKind, ParseError> {
         span,
         format!("bad number `{text}` (numbers look like `42`, `-0.5`, `.5`, `1e-8`, `+inf.0`)"),
     ))
+}
+
+/// Exact powers of ten (`10^k` is exact in f64 up to `k = 22`).
+const POW10: [f64; 16] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+];
+
+/// `[+-]? digits [. digits?]` or `[+-]? . digits`, at most 15 digits, no exponent: the value is
+/// `m / 10^k` with `m < 2^53` and `10^k` exact, so the one correctly rounded division gives the
+/// bits `str::parse` gives (Clinger's fast path). `None` for any other text.
+fn short_decimal(text: &str) -> Option<f64> {
+    let b = text.as_bytes();
+    let (neg, body) = match b.first() {
+        Some(b'-') => (true, b.get(1..)?),
+        Some(b'+') => (false, b.get(1..)?),
+        _ => (false, b),
+    };
+    let mut m: u64 = 0;
+    let mut n_digits = 0usize;
+    let mut n_frac: Option<usize> = None;
+    for &c in body {
+        match c {
+            b'0'..=b'9' => {
+                m = m * 10 + u64::from(c - b'0');
+                n_digits += 1;
+                if n_digits > 15 {
+                    return None;
+                }
+                if let Some(k) = n_frac.as_mut() {
+                    *k += 1;
+                }
+            }
+            b'.' if n_frac.is_none() => n_frac = Some(0),
+            _ => return None,
+        }
+    }
+    if n_digits == 0 {
+        return None;
+    }
+    let x = m as f64 / POW10[n_frac.unwrap_or(0)];
+    Some(if neg { -x } else { x })
 }
 
 /// Starts with a digit, or with `+`, `-` or `.` followed by a digit, or with `+.`/`-.` and a digit.
@@ -375,6 +450,58 @@ mod tests {
         assert_eq!(num("-inf.0"), f64::NEG_INFINITY);
         assert!(num("+nan.0").is_nan());
         assert_eq!(num("1e400"), f64::INFINITY);
+    }
+
+    #[test]
+    fn short_decimals_are_the_bits_parse_gives() {
+        // Oracle: `str::parse`, on every short decimal shape and on seeded random digits.
+        let mut texts: Vec<String> = [
+            "0",
+            "-0",
+            "+0",
+            "0.0",
+            "-0.0",
+            ".5",
+            "-.5",
+            "+.5",
+            "5.",
+            "-1.205",
+            "0.1",
+            "0.2",
+            "0.3",
+            "123456789012345",
+            "1234567.89012345",
+            ".000000000000001",
+            "999999999999999.",
+            "0.30000000000000004",
+            "9007199254740993",
+            "1.7976931348623157",
+        ]
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(15);
+        for _ in 0..20_000 {
+            let n = rng.random_range(1..=15);
+            let digits: String = (0..n)
+                .map(|_| char::from(b'0' + rng.random_range(0..10u8)))
+                .collect();
+            let dot = rng.random_range(0..=n);
+            let sign = ["", "-", "+"][rng.random_range(0..3)];
+            texts.push(format!("{sign}{}.{}", &digits[..dot], &digits[dot..]));
+        }
+        for t in &texts {
+            let want: f64 = t.parse().expect("a decimal");
+            match short_decimal(t) {
+                Some(x) => assert_eq!(x.to_bits(), want.to_bits(), "{t}"),
+                None => assert!(t.bytes().filter(u8::is_ascii_digit).count() > 15, "{t}"),
+            }
+            assert_eq!(num(t).to_bits(), want.to_bits(), "{t}");
+        }
+        for t in ["1e5", "1.2.3", ".", "-", "1x", "0x1", "1234567890123456"] {
+            assert_eq!(short_decimal(t), None, "{t}");
+        }
     }
 
     #[test]

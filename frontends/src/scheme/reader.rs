@@ -44,10 +44,13 @@ enum Frame {
 
 /// Reads every top-level form of `src` onto `heap`.
 pub(crate) fn read_program(heap: &mut Heap, src: &str) -> Result<Program, ParseError> {
+    // About one cell per source byte at most, for a typical program (capped: a huge source
+    // grows the heap as it goes).
+    heap.reserve(src.len().min(1 << 16));
     let mut reader = Reader {
         src,
         heap,
-        stack: Vec::new(),
+        stack: Vec::with_capacity(16),
         items: Vec::with_capacity(64),
         forms: Vec::new(),
     };
@@ -109,23 +112,21 @@ impl Reader<'_> {
             }
             TokenKind::Dot => self.dot(token.span()),
             TokenKind::Num(x) => {
-                let id = self.heap.num(x);
-                self.atom(id, start, end)
+                let id = self.heap.alloc_spanned(Node::Num(x), src_span(start, end));
+                self.deliver(id, start, end)
             }
             TokenKind::Bool(b) => {
                 self.deliver(if b { Heap::TRUE } else { Heap::FALSE }, start, end)
             }
             TokenKind::Sym => {
                 let text = self.src.get(token.start..token.end).unwrap_or("");
-                let id = self.heap.sym(text);
-                self.atom(id, start, end)
+                let sym = self.heap.intern(text);
+                let id = self
+                    .heap
+                    .alloc_spanned(Node::Sym(sym), src_span(start, end));
+                self.deliver(id, start, end)
             }
         }
-    }
-
-    fn atom(&mut self, id: NodeId, start: u32, end: u32) -> Result<(), ParseError> {
-        self.heap.set_span(id, src_span(start, end));
-        self.deliver(id, start, end)
     }
 
     /// Hands a finished datum to the innermost unfinished construct (or the top level).
@@ -146,13 +147,17 @@ impl Reader<'_> {
                     end: prefix_end,
                 }) => {
                     self.stack.pop();
-                    let head = self.heap.sym(name);
-                    self.heap.set_span(head, src_span(prefix_start, prefix_end));
-                    let rest = self.heap.cons(node, Heap::NIL);
-                    self.heap.set_span(rest, src_span(start, end));
-                    node = self.heap.cons(head, rest);
+                    let sym = self.heap.intern(name);
+                    let head = self
+                        .heap
+                        .alloc_spanned(Node::Sym(sym), src_span(prefix_start, prefix_end));
+                    let rest = self
+                        .heap
+                        .alloc_spanned(Node::Pair(node, Heap::NIL), src_span(start, end));
                     start = prefix_start;
-                    self.heap.set_span(node, src_span(start, end));
+                    node = self
+                        .heap
+                        .alloc_spanned(Node::Pair(head, rest), src_span(start, end));
                 }
                 Some(Frame::List(list)) => {
                     return match list.dot {
@@ -246,13 +251,16 @@ impl Reader<'_> {
             let Some((item, item_start)) = self.items.pop() else {
                 break;
             };
-            tail = self.heap.cons(item, tail);
-            self.heap.set_span(tail, src_span(item_start, end));
+            tail = self
+                .heap
+                .alloc_spanned(Node::Pair(item, tail), src_span(item_start, end));
         }
         if list.delim == Delim::Bracket {
-            let head = self.heap.sym("vec");
-            self.heap
-                .set_span(head, src_span(list.open_start, list.open_start + 1));
+            let sym = self.heap.intern("vec");
+            let head = self.heap.alloc_spanned(
+                Node::Sym(sym),
+                src_span(list.open_start, list.open_start + 1),
+            );
             tail = self.heap.cons(head, tail);
         }
         if matches!(self.heap.node(tail), Node::Pair(..)) {

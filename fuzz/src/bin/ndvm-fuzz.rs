@@ -70,13 +70,14 @@ fn main() -> ExitCode {
     });
     let secs = t0.elapsed().as_secs_f64();
     println!(
-        "checked {} (skipped: {:?}); {} gradient entries checked, {} at a kink; {} replayed; {} round-tripped through infix; digest {:016x}; {secs:.1} s",
+        "checked {} (skipped: {:?}); {} gradient entries checked, {} at a kink; {} replayed; {} round-tripped through infix; {} compared in f32; digest {:016x}; {secs:.1} s",
         summary.checked,
         summary.skipped,
         summary.grads_checked,
         summary.grads_at_kink,
         summary.replayed,
         summary.infix_printed,
+        summary.f32_compared,
         summary.digest
     );
     println!("coverage (forms and primitives, occurrences):");

@@ -10,7 +10,9 @@ use std::hint::black_box;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use ndvm_core::{Dialect, EvalOptions, Evaluation, Evaluator, Heap, InputValue, Inputs, Program};
+use ndvm_core::{
+    Dialect, EvalOptions, Evaluation, Evaluator, Heap, InputValue, Inputs, Precision, Program,
+};
 use serde::Serialize;
 
 use super::ceiling;
@@ -128,6 +130,16 @@ impl KalmanRunner {
     /// A runner for `n_lanes` lanes, with every lane at the oracle's `(q, r)`; `replay`: gradient
     /// runs after the first replay the recorded trace (see `EvalOptions::replay`) instead of walking.
     pub fn new(case: &KalmanCase, n_lanes: usize, replay: bool) -> Result<KalmanRunner> {
+        KalmanRunner::new_in(case, n_lanes, replay, Precision::F64)
+    }
+
+    /// [`KalmanRunner::new`] with lanes of the given precision.
+    pub fn new_in(
+        case: &KalmanCase,
+        n_lanes: usize,
+        replay: bool,
+        precision: Precision,
+    ) -> Result<KalmanRunner> {
         let mut heap = Heap::new();
         let label = "kalman2d_T80.scm";
         let frontends = ndvm_frontends::Registry::default();
@@ -140,7 +152,8 @@ impl KalmanRunner {
         let evaluator = Evaluator::new(
             EvalOptions::new(n_lanes)
                 .with_dialect(Dialect::Reference)
-                .with_replay(replay),
+                .with_replay(replay)
+                .with_precision(precision),
         );
         Ok(KalmanRunner {
             src: case.src.clone(),
@@ -245,6 +258,15 @@ pub struct SweepRow {
     pub ratio_fwd_lanes: f64,
     /// `lanes_f32_grad_us / lanes_grad_us`: what f32 saves the compiled code.
     pub lanes_f32_over_f64_grad: f64,
+    /// Interpreter in f32 lanes, forward and gradient, replayed, per lane (µs).
+    pub interp_f32_grad_us: f64,
+    /// `interp_f32_grad_us / interp_grad_us`: what f32 lanes save the interpreter.
+    pub interp_f32_over_f64_grad: f64,
+    /// `interp_f32_grad_us / lanes_f32_grad_us`: f32 lanes against the f32 lane-batched ceiling.
+    pub ratio_f32_grad_lanes_f32: f64,
+    /// Largest relative difference between the f32 interpreter and the f64 scalar ceiling (its
+    /// rounding, not a fault).
+    pub max_rel_diff_f32: f64,
     /// Largest relative difference between the interpreter and the f64 lane-batched ceiling (values
     /// and gradients, every lane).
     pub max_rel_diff_lanes: f64,
@@ -275,6 +297,8 @@ pub struct SweepRow {
     pub lanes_f32_grad: Timing,
     /// Raw lane-batched f32 forward-only timing.
     pub lanes_f32_fwd: Timing,
+    /// Raw interpreter forward+gradient timing in f32 lanes, replayed.
+    pub interp_f32_grad: Timing,
 }
 
 /// The lane counts of the sweep.
@@ -336,6 +360,8 @@ pub fn sweep(
         );
 
         let arena_floats_grad = runner.arena_floats();
+        let mut f32_runner = KalmanRunner::new_in(case, n_lanes, true, Precision::F32)?;
+        let max_rel_diff_f32 = f32_diff(&mut f32_runner, case, (&q, &r), (&q2, &r2))?;
         let mut fwd_runner = KalmanRunner::new(case, n_lanes, true)?;
         fwd_runner.set_params(&q, &r);
         fwd_runner.run(false)?;
@@ -353,6 +379,16 @@ pub fn sweep(
                 runner.set_params(&q, &r);
             }
             runner.run(true)
+        };
+        let mut flip32 = false;
+        let mut interp_f32_grad = || {
+            flip32 = !flip32;
+            if flip32 {
+                f32_runner.set_params(&q2, &r2);
+            } else {
+                f32_runner.set_params(&q, &r);
+            }
+            f32_runner.run(true)
         };
         let mut interp_grad_walk = || walk_runner.run(true);
         let mut interp_fwd = || fwd_runner.run(false);
@@ -407,14 +443,15 @@ pub fn sweep(
                 &mut lanes_fwd,
                 &mut lanes_f32_grad,
                 &mut lanes_f32_fwd,
+                &mut interp_f32_grad,
             ],
         )?
         .into_iter();
-        let mut next = || timings.next().expect("nine timings");
+        let mut next = || timings.next().expect("ten timings");
         let (interp_grad, interp_grad_walk, interp_fwd, ceiling_grad, ceiling_fwd) =
             (next(), next(), next(), next(), next());
-        let (lanes_grad, lanes_fwd, lanes_f32_grad, lanes_f32_fwd) =
-            (next(), next(), next(), next());
+        let (lanes_grad, lanes_fwd, lanes_f32_grad, lanes_f32_fwd, interp_f32_grad) =
+            (next(), next(), next(), next(), next());
         let per = |t: &Timing| t.median_us / n_lanes as f64;
         rows.push(SweepRow {
             n_lanes,
@@ -434,6 +471,10 @@ pub fn sweep(
             ratio_grad_walk_lanes: interp_grad_walk.median_us / lanes_grad.median_us,
             ratio_fwd_lanes: interp_fwd.median_us / lanes_fwd.median_us,
             lanes_f32_over_f64_grad: lanes_f32_grad.median_us / lanes_grad.median_us,
+            interp_f32_grad_us: per(&interp_f32_grad),
+            interp_f32_over_f64_grad: interp_f32_grad.median_us / interp_grad.median_us,
+            ratio_f32_grad_lanes_f32: interp_f32_grad.median_us / lanes_f32_grad.median_us,
+            max_rel_diff_f32,
             max_rel_diff_lanes,
             max_rel_diff_lanes_f32,
             max_rel_diff,
@@ -448,9 +489,40 @@ pub fn sweep(
             lanes_fwd,
             lanes_f32_grad,
             lanes_f32_fwd,
+            interp_f32_grad,
         });
     }
     Ok(rows)
+}
+
+/// Records and replays the f32 runner at both parameter points (checking that the second run
+/// replays) and returns its largest relative difference from the f64 scalar ceiling.
+fn f32_diff(
+    runner: &mut KalmanRunner,
+    case: &KalmanCase,
+    p1: (&[f64], &[f64]),
+    p2: (&[f64], &[f64]),
+) -> Result<f64> {
+    let mut worst = 0.0f64;
+    for ((qs, rs), replayed) in [(p1, false), (p2, true)] {
+        runner.set_params(qs, rs);
+        runner.run(true)?;
+        assert_eq!(runner.replayed(), replayed, "kalman f32 replay");
+        for lane in 0..qs.len() {
+            let (v, g, fault) = runner.lane_result(lane);
+            let (cv, cg) = ceiling::kalman_nll_grad(&case.obs, qs[lane], rs[lane]);
+            assert!(!fault, "kalman f32 lane {lane} faulted");
+            for (a, b) in [(v, cv), (g[0], cg[0]), (g[1], cg[1])] {
+                worst = worst.max(rel_diff(a, b));
+            }
+        }
+    }
+    // 80 filter steps in single precision: observed ≤ 3e-5 relative.
+    assert!(
+        worst <= 1e-3,
+        "f32 interpreter and f64 ceiling: relative difference {worst:e}"
+    );
+    Ok(worst)
 }
 
 /// Largest relative differences between the runner's last run and the f64 and f32 lane results.
@@ -478,10 +550,11 @@ pub fn table(rows: &[SweepRow]) -> String {
         "kalman2d_T80, reference dialect: median µs per lane (interpreter) and per evaluation (ceiling);\n\
          replay: the recorded trace re-run with new (q, r); walk: the program walked every run;\n\
          lanes: the lane-batched ceiling (f64, blocks of lanes in vectorised loops), ratios ÷ it in [];\n\
+         f32: the interpreter's replay in f32 lanes, [÷ the f32 lane-batched ceiling];\n\
          tape MiB: payload arena after a forward+gradient run\n",
     );
     s += &format!(
-        "{:>6} | {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} | {:>9} {:>9} {:>8} {:>8} {:>8} | {:>7} {:>8}\n",
+        "{:>6} | {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} | {:>9} {:>9} {:>8} {:>8} {:>8} | {:>8} {:>7} {:>8} {:>7} | {:>8}\n",
         "B",
         "replay",
         "walk",
@@ -495,12 +568,15 @@ pub fn table(rows: &[SweepRow]) -> String {
         "lanes",
         "ratio",
         "[ratio]",
+        "f32",
         "f32/f64",
+        "[f32]",
+        "lanes32",
         "tape MiB"
     );
     for row in rows {
         s += &format!(
-            "{:>6} | {:>9.3} {:>9.3} {:>9.3} {:>8.3} {:>7.1}x {:>7.1}x {:>7.1}x | {:>9.3} {:>9.3} {:>8.3} {:>7.1}x {:>7.1}x | {:>7.2} {:>8.2}\n",
+            "{:>6} | {:>9.3} {:>9.3} {:>9.3} {:>8.3} {:>7.1}x {:>7.1}x {:>7.1}x | {:>9.3} {:>9.3} {:>8.3} {:>7.1}x {:>7.1}x | {:>8.3} {:>7.2} {:>7.1}x {:>7.2} | {:>8.2}\n",
             row.n_lanes,
             row.interp_grad_us,
             row.interp_grad_walk_us,
@@ -514,6 +590,9 @@ pub fn table(rows: &[SweepRow]) -> String {
             row.lanes_fwd_us,
             row.ratio_fwd,
             row.ratio_fwd_lanes,
+            row.interp_f32_grad_us,
+            row.interp_f32_over_f64_grad,
+            row.ratio_f32_grad_lanes_f32,
             row.lanes_f32_over_f64_grad,
             row.arena_floats_grad as f64 * 8.0 / (1024.0 * 1024.0)
         );

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
-use ndvm_core::Dialect;
+use ndvm_core::{Dialect, Precision};
 use ndvm_optimizers::{Optimizer, Polish};
 use ndvm_search::calibratecmd::{self, CalibrateArgs};
 use ndvm_search::evalcmd::{self, Binding, DataBinding, EvalArgs};
@@ -248,6 +248,10 @@ struct CalibrateCli {
     #[arg(long, value_enum, default_value_t = DialectArg::Default)]
     dialect: DialectArg,
 
+    /// The lanes' element type.
+    #[arg(long, value_enum, default_value_t = PrecisionArg::F64)]
+    precision: PrecisionArg,
+
     /// Definitions put before the program (e.g. bootstrap/prelude.scm, the list library).
     #[arg(long, value_name = "FILE.scm")]
     prelude: Option<PathBuf>,
@@ -369,6 +373,10 @@ struct EvalCli {
     #[arg(long, value_enum, default_value_t = DialectArg::Default)]
     dialect: DialectArg,
 
+    /// The lanes' element type.
+    #[arg(long, value_enum, default_value_t = PrecisionArg::F64)]
+    precision: PrecisionArg,
+
     /// Definitions put before the program (e.g. bootstrap/prelude.scm, the list library).
     #[arg(long, value_name = "FILE.scm", conflicts_with = "jsonl")]
     prelude: Option<PathBuf>,
@@ -396,6 +404,24 @@ enum DialectArg {
     Default,
     /// The seed system's conventions (reproduces its oracle values).
     Reference,
+}
+
+/// `--precision`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum PrecisionArg {
+    /// Double precision (the default).
+    F64,
+    /// Single precision: each operation rounds to f32; half the memory traffic per lane.
+    F32,
+}
+
+impl From<PrecisionArg> for Precision {
+    fn from(p: PrecisionArg) -> Precision {
+        match p {
+            PrecisionArg::F64 => Precision::F64,
+            PrecisionArg::F32 => Precision::F32,
+        }
+    }
 }
 
 impl From<DialectArg> for Dialect {
@@ -683,6 +709,7 @@ fn calibrate(args: CalibrateCli) -> anyhow::Result<()> {
         seed: args.seed,
         max_iters: args.max_iters,
         dialect: Dialect::from(args.dialect),
+        precision: args.precision.into(),
         limits: args.limits.into(),
         selfhost: SelfHost {
             prelude: args.prelude,
@@ -708,6 +735,7 @@ fn eval(args: EvalCli) -> anyhow::Result<()> {
             limits,
             frontends: &frontends,
             frontend: args.frontend,
+            precision: args.precision.into(),
         };
         let summary = if path.as_os_str() == "-" {
             batch::run_with(io::stdin().lock(), stdout, &settings)?
@@ -740,6 +768,7 @@ fn eval(args: EvalCli) -> anyhow::Result<()> {
         n_lanes: args.lanes,
         grad: args.grad,
         dialect,
+        precision: args.precision.into(),
         limits,
         selfhost: SelfHost {
             prelude: args.prelude,

@@ -1,0 +1,224 @@
+//! `FlatTape`: a one-lane recording compiled to straight-line steps with every offset resolved,
+//! for the replay's forward pass and reverse sweep at B = 1.
+//!
+//! At one lane an element's value sits at `off + e` whether its payload is uniform or not, so a
+//! node is a handful of array reads and writes; what costs is finding them (payload metadata, the
+//! term table, the kernels' lane and mask branches). A step holds its payloads' offsets and sizes,
+//! and a tensor op its terms in the order its kernel visits them, so the replay runs the same
+//! arithmetic in the same order (the same bits) without the look-ups. Nodes with another shape
+//! (selects, soft choices, determinants, a lane mask other than the full one, ops past the term
+//! table) stay [`Step::Node`] and run through the generic per-node code.
+
+use crate::lanes::{Lanes, PayloadId};
+use crate::linalg::{TensorOp, TermCache};
+use crate::mask::MaskId;
+use crate::prims::{Binary, Unary};
+use crate::real::Real;
+use crate::tape::{TapeNode, TapeOp};
+
+/// One compiled tape node (offsets into the payload arena; sizes in elements).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Step {
+    /// `out[e] = op(a[e])`.
+    Unary {
+        op: Unary,
+        out: u32,
+        a: u32,
+        n: u32,
+        grad_a: bool,
+    },
+    /// `out[e] = op(a[e·sa], b[e·sb])`, `sa` (`sb`) 0 for a one-element operand.
+    Binary {
+        op: Binary,
+        out: u32,
+        a: u32,
+        b: u32,
+        n: u32,
+        na: u32,
+        nb: u32,
+        grad_a: bool,
+        grad_b: bool,
+    },
+    /// A bilinear (or linear) tensor op: `fwd` and `bwd` index its terms (forward order, sweep
+    /// order) in [`FlatTape::terms`].
+    Terms {
+        bilinear: bool,
+        out: u32,
+        a: u32,
+        b: u32,
+        n_out: u32,
+        na: u32,
+        nb: u32,
+        fwd: (u32, u32),
+        bwd: (u32, u32),
+        grad_a: bool,
+        grad_b: bool,
+    },
+    /// Any other node: the generic code runs it.
+    Node,
+}
+
+/// A term `(o, i, j, c)`: output element, element of `a`, element of `b`, coefficient.
+pub(crate) type FlatTerm<R> = (u32, u32, u32, R);
+
+/// The compiled form of one recording (see the module docs).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct FlatTape<R: Real = f64> {
+    pub(crate) steps: Vec<Step>,
+    pub(crate) terms: Vec<FlatTerm<R>>,
+    /// Built for the current recording.
+    pub(crate) ready: bool,
+}
+
+impl<R: Real> FlatTape<R> {
+    /// Bytes held.
+    pub(crate) fn bytes(&self) -> u64 {
+        (self.steps.capacity() * std::mem::size_of::<Step>()
+            + self.terms.capacity() * std::mem::size_of::<FlatTerm<R>>()) as u64
+    }
+
+    /// Compiles `nodes` (recorded at one lane into `lanes`); `forward_terms` lists a tensor op's
+    /// terms as its forward kernel visits them, `sweep_terms` calls back with them as the reverse
+    /// sweep visits them.
+    pub(crate) fn build(
+        &mut self,
+        nodes: &[TapeNode],
+        lanes: &Lanes<R>,
+        term_cache: &mut TermCache,
+        mut sweep_terms: impl FnMut(TensorOp, usize, usize, &mut dyn FnMut(usize, usize, usize, R)),
+    ) {
+        debug_assert_eq!(lanes.n_lanes(), 1);
+        self.steps.clear();
+        self.terms.clear();
+        for node in nodes {
+            let step = self.step(node, lanes, term_cache, &mut sweep_terms);
+            self.steps.push(step);
+        }
+        self.ready = true;
+    }
+
+    fn step(
+        &mut self,
+        node: &TapeNode,
+        lanes: &Lanes<R>,
+        term_cache: &mut TermCache,
+        sweep_terms: &mut impl FnMut(TensorOp, usize, usize, &mut dyn FnMut(usize, usize, usize, R)),
+    ) -> Step {
+        let mo = lanes.meta(node.out);
+        if node.mask != MaskId::FULL {
+            return Step::Node;
+        }
+        let meta = |p: PayloadId| lanes.meta(p);
+        match node.op {
+            TapeOp::Unary(op) => Step::Unary {
+                op,
+                out: mo.off,
+                a: meta(node.a).off,
+                n: mo.n,
+                grad_a: meta(node.a).grad,
+            },
+            TapeOp::Binary(op) => {
+                let (ma, mb) = (meta(node.a), meta(node.b));
+                Step::Binary {
+                    op,
+                    out: mo.off,
+                    a: ma.off,
+                    b: mb.off,
+                    n: mo.n,
+                    na: ma.n,
+                    nb: mb.n,
+                    grad_a: ma.grad,
+                    grad_b: mb.grad,
+                }
+            }
+            TapeOp::Tensor(op) if op.is_bilinear() || op.is_linear() => {
+                let bilinear = op.is_bilinear();
+                let ma = meta(node.a);
+                let mb = bilinear.then(|| meta(node.b));
+                let (na, nb) = (ma.n as usize, mb.map_or(0, |m| m.n as usize));
+                let Some(list) = term_cache.get(op, na, nb) else {
+                    return Step::Node;
+                };
+                let start = self.terms.len() as u32;
+                self.terms
+                    .extend(list.iter().map(|t| (t.o, t.i, t.j, R::of(t.coeff))));
+                let mid = self.terms.len() as u32;
+                let terms = &mut self.terms;
+                sweep_terms(op, na, nb, &mut |o, i, j, c| {
+                    terms.push((o as u32, i as u32, j as u32, c));
+                });
+                let end = self.terms.len() as u32;
+                Step::Terms {
+                    bilinear,
+                    out: mo.off,
+                    a: ma.off,
+                    b: mb.map_or(0, |m| m.off),
+                    n_out: mo.n,
+                    na: na as u32,
+                    nb: nb as u32,
+                    fwd: (start, mid),
+                    bwd: (mid, end),
+                    grad_a: ma.grad,
+                    grad_b: mb.is_some_and(|m| m.grad),
+                }
+            }
+            _ => Step::Node,
+        }
+    }
+}
+
+/// Runs one compiled step forward on `data` (one lane); `false` for [`Step::Node`], which the
+/// caller runs. The arithmetic is the kernels' one-lane branch, term for term.
+#[inline(always)]
+pub(crate) fn forward<R: Real>(step: &Step, terms: &[FlatTerm<R>], data: &mut [R]) -> bool {
+    match *step {
+        Step::Unary { op, out, a, n, .. } => {
+            let (out, a, n) = (out as usize, a as usize, n as usize);
+            crate::prims::each_unary!(op, op => {
+                for e in 0..n {
+                    data[out + e] = op.apply(data[a + e]);
+                }
+            });
+        }
+        Step::Binary {
+            op,
+            out,
+            a,
+            b,
+            n,
+            na,
+            nb,
+            ..
+        } => {
+            let (out, a, b, n) = (out as usize, a as usize, b as usize, n as usize);
+            let (sa, sb) = (usize::from(na != 1), usize::from(nb != 1));
+            crate::prims::each_binary!(op, op => {
+                for e in 0..n {
+                    data[out + e] = op.apply(data[a + e * sa], data[b + e * sb]);
+                }
+            });
+        }
+        Step::Terms {
+            bilinear,
+            out,
+            a,
+            b,
+            n_out,
+            fwd,
+            ..
+        } => {
+            let (out, a, b) = (out as usize, a as usize, b as usize);
+            data[out..out + n_out as usize].fill(R::ZERO);
+            for &(o, i, j, c) in &terms[fwd.0 as usize..fwd.1 as usize] {
+                let v = if bilinear {
+                    c * data[a + i as usize] * data[b + j as usize]
+                } else {
+                    c * data[a + i as usize]
+                };
+                data[out + o as usize] += v;
+            }
+        }
+        Step::Node => return false,
+    }
+    true
+}
