@@ -276,19 +276,26 @@ impl Objective {
 fn dot_per_start(coef: &[f64], g: &[f64], n: usize, acc: &mut [f64]) {
     if g.len() == 1 {
         let g0 = g[0];
-        chain_sums(n, acc, |_, row, i| coef[row + i] * g0);
+        chain_sums(n, acc, |row, i| coef[row + i] * g0);
     } else {
         let k_n = acc.len();
-        chain_rows(n, acc, &coef[..k_n * n], &g[..k_n * n]);
+        chain_rows(n, acc, &coef[..k_n * n], &g[..k_n * n], |c, x, _| c * x);
     }
 }
 
 /// Starts whose sums advance together: as many independent chains as the pipeline overlaps.
 const CHAINS: usize = 8;
 
-/// `out[k] = Σ_i a[k·n + i] · b[k·n + i]` for every start k, each sum from 0 over i in order;
-/// `CHAINS` starts advance together, point by point, in registers.
-fn chain_rows(n: usize, out: &mut [f64], a: &[f64], b: &[f64]) {
+/// `out[k] = Σ_i term(a[k·n + i], b[k·n + i], i)` for every start k, each sum from 0 over i in
+/// order; `CHAINS` starts advance together, point by point, in registers.
+#[inline(always)]
+fn chain_rows(
+    n: usize,
+    out: &mut [f64],
+    a: &[f64],
+    b: &[f64],
+    term: impl Fn(f64, f64, usize) -> f64,
+) {
     let mut blocks = out.chunks_exact_mut(CHAINS);
     let mut k0 = 0;
     for block in &mut blocks {
@@ -297,7 +304,7 @@ fn chain_rows(n: usize, out: &mut [f64], a: &[f64], b: &[f64]) {
         let mut acc = [0.0f64; CHAINS];
         for i in 0..n {
             for s in 0..CHAINS {
-                acc[s] += ra[s][i] * rb[s][i];
+                acc[s] += term(ra[s][i], rb[s][i], i);
             }
         }
         block.copy_from_slice(&acc);
@@ -306,34 +313,34 @@ fn chain_rows(n: usize, out: &mut [f64], a: &[f64], b: &[f64]) {
     for (s, x) in blocks.into_remainder().iter_mut().enumerate() {
         let r = (k0 + s) * n..(k0 + s + 1) * n;
         let mut acc = 0.0;
-        for (p, q) in a[r.clone()].iter().zip(&b[r]) {
-            acc += p * q;
+        for (i, (&p, &q)) in a[r.clone()].iter().zip(&b[r]).enumerate() {
+            acc += term(p, q, i);
         }
         *x = acc;
     }
 }
 
-/// `out[k] = Σ_i term(k, k·n, i)` for every start k, each sum from 0 over i in order (so with
+/// `out[k] = Σ_i term(k·n, i)` for every start k, each sum from 0 over i in order (so with
 /// the bits of a plain loop); `CHAINS` starts advance together, point by point, in registers.
 #[inline(always)]
-fn chain_sums(n: usize, out: &mut [f64], term: impl Fn(usize, usize, usize) -> f64) {
+fn chain_sums(n: usize, out: &mut [f64], term: impl Fn(usize, usize) -> f64) {
     let mut blocks = out.chunks_exact_mut(CHAINS);
     let mut k0 = 0;
     for block in &mut blocks {
         let mut a = [0.0f64; CHAINS];
         for i in 0..n {
             for (s, x) in a.iter_mut().enumerate() {
-                *x += term(k0 + s, (k0 + s) * n, i);
+                *x += term((k0 + s) * n, i);
             }
         }
         block.copy_from_slice(&a);
         k0 += CHAINS;
     }
     for (s, x) in blocks.into_remainder().iter_mut().enumerate() {
-        let (k, row) = (k0 + s, (k0 + s) * n);
+        let row = (k0 + s) * n;
         let mut acc = 0.0;
         for i in 0..n {
-            acc += term(k, row, i);
+            acc += term(row, i);
         }
         *x = acc;
     }
@@ -354,30 +361,35 @@ impl Sums<'_> {
     fn losses(&self, preds: &[f64], losses: &mut [f64], coef: &mut [f64]) {
         let n = self.n;
         let k_n = losses.len();
-        if preds.len() == 1 {
-            // A uniform prediction: every start sees the same one.
-            let p0 = preds[0];
-            self.losses_of(|_| p0, losses, coef);
-        } else {
-            let preds = &preds[..k_n * n];
-            self.losses_of(|lane| preds[lane], losses, coef);
-        }
-    }
-
-    #[inline(always)]
-    fn losses_of(&self, pred: impl Fn(usize) -> f64, losses: &mut [f64], coef: &mut [f64]) {
-        let n = self.n;
-        let k_n = losses.len();
+        let uniform = preds.len() == 1;
+        let preds = if uniform { preds } else { &preds[..k_n * n] };
+        // Start k's predictions into `row`.
+        let load = |row: &mut [f64], k: usize| {
+            if uniform {
+                row.fill(preds[0]);
+            } else {
+                row.copy_from_slice(&preds[k * n..(k + 1) * n]);
+            }
+        };
         if self.loss == Loss::ProgramLoss {
-            chain_sums(n, losses, |_, row, i| pred(row + i));
+            if uniform {
+                chain_sums(n, losses, |_, _| preds[0]);
+            } else {
+                chain_rows(n, losses, preds, preds, |x, _, _| x);
+            }
             coef[..k_n * n].fill(1.0);
             return;
         }
         let (target, weights) = (&self.target[..n], &self.weights[..n]);
-        chain_sums(n, losses, |_, row, i| {
-            let r = pred(row + i) - target[i];
+        let sq = |x: f64, i: usize| {
+            let r = x - target[i];
             weights[i] * r * r
-        });
+        };
+        if uniform {
+            chain_sums(n, losses, |_, i| sq(preds[0], i));
+        } else {
+            chain_rows(n, losses, preds, preds, |x, _, i| sq(x, i));
+        }
         for (k, l) in losses.iter_mut().enumerate() {
             let mse = *l / self.weight_sum;
             let scale = match self.loss {
@@ -385,9 +397,10 @@ impl Sums<'_> {
                 _ => 2.0,
             };
             let row = &mut coef[k * n..(k + 1) * n];
-            for (i, c) in row.iter_mut().enumerate() {
-                let r = pred(k * n + i) - target[i];
-                *c = scale * weights[i] * r / self.weight_sum;
+            load(row, k);
+            for ((c, &y), &w) in row.iter_mut().zip(target).zip(weights) {
+                let r = *c - y;
+                *c = scale * w * r / self.weight_sum;
             }
             *l = match self.loss {
                 Loss::GaussianNll => {
