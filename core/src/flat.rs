@@ -54,6 +54,18 @@ pub(crate) enum Step {
         grad_a: bool,
         grad_b: bool,
     },
+    /// det, log det or inverse of a matrix (`a`), swept from `t` (the kept inverse, or the
+    /// output for an inverse) and `z` (the output); run forward as a [`Step::Node`].
+    Det {
+        op: TensorOp,
+        a: u32,
+        t: u32,
+        z: u32,
+        na: u32,
+        nt: u32,
+        n_out: u32,
+        grad_a: bool,
+    },
     /// Any other node: the generic code runs it.
     Node,
 }
@@ -162,6 +174,27 @@ impl<R: Real> FlatTape<R> {
                     grad_b: mb.is_some_and(|m| m.grad),
                 }
             }
+            TapeOp::Tensor(
+                op @ (TensorOp::Det { .. } | TensorOp::LogDet { .. } | TensorOp::Inv { .. }),
+            ) if mo.varying && meta(node.a).varying => {
+                let ma = meta(node.a);
+                let src = if matches!(op, TensorOp::Inv { .. }) {
+                    node.out
+                } else {
+                    node.b
+                };
+                let ms = meta(src);
+                Step::Det {
+                    op,
+                    a: ma.off,
+                    t: ms.off,
+                    z: mo.off,
+                    na: ma.n,
+                    nt: ms.n,
+                    n_out: mo.n,
+                    grad_a: ma.grad,
+                }
+            }
             _ => Step::Node,
         }
     }
@@ -218,7 +251,7 @@ pub(crate) fn forward<R: Real>(step: &Step, terms: &[FlatTerm<R>], data: &mut [R
                 data[out + o as usize] += v;
             }
         }
-        Step::Node => return false,
+        Step::Det { .. } | Step::Node => return false,
     }
     true
 }

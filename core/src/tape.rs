@@ -353,6 +353,29 @@ impl<R: Real> Tape<R> {
                 let terms = &self.flat.terms[bwd.0 as usize..bwd.1 as usize];
                 flat_terms_vjp(bilinear, terms, g, (x, y), (da, db), ia == ib);
             }
+            Step::Det {
+                op,
+                a,
+                t,
+                z,
+                na,
+                nt,
+                n_out,
+                grad_a,
+            } => {
+                let na = na as usize;
+                let Some(ia) = self.adj.slot_n(node.a, na, grad_a) else {
+                    return true;
+                };
+                let n_out = n_out as usize;
+                let [g, da] = regions(&mut self.adj.buf, [go..go + n_out, ia..ia + na]);
+                let (a, t) = (
+                    &data[a as usize..][..na],
+                    &data[t as usize..][..nt as usize],
+                );
+                let z = &data[z as usize..][..1];
+                det_family_vjp(op, a, t, z, g, da, false, 1, &mut self.bufs[5]);
+            }
             Step::Node => return false,
         }
         true
