@@ -3,11 +3,11 @@
 //!
 //! Every heap's interner sits on one shared template of the form and primitive names (a new heap
 //! copies nothing). The interner keeps its own names in one string (no allocation per symbol)
-//! and finds them through an open-addressing table of ids hashed with [`FxHasher`] (rustc's multiply-rotate hash: a few
-//! cycles per word, where SipHash took a fifth of a new program's first evaluation). Keys come
-//! from program text, which is untrusted: a crafted program can make its own names collide, which
-//! costs it time (linear probing, bounded by the source size and the step budget), never
-//! correctness.
+//! and finds them through an open-addressing table of ids hashed with [`FxHasher`] (rustc's
+//! multiply-rotate hash: a few cycles per word, where SipHash took a fifth of a new program's
+//! first evaluation). Keys come from program text, which is untrusted: a crafted program can make
+//! its own names collide, which costs it time (linear probing, bounded by the source size and the
+//! step budget), never correctness.
 
 use std::hash::{BuildHasherDefault, Hasher};
 
