@@ -75,10 +75,10 @@ impl Heap {
         }
     }
 
-    /// The three shared cells' entries, with room for a small program's cells (a program of a
-    /// hundred cells is read without growing).
+    /// The three shared cells' entries, with room for a few more cells (the reader reserves
+    /// what its source needs: one growth, without copying a larger first buffer).
     fn with_room<T: Copy>(first: [T; 3]) -> Vec<T> {
-        let mut v = Vec::with_capacity(128);
+        let mut v = Vec::with_capacity(32);
         v.extend_from_slice(&first);
         v
     }
@@ -192,6 +192,7 @@ impl Heap {
     }
 
     /// Interns a symbol name.
+    #[inline]
     pub fn intern(&mut self, name: &str) -> Symbol {
         self.symbols.intern(name)
     }
