@@ -175,6 +175,24 @@ impl Interner {
         }
     }
 
+    /// Empties this interner onto `base` (as [`Self::on_base`] makes it), keeping its buffers
+    /// unless they grew large.
+    pub(crate) fn reset_on(&mut self, base: &'static Interner) {
+        if base.base.is_some() {
+            *self = Interner::on_base(base);
+            return;
+        }
+        self.base = Some(base);
+        self.base_len = base.len() as u32;
+        self.text.clear();
+        self.ends.clear();
+        if self.table.len() > 256 {
+            self.table = Vec::new();
+        } else {
+            self.table.fill([0, 0]);
+        }
+    }
+
     /// The id of `name`, interning it on first sight.
     #[inline]
     pub fn intern(&mut self, name: &str) -> Symbol {
