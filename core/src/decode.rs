@@ -285,7 +285,8 @@ fn template() -> &'static Template {
                 *slot = Prim::lookup_row(row.name).and_then(|r| u16::try_from(r).ok());
             }
         }
-        // A quarter full: a look-up of a program's own name (a miss here) ends after a probe or two.
+        // At most a quarter full: a look-up of a program's own name (a miss here) ends after a probe
+        // or two.
         interner.spread(4 * interner.len());
         Template {
             interner,

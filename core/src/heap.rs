@@ -65,20 +65,42 @@ impl Heap {
     pub const TRUE: NodeId = NodeId(2);
 
     /// An empty heap holding only the shared `()`, `#f` and `#t` cells; its symbol table starts
-    /// with the special forms' names (the same ids in every heap).
+    /// with the special forms' names (the same ids in every heap). Its buffers are those of a
+    /// heap this thread dropped, when there is one (see [`SPARE_HEAPS`]).
     pub fn new() -> Self {
+        const FIRST: [Node; 3] = [Node::Nil, Node::Bool(false), Node::Bool(true)];
+        let template = crate::decode::forms_interner();
+        let spare = SPARE_HEAPS
+            .try_with(|p| p.try_borrow_mut().ok().and_then(|mut p| p.pop()))
+            .ok()
+            .flatten();
+        let (nodes, spans, symbols) = match spare {
+            Some(mut s) => {
+                s.nodes.clear();
+                s.nodes.extend_from_slice(&FIRST);
+                s.spans.clear();
+                s.spans.extend_from_slice(&[None; 3]);
+                s.symbols.reset_on(template);
+                (s.nodes, s.spans, s.symbols)
+            }
+            None => (
+                Self::with_room(FIRST),
+                Self::with_room([None; 3]),
+                Interner::on_base(template),
+            ),
+        };
         Heap {
             id: fresh_heap_id(),
-            nodes: Self::with_room([Node::Nil, Node::Bool(false), Node::Bool(true)]),
-            spans: Self::with_room([None; 3]),
-            symbols: Interner::on_base(crate::decode::forms_interner()),
+            nodes,
+            spans,
+            symbols,
         }
     }
 
-    /// The three shared cells' entries, with room for a small program's cells (a program of a
-    /// hundred cells is read without growing).
+    /// The three shared cells' entries, with room for a few more cells (the reader reserves
+    /// what its source needs: one growth, without copying a larger first buffer).
     fn with_room<T: Copy>(first: [T; 3]) -> Vec<T> {
-        let mut v = Vec::with_capacity(128);
+        let mut v = Vec::with_capacity(32);
         v.extend_from_slice(&first);
         v
     }
@@ -192,6 +214,7 @@ impl Heap {
     }
 
     /// Interns a symbol name.
+    #[inline]
     pub fn intern(&mut self, name: &str) -> Symbol {
         self.symbols.intern(name)
     }
@@ -216,6 +239,47 @@ impl Heap {
     /// Where a node came from, if it was read from text.
     pub fn span(&self, id: NodeId) -> Option<SrcSpan> {
         self.spans.get(id.0 as usize).copied().flatten()
+    }
+}
+
+/// The buffers of a dropped heap, for the next [`Heap::new`] on the same thread.
+struct SpareHeap {
+    nodes: Vec<Node>,
+    spans: Vec<Option<SrcSpan>>,
+    symbols: Interner,
+}
+
+/// Heaps kept per thread, and the most cells a kept heap may have room for (a large program's
+/// buffers are freed, so the pool holds at most a few hundred KiB).
+const SPARE_HEAPS_MAX: usize = 4;
+const SPARE_CELLS_MAX: usize = 1 << 13;
+
+thread_local! {
+    /// Buffers of heaps this thread dropped. Every candidate program is read into a new heap
+    /// that is dropped after its evaluations: reusing the buffers spares the allocations (and
+    /// their growth) of every new heap.
+    static SPARE_HEAPS: std::cell::RefCell<Vec<SpareHeap>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Drop for Heap {
+    fn drop(&mut self) {
+        if self.nodes.capacity() > SPARE_CELLS_MAX || self.spans.capacity() > SPARE_CELLS_MAX {
+            return;
+        }
+        let spare = SpareHeap {
+            nodes: std::mem::take(&mut self.nodes),
+            spans: std::mem::take(&mut self.spans),
+            symbols: std::mem::take(&mut self.symbols),
+        };
+        // Never panics: a thread being torn down, or a pool in use, just frees the buffers.
+        let _ = SPARE_HEAPS.try_with(|p| {
+            if let Ok(mut p) = p.try_borrow_mut()
+                && p.len() < SPARE_HEAPS_MAX
+            {
+                p.push(spare);
+            }
+        });
     }
 }
 
@@ -280,5 +344,74 @@ impl Program {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a program can see of a heap: its cells with spans, and its names.
+    fn state(heap: &Heap) -> (Vec<Node>, Vec<Option<SrcSpan>>, Vec<String>) {
+        let n = heap.len();
+        let nodes = (0..n as u32).map(|i| heap.node(NodeId(i))).collect();
+        let spans = (0..n as u32).map(|i| heap.span(NodeId(i))).collect();
+        let names = (0..heap.symbols().len() as u32)
+            .map(|i| heap.symbol_name(Symbol(i)).to_string())
+            .collect();
+        (nodes, spans, names)
+    }
+
+    fn fill(heap: &mut Heap, names: &[&str]) -> Vec<NodeId> {
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let s = heap.intern(n);
+                let id = heap.alloc_spanned(
+                    Node::Sym(s),
+                    SrcSpan {
+                        start: i as u32,
+                        end: 9,
+                    },
+                );
+                let x = heap.num(i as f64);
+                heap.cons(id, x)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_heap_on_spare_buffers_is_a_fresh_heap() {
+        // Heaps dropped on this thread lend their buffers to the next ones: the next heap must
+        // start as the first did (three cells, the template's names only) and give the same ids.
+        let fresh = Heap::new();
+        let first = state(&fresh);
+        let ids_fresh = {
+            let mut h = Heap::new();
+            fill(&mut h, &["zeta", "a-long-name-here", "+", "zeta", "p0"])
+        };
+        let mut seen = vec![fresh.id()];
+        for round in 0..6 {
+            // Heaps with many names and cells, dropped in a different order each round.
+            let mut big: Vec<Heap> = (0..3).map(|_| Heap::new()).collect();
+            for (k, h) in big.iter_mut().enumerate() {
+                let names: Vec<String> = (0..50 * (k + round)).map(|i| format!("n{i}")).collect();
+                let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                fill(h, &refs);
+                seen.push(h.id());
+            }
+            big.rotate_left(round % 3);
+            drop(big);
+            let mut h = Heap::new();
+            assert!(!seen.contains(&h.id()), "every heap has a fresh id");
+            seen.push(h.id());
+            assert_eq!(state(&h), first, "round {round}");
+            let ids = fill(&mut h, &["zeta", "a-long-name-here", "+", "zeta", "p0"]);
+            assert_eq!(ids, ids_fresh, "round {round}");
+            let zeta = h.intern("zeta");
+            assert_eq!(h.symbol_name(zeta), "zeta");
+            assert_eq!(h.symbols().lookup("n1"), None, "no name of a dropped heap");
+        }
     }
 }

@@ -3,11 +3,11 @@
 //!
 //! Every heap's interner sits on one shared template of the form and primitive names (a new heap
 //! copies nothing). The interner keeps its own names in one string (no allocation per symbol)
-//! and finds them through an open-addressing table of ids hashed with [`FxHasher`] (rustc's multiply-rotate hash: a few
-//! cycles per word, where SipHash took a fifth of a new program's first evaluation). Keys come
-//! from program text, which is untrusted: a crafted program can make its own names collide, which
-//! costs it time (linear probing, bounded by the source size and the step budget), never
-//! correctness.
+//! and finds them through an open-addressing table of ids hashed with [`FxHasher`] (rustc's
+//! multiply-rotate hash: a few cycles per word, where SipHash took a fifth of a new program's
+//! first evaluation). Keys come from program text, which is untrusted: a crafted program can make
+//! its own names collide, which costs it time (linear probing, bounded by the source size and the
+//! step budget), never correctness.
 
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -88,15 +88,59 @@ fn tail_word(rest: &[u8]) -> u64 {
 /// A `HashMap`/`HashSet` hasher builder for [`FxHasher`].
 pub(crate) type FxBuild = BuildHasherDefault<FxHasher>;
 
-/// The hash of a name: FxHash of its bytes, then its length (so `"a"` and `"a\0"` differ), with
-/// the high bits folded down (the table indexes with the low ones).
-#[inline]
-fn hash_name(name: &str) -> u64 {
-    let mut h = FxHasher::default();
-    h.write(name.as_bytes());
-    h.add(name.len() as u64);
-    h.0 ^ (h.0 >> 29)
+/// What a table slot holds to find a name without reading its text: the hash, the length and the
+/// first word (the whole name up to 8 bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Key {
+    /// FxHash of the name's words and length, high bits folded down (the table indexes with the
+    /// low ones).
+    hash: u64,
+    /// Bits 32..48 of `hash` and the length (saturated at `u16::MAX`) above them: compared with
+    /// the slot's before anything else.
+    tag: u64,
+    /// The first 8 bytes (a name of 1–7 bytes as [`tail_word`] gives it; 0 when empty): for a name
+    /// of up to 8 bytes, equal tags and words mean equal names.
+    word: u64,
 }
+
+impl Key {
+    #[inline]
+    fn of(name: &str) -> Key {
+        let b = name.as_bytes();
+        let mut h = FxHasher::default();
+        let mut chunks = b.chunks_exact(8);
+        let mut word = None;
+        for c in &mut chunks {
+            let w = c.first_chunk::<8>().map_or(0, |c| u64::from_le_bytes(*c));
+            word.get_or_insert(w);
+            h.add(w);
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let w = tail_word(rest);
+            word.get_or_insert(w);
+            h.add(w);
+        }
+        h.add(b.len() as u64);
+        let hash = h.0 ^ (h.0 >> 29);
+        let len = b.len().min(usize::from(u16::MAX)) as u64;
+        Key {
+            hash,
+            tag: (hash & 0xffff_0000_0000) | (len << 48),
+            word: word.unwrap_or(0),
+        }
+    }
+
+    /// The name is wholly in `word` (no text to compare).
+    #[inline]
+    fn short(&self) -> bool {
+        self.tag >> 48 <= 8
+    }
+}
+
+/// One occupied table slot: the key's tag with the own index + 1 in the low 32 bits, and its word
+/// (`[0, _]` is empty).
+type Slot = [u64; 2];
 
 /// Maps symbol text to dense ids and back.
 ///
@@ -113,16 +157,8 @@ pub struct Interner {
     text: String,
     /// End of each own name in `text` (its start is the previous end).
     ends: Vec<u32>,
-    /// Open addressing, linear probing, at most half full, a power of two long: per occupied slot
-    /// the name's hash (high 32 bits, compared before the text) and its own index + 1 (low 32
-    /// bits); 0 for empty.
-    table: Vec<u64>,
-}
-
-/// A table slot: the hash tag above the own index + 1.
-#[inline]
-fn slot(h: u64, own: u32) -> u64 {
-    (h & !0xffff_ffff) | u64::from(own + 1)
+    /// Open addressing, linear probing, at most half full, a power of two long.
+    table: Vec<Slot>,
 }
 
 impl Interner {
@@ -139,33 +175,61 @@ impl Interner {
         }
     }
 
+    /// Empties this interner onto `base` (as [`Self::on_base`] makes it), keeping its buffers
+    /// unless they grew large.
+    pub(crate) fn reset_on(&mut self, base: &'static Interner) {
+        if base.base.is_some() {
+            *self = Interner::on_base(base);
+            return;
+        }
+        self.base = Some(base);
+        self.base_len = base.len() as u32;
+        self.text.clear();
+        self.ends.clear();
+        if self.table.len() > 256 {
+            self.table = Vec::new();
+        } else {
+            self.table.fill([0, 0]);
+        }
+    }
+
     /// The id of `name`, interning it on first sight.
+    #[inline]
     pub fn intern(&mut self, name: &str) -> Symbol {
-        let h = hash_name(name);
-        if let Some(s) = self.base.and_then(|b| b.find_own(name, h)) {
+        let key = Key::of(name);
+        if let Some(s) = self.base.and_then(|b| b.find_own(name, &key)) {
             return s;
         }
         if (self.ends.len() + 1) * 2 > self.table.len() {
             self.grow();
         }
         let mask = self.table.len() - 1;
-        let mut i = h as usize & mask;
+        let mut i = key.hash as usize & mask;
         loop {
-            let e = self.table[i];
-            if e == 0 {
+            let [meta, word] = self.table[i];
+            if meta == 0 {
                 break;
             }
-            let own = e as u32 - 1;
-            if (e ^ h) >> 32 == 0 && self.own_name(own) == name {
-                return Symbol(self.base_len + own);
+            if let Some(s) = self.matches(meta, word, name, &key) {
+                return s;
             }
             i = (i + 1) & mask;
         }
         let own = self.ends.len() as u32;
         self.text.push_str(name);
         self.ends.push(self.text.len() as u32);
-        self.table[i] = slot(h, own);
+        self.table[i] = [key.tag | u64::from(own + 1), key.word];
         Symbol(self.base_len + own)
+    }
+
+    /// The symbol of the slot `[meta, word]` when it holds `name` (key `key`).
+    #[inline]
+    fn matches(&self, meta: u64, word: u64, name: &str, key: &Key) -> Option<Symbol> {
+        let own = meta as u32 - 1;
+        let same = (meta & !0xffff_ffff) == key.tag
+            && word == key.word
+            && (key.short() || self.own_name(own) == name);
+        same.then_some(Symbol(self.base_len + own))
     }
 
     /// Doubles the table (32 slots at first) and re-inserts every own name.
@@ -177,15 +241,15 @@ impl Interner {
             self.ends.reserve(16);
         }
         self.table.clear();
-        self.table.resize(size, 0);
+        self.table.resize(size, [0, 0]);
         let mask = size - 1;
         for own in 0..self.ends.len() as u32 {
-            let h = hash_name(self.own_name(own));
-            let mut i = h as usize & mask;
-            while self.table[i] != 0 {
+            let key = Key::of(self.own_name(own));
+            let mut i = key.hash as usize & mask;
+            while self.table[i][0] != 0 {
                 i = (i + 1) & mask;
             }
-            self.table[i] = slot(h, own);
+            self.table[i] = [key.tag | u64::from(own + 1), key.word];
         }
     }
 
@@ -196,22 +260,21 @@ impl Interner {
         }
     }
 
-    /// The id of own name `name` (hashed `h`), if interned before.
-    #[inline]
-    fn find_own(&self, name: &str, h: u64) -> Option<Symbol> {
+    /// The id of own name `name` (key `key`), if interned before.
+    #[inline(always)]
+    fn find_own(&self, name: &str, key: &Key) -> Option<Symbol> {
         if self.table.is_empty() {
             return None;
         }
         let mask = self.table.len() - 1;
-        let mut i = h as usize & mask;
+        let mut i = key.hash as usize & mask;
         loop {
-            let e = self.table[i];
-            if e == 0 {
+            let [meta, word] = self.table[i];
+            if meta == 0 {
                 return None;
             }
-            let own = e as u32 - 1;
-            if (e ^ h) >> 32 == 0 && self.own_name(own) == name {
-                return Some(Symbol(self.base_len + own));
+            if let Some(s) = self.matches(meta, word, name, key) {
+                return Some(s);
             }
             i = (i + 1) & mask;
         }
@@ -219,10 +282,10 @@ impl Interner {
 
     /// The id of `name` if it was interned before.
     pub fn lookup(&self, name: &str) -> Option<Symbol> {
-        let h = hash_name(name);
+        let key = Key::of(name);
         self.base
-            .and_then(|b| b.find_own(name, h))
-            .or_else(|| self.find_own(name, h))
+            .and_then(|b| b.find_own(name, &key))
+            .or_else(|| self.find_own(name, &key))
     }
 
     /// The text of own name number `own`.
@@ -283,6 +346,35 @@ mod tests {
         assert_eq!(it.name(Symbol(5000)), "", "unknown ids read as empty");
         let clone = it.clone();
         assert_eq!(clone.lookup("λ→"), Some(u));
+    }
+
+    #[test]
+    fn names_of_up_to_8_bytes_are_told_apart_by_their_keys() {
+        // Short names match on the key alone: equal keys must mean equal names.
+        let mut names = vec![String::new()];
+        for n in 1..=9 {
+            for i in 0..n {
+                let mut v = vec![b'a'; n];
+                v[i] = b'b';
+                names.push(String::from_utf8(v).expect("ascii"));
+            }
+            names.push("a".repeat(n));
+        }
+        names.push("λ→".into());
+        names.push("λ←".into());
+        let mut it = Interner::default();
+        let ids: Vec<Symbol> = names.iter().map(|n| it.intern(n)).collect();
+        for (i, a) in names.iter().enumerate() {
+            for (j, b) in names.iter().enumerate() {
+                let (ka, kb) = (Key::of(a), Key::of(b));
+                if a.len() <= 8 && b.len() <= 8 {
+                    assert_eq!(ka == kb, a == b, "{a:?} {b:?}");
+                }
+                assert_eq!(ids[i] == ids[j], a == b, "{a:?} {b:?}");
+            }
+            assert_eq!(it.lookup(a), Some(ids[i]));
+            assert_eq!(it.name(ids[i]), a);
+        }
     }
 
     #[test]
