@@ -11,16 +11,20 @@
 //! ;; error: E001 3:5             instead of expect/grad: error code and line:column
 //! ```
 //!
-//! Other `;;` lines are free comments. Values must agree within 1e-12 (absolute + relative).
+//! Other `;;` lines are free comments. Values must agree within 1e-12 (absolute + relative); every
+//! file runs again in `f32` lanes, where they must agree within 1e-5 (a few single-precision
+//! roundings of hand-sized numbers), and errors must be the same.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 
 use common::{Failure, assert_close, opts, run};
-use ndvm_core::{Dialect, Inputs, Output};
+use ndvm_core::{Dialect, Inputs, Output, Precision};
 
 const TOL: f64 = 1e-12;
+/// The tolerance of the `f32` pass: a few roundings of 6e-8 on numbers of order 1–100.
+const TOL_F32: f64 = 1e-5;
 const KEYS: &[&str] = &["dialect", "bind", "input", "expect", "grad", "error"];
 
 /// The header of one data file.
@@ -71,8 +75,8 @@ fn header(src: &str, ctx: &str) -> Header {
     h
 }
 
-/// Runs one data file and checks its header's expectations.
-fn check_file(path: &Path) {
+/// Runs one data file and checks its header's expectations, in `precision` within `TOL`.
+fn check_file(path: &Path, precision: Precision, tol: f64) {
     let ctx = path.file_name().unwrap().to_string_lossy().to_string();
     let src = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{ctx}: {e}"));
     let h = header(&src, &ctx);
@@ -88,7 +92,13 @@ fn check_file(path: &Path) {
     for (n, v) in &h.input {
         inputs = inputs.input(n, *v);
     }
-    let result = run(&src, opts(dialect, 1), &inputs, true);
+    let result = run(
+        &src,
+        opts(dialect, 1).with_precision(precision),
+        &inputs,
+        true,
+    );
+    let ctx = format!("{ctx} ({})", precision.name());
     match (&h.expect, &h.error) {
         (Some(expect), None) => {
             let e = result.unwrap_or_else(|f| panic!("{ctx}: {f}"));
@@ -103,7 +113,7 @@ fn check_file(path: &Path) {
                         .collect();
                     assert_eq!(*len, want.len(), "{ctx}: vector length");
                     for (i, (got, w)) in data.iter().zip(&want).enumerate() {
-                        assert_close(*got, *w, TOL, TOL, &format!("{ctx} element {i}"));
+                        assert_close(*got, *w, tol, tol, &format!("{ctx} element {i}"));
                     }
                 }
                 (s, v) => {
@@ -113,7 +123,7 @@ fn check_file(path: &Path) {
                     let got = v
                         .number(0)
                         .unwrap_or_else(|| panic!("{ctx}: expected {want}, got {v:?}"));
-                    assert_close(got, want, TOL, TOL, &ctx);
+                    assert_close(got, want, tol, tol, &ctx);
                 }
             }
             let mut want_names: Vec<&str> = h.grad.iter().map(|(n, _)| n.as_str()).collect();
@@ -128,7 +138,7 @@ fn check_file(path: &Path) {
                 let got = e
                     .grad(name)
                     .unwrap_or_else(|| panic!("{ctx}: no gradient for {name}"))[0];
-                assert_close(got, *g, TOL, TOL, &format!("{ctx} d/d{name}"));
+                assert_close(got, *g, tol, tol, &format!("{ctx} d/d{name}"));
             }
         }
         (None, Some(error)) => {
@@ -174,15 +184,19 @@ fn eval_data_files() {
         "expected the eval data set, found {} files",
         files.len()
     );
+    let runs = [(Precision::F64, TOL), (Precision::F32, TOL_F32)];
     let failures: Vec<String> = files
         .iter()
-        .filter_map(|f| {
-            std::panic::catch_unwind(|| check_file(f)).err().map(|p| {
-                p.downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| format!("{}: panicked", f.display()))
-            })
+        .flat_map(|f| runs.map(|r| (f, r)))
+        .filter_map(|(f, (precision, tol))| {
+            std::panic::catch_unwind(|| check_file(f, precision, tol))
+                .err()
+                .map(|p| {
+                    p.downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_else(|| format!("{}: panicked", f.display()))
+                })
         })
         .collect();
     assert!(
