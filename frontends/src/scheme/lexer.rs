@@ -330,6 +330,12 @@ impl<'src> Lexer<'src> {
 
 /// A symbol, `.`, or a number; a token that starts like a number must be one.
 fn classify_atom(text: &str, span: Span) -> Result<TokenKind, ParseError> {
+    // A leading digit: a number or a bad one (no special word starts with a digit).
+    if text.as_bytes().first().is_some_and(u8::is_ascii_digit)
+        && let Some(x) = short_decimal(text)
+    {
+        return Ok(TokenKind::Num(x));
+    }
     match text {
         "." => return Ok(TokenKind::Dot),
         "+inf.0" => return Ok(TokenKind::Num(f64::INFINITY)),
