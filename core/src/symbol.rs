@@ -108,19 +108,26 @@ impl Key {
     fn of(name: &str) -> Key {
         let b = name.as_bytes();
         let mut h = FxHasher::default();
-        let mut chunks = b.chunks_exact(8);
-        let mut word = None;
-        for c in &mut chunks {
-            let w = c.first_chunk::<8>().map_or(0, |c| u64::from_le_bytes(*c));
-            word.get_or_insert(w);
-            h.add(w);
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let w = tail_word(rest);
-            word.get_or_insert(w);
-            h.add(w);
-        }
+        let word = match b.first_chunk::<8>() {
+            // Most names: one word, hashed as the loop below would hash it.
+            None if b.is_empty() => None,
+            None => {
+                let w = tail_word(b);
+                h.add(w);
+                Some(w)
+            }
+            Some(first) => {
+                let mut chunks = b.chunks_exact(8);
+                for c in &mut chunks {
+                    h.add(c.first_chunk::<8>().map_or(0, |c| u64::from_le_bytes(*c)));
+                }
+                let rest = chunks.remainder();
+                if !rest.is_empty() {
+                    h.add(tail_word(rest));
+                }
+                Some(u64::from_le_bytes(*first))
+            }
+        };
         h.add(b.len() as u64);
         let hash = h.0 ^ (h.0 >> 29);
         let len = b.len().min(usize::from(u16::MAX)) as u64;

@@ -80,6 +80,18 @@ const ASCII_SPACE: [bool; 256] = {
     t
 };
 
+/// Where a byte-wise run scan stops: an ASCII delimiter, or any non-ASCII byte (which the char-wise
+/// scan then judges).
+const RUN_STOP: [bool; 256] = {
+    let mut t = [true; 256];
+    let mut b = 0;
+    while b < 128 {
+        t[b] = is_delimiter(b as u8 as char);
+        b += 1;
+    }
+    t
+};
+
 /// [`is_delimiter`] for each ASCII byte.
 const ASCII_DELIMITER: [bool; 128] = {
     let mut t = [false; 128];
@@ -109,7 +121,26 @@ impl<'src> Lexer<'src> {
 
     /// Byte offset just past the run of non-delimiter chars starting at `from` (bytes for ASCII,
     /// whole chars otherwise, so non-ASCII whitespace still ends a run).
+    #[inline]
     fn scan_run(&self, from: usize) -> usize {
+        let bytes = self.src.as_bytes();
+        let mut pos = from;
+        while let Some(&b) = bytes.get(pos) {
+            if RUN_STOP[usize::from(b)] {
+                return if b.is_ascii() {
+                    pos
+                } else {
+                    self.scan_run_unicode(pos)
+                };
+            }
+            pos += 1;
+        }
+        pos
+    }
+
+    /// [`Self::scan_run`] from a non-ASCII byte on, char by char.
+    #[cold]
+    fn scan_run_unicode(&self, from: usize) -> usize {
         let bytes = self.src.as_bytes();
         let mut pos = from;
         while let Some(&b) = bytes.get(pos) {
@@ -142,15 +173,18 @@ impl<'src> Lexer<'src> {
         {
             self.pos += 1;
         }
-        match bytes.get(self.pos) {
-            Some(&b) if b.is_ascii() && b != b';' && b != b'#' => {}
+        let c = match bytes.get(self.pos) {
+            Some(&b) if b.is_ascii() && b != b';' && b != b'#' => char::from(b),
             None => return Ok(None),
-            Some(_) => self.skip_atmosphere()?,
-        }
-        let start = self.pos;
-        let Some(c) = self.peek() else {
-            return Ok(None);
+            Some(_) => {
+                self.skip_atmosphere()?;
+                match self.peek() {
+                    Some(c) => c,
+                    None => return Ok(None),
+                }
+            }
         };
+        let start = self.pos;
         let one = |kind| (kind, start + 1);
         let (kind, end) = match c {
             '(' => one(TokenKind::Open(Delim::Paren)),
@@ -296,6 +330,12 @@ impl<'src> Lexer<'src> {
 
 /// A symbol, `.`, or a number; a token that starts like a number must be one.
 fn classify_atom(text: &str, span: Span) -> Result<TokenKind, ParseError> {
+    // A leading digit: a number or a bad one (no special word starts with a digit).
+    if text.as_bytes().first().is_some_and(u8::is_ascii_digit)
+        && let Some(x) = short_decimal(text)
+    {
+        return Ok(TokenKind::Num(x));
+    }
     match text {
         "." => return Ok(TokenKind::Dot),
         "+inf.0" => return Ok(TokenKind::Num(f64::INFINITY)),

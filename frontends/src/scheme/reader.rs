@@ -130,7 +130,28 @@ impl Reader<'_> {
     }
 
     /// Hands a finished datum to the innermost unfinished construct (or the top level).
-    fn deliver(&mut self, mut node: NodeId, mut start: u32, end: u32) -> Result<(), ParseError> {
+    #[inline]
+    fn deliver(&mut self, node: NodeId, start: u32, end: u32) -> Result<(), ParseError> {
+        // The common case: an element of an open list with no `.` yet.
+        if let Some(Frame::List(ListFrame {
+            dot: DotState::None,
+            ..
+        })) = self.stack.last()
+        {
+            self.items.push((node, start));
+            return Ok(());
+        }
+        self.deliver_other(node, start, end)
+    }
+
+    /// [`Self::deliver`] to the top level, a prefix, a datum comment or a dotted tail.
+    #[inline(never)]
+    fn deliver_other(
+        &mut self,
+        mut node: NodeId,
+        mut start: u32,
+        end: u32,
+    ) -> Result<(), ParseError> {
         loop {
             match self.stack.last_mut() {
                 None => {
