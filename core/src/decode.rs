@@ -148,6 +148,8 @@ struct Spare {
     scopes: Vec<Scope>,
     loops: Vec<Option<LoopCtx>>,
     scratch: Vec<CodeId>,
+    /// The top-level definitions found before decoding.
+    defs: Vec<(Symbol, NodeId)>,
 }
 
 /// Buffers are scratch, not state: a copy starts without them.
@@ -478,16 +480,43 @@ impl<'a> Decoder<'a> {
     /// Decodes the top level: pre-declares every top-level `define`/`params` name as a global,
     /// then decodes each form. Returns the forms in order.
     pub(crate) fn top_level(&mut self, forms: &[NodeId]) -> Result<Vec<CodeId>> {
-        let mut names = Vec::new();
+        let mut tops = Vec::new();
+        self.top_level_into(forms, &mut tops).map(|()| tops)
+    }
+
+    /// [`Decoder::top_level`] into `tops` (cleared first), reusing its capacity.
+    pub(crate) fn top_level_into(
+        &mut self,
+        forms: &[NodeId],
+        tops: &mut Vec<CodeId>,
+    ) -> Result<()> {
+        let mut names = std::mem::take(&mut self.spare.defs);
+        names.clear();
+        let scanned = forms
+            .iter()
+            .try_for_each(|&f| self.scan_defines(f, &mut names, true, 0));
+        if scanned.is_ok() {
+            for &(sym, _) in &names {
+                self.codes.global_slot(sym);
+            }
+        }
+        if names.capacity() <= SPARE_LEN {
+            self.spare.defs = names;
+        }
+        scanned?;
+        tops.clear();
+        let mut res = Ok(());
         for &f in forms {
-            self.scan_defines(f, &mut names, true, 0)?;
+            match self.expr(f, false) {
+                Ok(c) => tops.push(c),
+                Err(e) => {
+                    res = Err(e);
+                    break;
+                }
+            }
         }
-        for (sym, _) in names {
-            self.codes.global_slot(sym);
-        }
-        let tops = forms.iter().map(|&f| self.expr(f, false)).collect();
         self.give_back();
-        tops
+        res
     }
 
     /// Returns the work buffers to `codes` for the next decode.

@@ -480,13 +480,13 @@ impl<R: Real> Machine<R> {
                 let sym = self.heap.intern(&inp.name);
                 self.cached_input_slots.push(self.codes.global_slot(sym));
             }
-            self.cached_tops = Decoder::new(
+            Decoder::new(
                 &self.heap,
                 &mut self.codes,
                 self.opts.dialect,
                 self.opts.max_depth,
             )
-            .top_level(program.forms())?;
+            .top_level_into(program.forms(), &mut self.cached_tops)?;
             key.heap = self.heap.id();
             key.forms.clear();
             key.forms.extend_from_slice(program.forms());
