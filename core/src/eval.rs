@@ -330,14 +330,14 @@ fn write_rounded<R: Real>(lanes: &mut Lanes<R>, p: PayloadId, xs: &[f64]) {
     }
 }
 
-/// Whether every number of `xs` is finite. `x - x` is `+0` for a finite `x` and NaN otherwise,
+/// Whether every number of `xs` is finite. `x * 0` is `±0` for a finite `x` and NaN otherwise,
 /// and a NaN stays NaN through the sums: eight independent sums (no early exit) vectorise.
 fn all_finite(xs: &[f64]) -> bool {
     let mut acc = [0.0f64; 8];
     let mut chunks = xs.chunks_exact(8);
     for c in &mut chunks {
         for (a, &x) in acc.iter_mut().zip(c) {
-            *a += x - x;
+            *a += x * 0.0;
         }
     }
     chunks.remainder().iter().all(|x| x.is_finite()) && acc.iter().all(|&a| a == 0.0)
