@@ -519,5 +519,15 @@ fn faults_of_many_lanes_name_exactly_the_bad_lanes() {
             .input_lanes("x", (0..B).map(|l| 1.0 + l as f64).collect());
         let e = ev.eval_grad(&mut heap, &program, &inputs).unwrap();
         assert_eq!(e.faults, vec![false; B], "{precision:?}");
+        // Large finite numbers whose sum over the lanes overflows: still no fault.
+        let big = if precision == Precision::F32 {
+            3e38
+        } else {
+            1.7e308
+        };
+        let program = ndvm_frontends::scheme::parse(&mut heap, "(* b x)").unwrap();
+        let inputs = Inputs::new().param("b", 1.0).input_lanes("x", vec![big; B]);
+        let e = ev.eval_grad(&mut heap, &program, &inputs).unwrap();
+        assert_eq!(e.faults, vec![false; B], "{precision:?}");
     }
 }
