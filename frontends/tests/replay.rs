@@ -422,3 +422,112 @@ fn a_forward_run_whose_recording_outgrows_memory_walks_without_one() {
         assert!(!ev.last_run_replayed());
     }
 }
+
+/// Long data (a column of 45 lanes and a 5×5 matrix: whole compare chunks and a tail): a change
+/// to any one element of non-differentiated data — in the first chunk, a later one or the tail,
+/// `-0` for `+0` included — is seen and walked with the new data, and the runs after it with
+/// only new parameters replay. In f32 a change that rounds to the recorded f32 keeps the replay.
+#[test]
+fn a_changed_element_of_long_data_is_walked() {
+    for precision in [Precision::F64, Precision::F32] {
+        const B: usize = 45;
+        let src = "(* a (+ x (ref m 1 0) (ref m 4 4)))";
+        let x0: Vec<f64> = (0..B).map(|l| l as f64 * 0.25).collect();
+        let m0: Vec<f64> = (0..25).map(|e| 1.0 + e as f64).collect();
+        let run = |a: f64, x: &[f64], m: &[f64]| {
+            Inputs::new()
+                .param_lanes("a", (0..B).map(|l| a + l as f64).collect())
+                .input_lanes("x", x.to_vec())
+                .matrix("m", 5, 5, m.to_vec())
+        };
+        let with = |xs: &[f64], i: usize, v: f64| {
+            let mut xs = xs.to_vec();
+            xs[i] = v;
+            xs
+        };
+        let (x1, x2, x3) = (with(&x0, 3, 7.0), with(&x0, 20, -1.0), with(&x0, 40, 2.5));
+        let x4 = with(&x0, 0, -0.0);
+        let (m1, m2) = (with(&m0, 2, 0.5), with(&m0, 24, 9.0));
+        // 1 + 2^-40 rounds to 1 in f32, not in f64.
+        let x5 = with(&x0, 4, 1.0 + f64::powi(2.0, -40));
+        let seq = [
+            run(1.0, &x0, &m0),
+            run(2.0, &x0, &m0),
+            run(2.0, &x1, &m0),
+            run(3.0, &x1, &m0),
+            run(3.0, &x2, &m0),
+            run(4.0, &x2, &m0),
+            run(4.0, &x3, &m0),
+            run(5.0, &x3, &m0),
+            run(5.0, &x4, &m0),
+            run(6.0, &x4, &m0),
+            run(6.0, &x0, &m1),
+            run(7.0, &x0, &m1),
+            run(7.0, &x0, &m2),
+            run(8.0, &x0, &m2),
+            run(8.0, &x5, &m2),
+        ];
+        let r = check_sequence(
+            "long data",
+            src,
+            opts(Dialect::Default, B).with_precision(precision),
+            &seq,
+        );
+        let f32_same = precision == Precision::F32;
+        let mut want = [false, true].repeat(7);
+        want.push(f32_same);
+        assert_eq!(r, want, "{precision:?}");
+    }
+}
+
+/// Fault flags over many lanes, walked and replayed, in f64 and f32: a lane whose value is NaN
+/// and a lane whose gradient alone is infinite are flagged, every other lane is not.
+#[test]
+fn faults_of_many_lanes_name_exactly_the_bad_lanes() {
+    for precision in [Precision::F64, Precision::F32] {
+        const B: usize = 45;
+        let mut heap = Heap::new();
+        let program = ndvm_frontends::scheme::parse(&mut heap, "(* b (sqrt (+ a x)))").unwrap();
+        let mut ev = Evaluator::new(opts(Dialect::Default, B).with_precision(precision));
+        let mut x: Vec<f64> = (0..B).map(|l| 1.0 + l as f64).collect();
+        // Lane 9: sqrt(0), a finite value whose gradient in `a` is infinite; lane 37: NaN.
+        x[9] = -1.0;
+        x[37] = -6.0;
+        let mut want = vec![false; B];
+        want[9] = true;
+        want[37] = true;
+        for (k, b) in [1.0, 2.0, 3.0].into_iter().enumerate() {
+            let inputs = Inputs::new()
+                .param("a", 1.0)
+                .param("b", b)
+                .input_lanes("x", x.clone());
+            let e = ev.eval_grad(&mut heap, &program, &inputs).unwrap();
+            assert_eq!(ev.last_run_replayed(), k > 0, "{precision:?} run {k}");
+            assert_eq!(e.faults, want, "{precision:?} run {k}");
+            let ndvm_core::Output::Number(v) = &e.value else {
+                panic!("not a number")
+            };
+            assert_eq!(v[9], 0.0);
+            assert!(v[37].is_nan() && v[8].is_finite());
+            assert_eq!(e.grads[0].per_lane[9], f64::INFINITY);
+            assert_eq!(e.grads[1].per_lane[9], 0.0);
+        }
+        // No faults at all once every lane is positive.
+        let inputs = Inputs::new()
+            .param("a", 1.0)
+            .param("b", 1.0)
+            .input_lanes("x", (0..B).map(|l| 1.0 + l as f64).collect());
+        let e = ev.eval_grad(&mut heap, &program, &inputs).unwrap();
+        assert_eq!(e.faults, vec![false; B], "{precision:?}");
+        // Large finite numbers whose sum over the lanes overflows: still no fault.
+        let big = if precision == Precision::F32 {
+            3e38
+        } else {
+            1.7e308
+        };
+        let program = ndvm_frontends::scheme::parse(&mut heap, "(* b x)").unwrap();
+        let inputs = Inputs::new().param("b", 1.0).input_lanes("x", vec![big; B]);
+        let e = ev.eval_grad(&mut heap, &program, &inputs).unwrap();
+        assert_eq!(e.faults, vec![false; B], "{precision:?}");
+    }
+}

@@ -288,13 +288,11 @@ impl<R: Real> Machine<R> {
             let (true, Some(p)) = (inp.grad, v.payload()) else {
                 continue;
             };
-            let off = self.lanes.meta(p).off as usize;
             match &inp.value {
-                InputValue::Uniform(x) => self.lanes.data[off] = R::of(*x),
-                InputValue::Lanes(xs) => {
-                    let dst = &mut self.lanes.data[off..off + b];
-                    dst.iter_mut().zip(xs).for_each(|(d, &x)| *d = R::of(x));
+                InputValue::Uniform(x) => {
+                    super::write_rounded(&mut self.lanes, p, std::slice::from_ref(x))
                 }
+                InputValue::Lanes(xs) => super::write_rounded(&mut self.lanes, p, xs),
                 _ => {}
             }
         }
@@ -378,11 +376,7 @@ impl<R: Real> Machine<R> {
         let same = |p: PayloadId, xs: &[f64]| {
             let m = self.lanes.meta(p);
             let off = m.off as usize;
-            m.n as usize == xs.len()
-                && self.lanes.data[off..off + xs.len()]
-                    .iter()
-                    .zip(xs)
-                    .all(|(a, &b)| a.bits() == R::of(b).bits())
+            m.n as usize == xs.len() && same_bits(&self.lanes.data[off..off + xs.len()], xs)
         };
         inputs
             .entries
@@ -403,11 +397,7 @@ impl<R: Real> Machine<R> {
                     (InputValue::Lanes(xs), Value::Num(_)) => {
                         m.varying
                             && xs.len() == b
-                            && (inp.grad
-                                || self.lanes.data[m.off as usize..m.off as usize + b]
-                                    .iter()
-                                    .zip(xs)
-                                    .all(|(a, &b)| a.bits() == R::of(b).bits()))
+                            && (inp.grad || same_bits(&self.lanes.data[m.off as usize..][..b], xs))
                     }
                     (InputValue::Vector(xs), Value::Vector(..)) => !m.varying && same(p, xs),
                     (InputValue::Matrix { rows, cols, data }, Value::Matrix(_, r, c)) => {
@@ -569,6 +559,28 @@ impl<R: Real> Machine<R> {
         }
         self.trace.blocks_ready = true;
     }
+}
+
+/// Whether `have` holds `want` rounded to the lane type, bit for bit. Compares whole chunks
+/// without an early exit inside one (so the compare and the rounding vectorise), and stops at
+/// the first chunk that differs.
+fn same_bits<R: Real>(have: &[R], want: &[f64]) -> bool {
+    const CHUNK: usize = 16;
+    if have.len() != want.len() {
+        return false;
+    }
+    let (mut h, mut w) = (have.chunks_exact(CHUNK), want.chunks_exact(CHUNK));
+    for (h, w) in (&mut h).zip(&mut w) {
+        let mut diff = 0u64;
+        for i in 0..CHUNK {
+            diff |= h[i].bits() ^ R::of(w[i]).bits();
+        }
+        if diff != 0 {
+            return false;
+        }
+    }
+    let (h, w) = (h.remainder(), w.remainder());
+    h.iter().zip(w).all(|(a, &b)| a.bits() == R::of(b).bits())
 }
 
 /// The matrix size and the inverse and determinant payloads of a node of the determinant family
@@ -748,4 +760,36 @@ fn guards_hold<R: Real>(lanes: &Lanes<R>, masks: &LaneMask, trace: &Trace<R>) ->
             }),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_bits;
+
+    #[test]
+    fn same_bits_sees_one_changed_element_anywhere() {
+        let want: Vec<f64> = (0..37).map(|i| i as f64 * 0.1).collect();
+        let have64 = want.clone();
+        let have32: Vec<f32> = want.iter().map(|&x| x as f32).collect();
+        assert!(same_bits(&have64, &want) && same_bits(&have32, &want));
+        for i in 0..want.len() {
+            let mut w = want.clone();
+            w[i] += 1.0;
+            assert!(
+                !same_bits(&have64, &w) && !same_bits(&have32, &w),
+                "element {i}"
+            );
+            w[i] = -want[i];
+            assert_eq!(same_bits(&have64, &w), want[i].to_bits() == w[i].to_bits());
+        }
+        // -0 differs from +0; a shorter slice differs; a change below f32's precision does
+        // not change the f32 bits.
+        let mut w = want.clone();
+        w[0] = -0.0;
+        assert!(!same_bits(&have64, &w) && !same_bits(&have32, &w));
+        assert!(!same_bits(&have64, &want[1..]));
+        let mut w = want.clone();
+        w[20] += 1e-12;
+        assert!(!same_bits(&have64, &w) && same_bits(&have32, &w));
+    }
 }
