@@ -84,7 +84,8 @@ pub struct EvalOptions {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LaneBlock {
     /// Equal blocks of about as many lanes as fit their share of the recorded payload arena into
-    /// `bytes` (a multiple of 8 lanes; the fit taken as at least [`LaneBlock::MIN_AUTO_LANES`]);
+    /// `bytes`, counting 8 bytes a float (a multiple of 8 lanes; the fit taken as at least
+    /// [`LaneBlock::MIN_AUTO_LANES`]; an `f32` arena's blocks are as wide, half the bytes);
     /// one block when B is less than one and a half fits.
     Cache {
         /// The working-set budget of one block, in bytes.
@@ -102,8 +103,9 @@ impl LaneBlock {
     /// Smallest automatic block: below it the per-node cost of a pass outweighs the cache gain.
     pub const MIN_AUTO_LANES: usize = 128;
 
-    /// The block width for `n_lanes` lanes whose recorded arena holds `floats` 8-byte floats (an
-    /// `f32` arena counts half its floats): `n_lanes` when the replay is not split.
+    /// The block width for `n_lanes` lanes whose recorded arena holds `floats` floats (of either
+    /// width, so `f32` blocks have as many lanes as `f64` ones): `n_lanes` when the replay is not
+    /// split.
     pub fn width(self, n_lanes: usize, floats: usize) -> usize {
         let n = n_lanes.max(1);
         match self {

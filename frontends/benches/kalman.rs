@@ -4,7 +4,8 @@
 //! observations from `testdata/seed-data/oracle_refs.json`. `NDVM_BENCH_WALK=1` turns the trace
 //! replay off (every run walks), `NDVM_BENCH_FWD=1` times forward-only runs, `NDVM_BENCH_B=k`
 //! runs one lane count, `NDVM_BENCH_RUNS=n` a fixed number of runs and `NDVM_BENCH_BLOCK=w`
-//! replays in lane blocks of `w` lanes (0: one block; unset: the default cache budget).
+//! replays in lane blocks of `w` lanes (0: one block; unset: the default cache budget);
+//! `NDVM_BENCH_F32=1` evaluates in f32 lanes.
 
 #![allow(clippy::print_stdout)] // a benchmark reports on stdout
 
@@ -38,6 +39,9 @@ fn main() {
         let mut opts = EvalOptions::new(b).with_dialect(Dialect::Reference);
         if walk {
             opts = opts.with_replay(false);
+        }
+        if std::env::var_os("NDVM_BENCH_F32").is_some() {
+            opts = opts.with_precision(ndvm_core::Precision::F32);
         }
         if let Some(w) = std::env::var("NDVM_BENCH_BLOCK")
             .ok()
