@@ -1204,21 +1204,7 @@ impl<R: Real> Adjoints<R> {
     /// when `p` takes no gradient.
     #[inline(always)]
     fn slot(&mut self, m: Meta, p: PayloadId) -> Option<usize> {
-        if !m.grad {
-            return None;
-        }
-        let o = self.off[p.0 as usize];
-        if o != NO_ADJ {
-            return Some(o as usize);
-        }
-        let len = m.n as usize * self.b;
-        if self.prezeroed && self.top + len <= self.buf.len() {
-            let o = self.top;
-            self.top += len;
-            self.off[p.0 as usize] = o as u32;
-            return Some(o);
-        }
-        Some(self.alloc(p, m.n as usize, true))
+        self.slot_n(p, m.n as usize, m.grad)
     }
 
     /// [`Adjoints::slot`] with the payload's element count and gradient flag given.
