@@ -1,5 +1,6 @@
 //! Hostile programs (`tests/data/hostile/*.scm`): each must end in its classified error (or its
-//! value) quickly, never a stack overflow, an allocation abort or a hang.
+//! value) quickly, never a stack overflow, an allocation abort or a hang, in `f64` and in `f32`
+//! lanes alike.
 //!
 //! Header lines (`;; key: value`) say how to run a file and what it must give:
 //!
@@ -21,7 +22,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ndvm_core::{EvalOptions, Evaluator, Heap, Inputs, Output};
+use ndvm_core::{EvalOptions, Evaluator, Heap, Inputs, Output, Precision};
 
 const KEYS: &[&str] = &[
     "expect",
@@ -126,9 +127,10 @@ fn peak_rss() -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// Runs one case; returns a line for the report.
-fn run_case(path: &Path) -> String {
+/// Runs one case in `precision`; returns a line for the report.
+fn run_case(path: &Path, precision: Precision) -> String {
     let file = path.file_name().unwrap().to_string_lossy().to_string();
+    let file = format!("{file} ({})", precision.name());
     let text = std::fs::read_to_string(path).expect("readable case");
     let h = header(&text, &file);
     let src = match &h.generate {
@@ -138,7 +140,7 @@ fn run_case(path: &Path) -> String {
     let mut heap = Heap::new();
     let program = ndvm_frontends::scheme::parse(&mut heap, &src)
         .unwrap_or_else(|e| panic!("{file}: does not parse: {e}"));
-    let mut opts = EvalOptions::new(h.lanes);
+    let mut opts = EvalOptions::new(h.lanes).with_precision(precision);
     if let Some(m) = h.max_steps {
         opts = opts.with_max_steps(m);
     }
@@ -224,7 +226,9 @@ fn hostile_programs_end_in_classified_errors_quickly() {
     assert!(files.len() >= 14, "the hostile cases are missing");
     let mut report = Vec::new();
     for path in &files {
-        report.push(run_case(path));
+        for precision in [Precision::F64, Precision::F32] {
+            report.push(run_case(path, precision));
+        }
     }
     for line in &report {
         eprintln!("{line}");
