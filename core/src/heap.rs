@@ -113,22 +113,19 @@ impl Heap {
 
     /// Allocates a cell.
     pub fn alloc(&mut self, node: Node) -> NodeId {
-        match node {
-            Node::Nil => return Self::NIL,
-            Node::Bool(false) => return Self::FALSE,
-            Node::Bool(true) => return Self::TRUE,
-            _ => {}
-        }
-        let id = NodeId(self.nodes.len() as u32);
-        self.nodes.push(node);
-        self.spans.push(None);
-        id
+        self.push(node, None)
     }
 
     /// Allocates a cell read from `span` of the source: [`Self::alloc`] then [`Self::set_span`]
     /// in one step (the shared `()`, `#f` and `#t` cells take no span).
     #[inline]
     pub fn alloc_spanned(&mut self, node: Node, span: SrcSpan) -> NodeId {
+        self.push(node, Some(span))
+    }
+
+    /// A new cell holding `node` with `span` (the shared `()`, `#f` and `#t` cells are reused).
+    #[inline]
+    fn push(&mut self, node: Node, span: Option<SrcSpan>) -> NodeId {
         match node {
             Node::Nil => return Self::NIL,
             Node::Bool(false) => return Self::FALSE,
@@ -137,7 +134,7 @@ impl Heap {
         }
         let id = NodeId(self.nodes.len() as u32);
         self.nodes.push(node);
-        self.spans.push(Some(span));
+        self.spans.push(span);
         id
     }
 

@@ -1,10 +1,13 @@
 //! Oracle parity: the 33 forward values and 82 gradients of `seed-data/oracle_refs.json` (PyTorch
-//! DMCI oracle, float32) in the reference dialect, with the tolerances of `seed-data/README.md`.
+//! DMCI oracle, float32) in the reference dialect, with the tolerances of `seed-data/README.md`,
+//! in `f64` lanes and in `f32` lanes. The README's tolerances were set for a float32 oracle
+//! against an f64 runtime and hold unchanged for f32 lanes (both round every operation to f32; the
+//! orders of operations differ).
 
 mod common;
 
 use common::{OracleProgram, is_close, lane_bits, number, opts, run};
-use ndvm_core::Dialect;
+use ndvm_core::{Dialect, Precision};
 
 /// README tolerances: (forward atol, forward rtol, gradient atol, gradient rtol).
 fn tolerances(name: &str) -> (f64, f64, f64, f64) {
@@ -18,13 +21,18 @@ fn tolerances(name: &str) -> (f64, f64, f64, f64) {
 
 /// Checks one program against the oracle; returns (forward values, gradients) compared, and pushes
 /// one line per mismatch to `failures`.
-fn check_oracle(p: &OracleProgram, failures: &mut Vec<String>) -> (usize, usize) {
+fn check_oracle(
+    p: &OracleProgram,
+    precision: Precision,
+    failures: &mut Vec<String>,
+) -> (usize, usize) {
     let Some(expected) = p.result else {
         return (0, 0);
     };
     let (fa, fr, ga, gr) = tolerances(&p.name);
     let inputs = p.inputs();
-    let eval = match run(&p.src, opts(Dialect::Reference, 1), &inputs, true) {
+    let opts = opts(Dialect::Reference, 1).with_precision(precision);
+    let eval = match run(&p.src, opts.clone(), &inputs, true) {
         Ok(e) => e,
         Err(e) => {
             failures.push(format!("{}: eval_grad failed: {e}", p.name));
@@ -58,7 +66,7 @@ fn check_oracle(p: &OracleProgram, failures: &mut Vec<String>) -> (usize, usize)
         ));
     }
     // The forward-only walk must give the same value as the taped walk, bit for bit.
-    match run(&p.src, opts(Dialect::Reference, 1), &inputs, false) {
+    match run(&p.src, opts, &inputs, false) {
         Ok(fwd) if lane_bits(&fwd, 0).value == lane_bits(&eval, 0).value => {}
         Ok(fwd) => failures.push(format!(
             "{}: forward-only {:?} != taped {:?}",
@@ -71,18 +79,27 @@ fn check_oracle(p: &OracleProgram, failures: &mut Vec<String>) -> (usize, usize)
 
 #[test]
 fn oracle_values_and_gradients_match_in_reference_dialect() {
+    oracle_values_and_gradients_match(Precision::F64);
+}
+
+#[test]
+fn oracle_values_and_gradients_match_in_f32() {
+    oracle_values_and_gradients_match(Precision::F32);
+}
+
+fn oracle_values_and_gradients_match(precision: Precision) {
     let programs = common::oracle_programs();
     assert_eq!(programs.len(), 34, "oracle_refs.json holds 34 programs");
     let mut failures = Vec::new();
     let (mut n_values, mut n_grads) = (0, 0);
     for p in &programs {
-        let (v, g) = check_oracle(p, &mut failures);
+        let (v, g) = check_oracle(p, precision, &mut failures);
         n_values += v;
         n_grads += g;
     }
     assert!(
         failures.is_empty(),
-        "{} oracle mismatches:\n{}",
+        "{} oracle mismatches ({precision:?}):\n{}",
         failures.len(),
         failures.join("\n")
     );

@@ -325,24 +325,7 @@ pub fn sweep(
 
         // Same function: compare every lane with the ceiling before timing anything, after the
         // recording walk and after a replay at the second point.
-        let mut max_rel_diff = 0.0f64;
-        for (qs, rs, replayed) in [(&q, &r, false), (&q2, &r2, true)] {
-            runner.set_params(qs, rs);
-            runner.run(true)?;
-            assert_eq!(
-                runner.replayed(),
-                replayed,
-                "kalman replay at B = {n_lanes}"
-            );
-            for lane in 0..n_lanes {
-                let (v, g, fault) = runner.lane_result(lane);
-                let (cv, cg) = ceiling::kalman_nll_grad(&case.obs, qs[lane], rs[lane]);
-                assert!(!fault, "kalman lane {lane} of {n_lanes} faulted");
-                for (a, b) in [(v, cv), (g[0], cg[0]), (g[1], cg[1])] {
-                    max_rel_diff = max_rel_diff.max(rel_diff(a, b));
-                }
-            }
-        }
+        let max_rel_diff = ceiling_diff(&mut runner, case, (&q, &r), (&q2, &r2))?;
         assert!(
             max_rel_diff <= 1e-9,
             "interpreter and ceiling disagree at B = {n_lanes}: relative difference {max_rel_diff:e}"
@@ -361,7 +344,12 @@ pub fn sweep(
 
         let arena_floats_grad = runner.arena_floats();
         let mut f32_runner = KalmanRunner::new_in(case, n_lanes, true, Precision::F32)?;
-        let max_rel_diff_f32 = f32_diff(&mut f32_runner, case, (&q, &r), (&q2, &r2))?;
+        let max_rel_diff_f32 = ceiling_diff(&mut f32_runner, case, (&q, &r), (&q2, &r2))?;
+        // 80 filter steps in single precision: observed ≤ 3e-5 relative.
+        assert!(
+            max_rel_diff_f32 <= 1e-3,
+            "f32 interpreter and f64 ceiling disagree at B = {n_lanes}: {max_rel_diff_f32:e}"
+        );
         let mut fwd_runner = KalmanRunner::new(case, n_lanes, true)?;
         fwd_runner.set_params(&q, &r);
         fwd_runner.run(false)?;
@@ -495,9 +483,10 @@ pub fn sweep(
     Ok(rows)
 }
 
-/// Records and replays the f32 runner at both parameter points (checking that the second run
-/// replays) and returns its largest relative difference from the f64 scalar ceiling.
-fn f32_diff(
+/// Records `runner` at `p1` and replays it at `p2` (checking that the second run replays and no
+/// lane faults) and returns the largest relative difference of its values and gradients from the
+/// f64 scalar ceiling.
+fn ceiling_diff(
     runner: &mut KalmanRunner,
     case: &KalmanCase,
     p1: (&[f64], &[f64]),
@@ -505,23 +494,23 @@ fn f32_diff(
 ) -> Result<f64> {
     let mut worst = 0.0f64;
     for ((qs, rs), replayed) in [(p1, false), (p2, true)] {
+        let n_lanes = qs.len();
         runner.set_params(qs, rs);
         runner.run(true)?;
-        assert_eq!(runner.replayed(), replayed, "kalman f32 replay");
-        for lane in 0..qs.len() {
+        assert_eq!(
+            runner.replayed(),
+            replayed,
+            "kalman replay at B = {n_lanes}"
+        );
+        for lane in 0..n_lanes {
             let (v, g, fault) = runner.lane_result(lane);
             let (cv, cg) = ceiling::kalman_nll_grad(&case.obs, qs[lane], rs[lane]);
-            assert!(!fault, "kalman f32 lane {lane} faulted");
+            assert!(!fault, "kalman lane {lane} of {n_lanes} faulted");
             for (a, b) in [(v, cv), (g[0], cg[0]), (g[1], cg[1])] {
                 worst = worst.max(rel_diff(a, b));
             }
         }
     }
-    // 80 filter steps in single precision: observed ≤ 3e-5 relative.
-    assert!(
-        worst <= 1e-3,
-        "f32 interpreter and f64 ceiling: relative difference {worst:e}"
-    );
     Ok(worst)
 }
 
