@@ -5,9 +5,10 @@
 //! node is a handful of array reads and writes; what costs is finding them (payload metadata, the
 //! term table, the kernels' lane and mask branches). A step holds its payloads' offsets and sizes,
 //! and a tensor op its terms in the order its kernel visits them, so the replay runs the same
-//! arithmetic in the same order (the same bits) without the look-ups. Nodes with another shape
-//! (selects, soft choices, determinants, a lane mask other than the full one, ops past the term
-//! table) stay [`Step::Node`] and run through the generic per-node code.
+//! arithmetic in the same order (the same bits) without the look-ups. A determinant, log
+//! determinant or inverse is a [`Step::Det`] in the sweep only; nodes with another shape (selects,
+//! soft choices, a lane mask other than the full one, ops past the term table) stay [`Step::Node`]
+//! and run through the generic per-node code.
 
 use crate::lanes::{Lanes, PayloadId};
 use crate::linalg::{TensorOp, TermCache};
