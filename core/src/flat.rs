@@ -6,9 +6,10 @@
 //! term table, the kernels' lane and mask branches). A step holds its payloads' offsets and sizes,
 //! and a tensor op its terms in the order its kernel visits them, so the replay runs the same
 //! arithmetic in the same order (the same bits) without the look-ups. A determinant, log
-//! determinant or inverse is a [`Step::Det`] in the sweep only; nodes with another shape (selects,
-//! soft choices, a lane mask other than the full one, ops past the term table) stay [`Step::Node`]
-//! and run through the generic per-node code.
+//! determinant or inverse is a [`Step::Det`] (forward here only when 2×2); nodes with another
+//! shape (selects, soft choices, a lane mask other than the full one, ops past the term table)
+//! stay [`Step::Node`] and run through the generic per-node code. The sweep runs from a
+//! [`SweepPlan`] when every node it reaches is compiled.
 
 use crate::lanes::{Lanes, PayloadId};
 use crate::linalg::{TensorOp, TermCache};
@@ -56,12 +57,14 @@ pub(crate) enum Step {
         grad_b: bool,
     },
     /// det, log det or inverse of a matrix (`a`), swept from `t` (the kept inverse, or the
-    /// output for an inverse) and `z` (the output); run forward as a [`Step::Node`].
+    /// output for an inverse) and `z` (the output); `d` is the determinant. A 2×2 one runs
+    /// forward here (the kernel's closed form); a larger one as a [`Step::Node`].
     Det {
         op: TensorOp,
         a: u32,
         t: u32,
         z: u32,
+        d: u32,
         na: u32,
         nt: u32,
         n_out: u32,
@@ -81,6 +84,88 @@ pub(crate) struct FlatTape<R: Real = f64> {
     pub(crate) terms: Vec<FlatTerm<R>>,
     /// Built for the current recording.
     pub(crate) ready: bool,
+    /// The sweep from the recording's root, when every step it reaches is compiled.
+    pub(crate) sweep: SweepPlan,
+}
+
+/// A flat tape's reverse sweep from one root with every adjoint at its payload's own offset in
+/// the arena (one lane: payloads never overlap in a gradient run's append-only arena). The
+/// generic sweep finds an output's adjoint by looking it up, allocates an input's on its first
+/// accumulation and skips a node whose output got none; here which nodes are reached is worked
+/// out once from the gradient flags (a node is reached when its output is the root or an input
+/// of a reached node that takes a gradient, exactly when the generic sweep would have allocated
+/// that output's adjoint), so the sweep is a list of steps and fixed offsets.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SweepPlan {
+    /// The root it was worked out for (`None`: not built for this recording).
+    pub(crate) root: Option<PayloadId>,
+    /// Whether every reached node is a compiled step (otherwise the generic sweep runs).
+    pub(crate) ok: bool,
+    /// The reached steps, last first.
+    pub(crate) order: Vec<u32>,
+    /// Reached payloads no step produced (the inputs), with their offsets: where
+    /// [`crate::tape::Tape::grad_of`] finds their adjoints.
+    pub(crate) inputs: Vec<(PayloadId, u32)>,
+    /// Scratch of the build: reached / produced flags per payload.
+    live: Vec<u8>,
+}
+
+const REACHED: u8 = 1;
+const PRODUCED: u8 = 2;
+
+impl SweepPlan {
+    /// Works out the sweep of `steps` (compiled from `nodes`) from `root`.
+    pub(crate) fn build<R: Real>(
+        &mut self,
+        steps: &[Step],
+        nodes: &[TapeNode],
+        lanes: &Lanes<R>,
+        root: PayloadId,
+    ) {
+        self.root = Some(root);
+        self.ok = true;
+        self.order.clear();
+        self.inputs.clear();
+        let live = &mut self.live;
+        live.clear();
+        live.resize(lanes.meta.len(), 0);
+        if !lanes.meta(root).grad {
+            return;
+        }
+        live[root.0 as usize] |= REACHED;
+        for (k, (step, node)) in steps.iter().zip(nodes).enumerate().rev() {
+            live[node.out.0 as usize] |= PRODUCED;
+            if live[node.out.0 as usize] & REACHED == 0 {
+                continue;
+            }
+            let (a, b) = match *step {
+                Step::Unary { grad_a, .. } | Step::Det { grad_a, .. } => (grad_a, false),
+                Step::Binary { grad_a, grad_b, .. } => (grad_a, grad_b),
+                Step::Terms {
+                    bilinear,
+                    grad_a,
+                    grad_b,
+                    ..
+                } => (grad_a, bilinear && grad_b),
+                Step::Node => {
+                    self.ok = false;
+                    return;
+                }
+            };
+            if a {
+                live[node.a.0 as usize] |= REACHED;
+            }
+            if b {
+                live[node.b.0 as usize] |= REACHED;
+            }
+            self.order.push(k as u32);
+        }
+        for (p, &f) in live.iter().enumerate() {
+            if f == REACHED {
+                self.inputs.push((PayloadId(p as u32), lanes.meta[p].off));
+            }
+        }
+    }
 }
 
 impl<R: Real> FlatTape<R> {
@@ -103,6 +188,7 @@ impl<R: Real> FlatTape<R> {
         debug_assert_eq!(lanes.n_lanes(), 1);
         self.steps.clear();
         self.terms.clear();
+        self.sweep.root = None;
         for node in nodes {
             let step = self.step(node, lanes, term_cache, &mut sweep_terms);
             self.steps.push(step);
@@ -185,11 +271,21 @@ impl<R: Real> FlatTape<R> {
                     node.b
                 };
                 let ms = meta(src);
+                // The family allocates the inverse, then the determinant, next to each other.
+                let det = match op {
+                    TensorOp::Det { .. } => node.out,
+                    TensorOp::Inv { .. } => PayloadId(node.out.0 + 1),
+                    _ => PayloadId(node.b.0 + 1),
+                };
+                let Some(md) = lanes.meta.get(det.0 as usize) else {
+                    return Step::Node;
+                };
                 Step::Det {
                     op,
                     a: ma.off,
                     t: ms.off,
                     z: mo.off,
+                    d: md.off,
                     na: ma.n,
                     nt: ms.n,
                     n_out: mo.n,
@@ -197,6 +293,37 @@ impl<R: Real> FlatTape<R> {
                 }
             }
             _ => Step::Node,
+        }
+    }
+}
+
+impl Step {
+    /// The offsets of a compiled step's output adjoint and its inputs' (`None`: that input takes
+    /// no gradient) under the sweep plan's layout, where an adjoint sits at its payload's offset.
+    #[inline(always)]
+    pub(crate) fn adjoint_offsets(&self) -> (usize, Option<usize>, Option<usize>) {
+        let on = |grad: bool, off: u32| grad.then_some(off as usize);
+        match *self {
+            Step::Unary { out, a, grad_a, .. } => (out as usize, on(grad_a, a), None),
+            Step::Binary {
+                out,
+                a,
+                b,
+                grad_a,
+                grad_b,
+                ..
+            } => (out as usize, on(grad_a, a), on(grad_b, b)),
+            Step::Terms {
+                bilinear,
+                out,
+                a,
+                b,
+                grad_a,
+                grad_b,
+                ..
+            } => (out as usize, on(grad_a, a), on(bilinear && grad_b, b)),
+            Step::Det { z, a, grad_a, .. } => (z as usize, on(grad_a, a), None),
+            Step::Node => (0, None, None),
         }
     }
 }
@@ -250,6 +377,29 @@ pub(crate) fn forward<R: Real>(step: &Step, terms: &[FlatTerm<R>], data: &mut [R
                     c * data[a + i as usize]
                 };
                 data[out + o as usize] += v;
+            }
+        }
+        Step::Det {
+            op,
+            a,
+            t,
+            z,
+            d,
+            na: 4,
+            ..
+        } => {
+            // `kernels::det_inv`'s closed form at one lane, then `kernels::log_det`.
+            let (a, t, z, d) = (a as usize, t as usize, z as usize, d as usize);
+            let [a0, a1, a2, a3] = [data[a], data[a + 1], data[a + 2], data[a + 3]];
+            let det = a0 * a3 - a1 * a2;
+            let inv = &mut data[t..t + 4];
+            inv[0] = a3 / det;
+            inv[1] = -a1 / det;
+            inv[2] = -a2 / det;
+            inv[3] = a0 / det;
+            data[d] = det;
+            if let TensorOp::LogDet { abs, .. } = op {
+                data[z] = if abs { det.abs().ln() } else { det.ln() };
             }
         }
         Step::Det { .. } | Step::Node => return false,

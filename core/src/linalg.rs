@@ -1218,10 +1218,76 @@ pub(crate) fn det_family_vjp<R: Real>(
     b: usize,
     s: &mut Vec<R>,
 ) {
-    if fresh {
+    let two = matches!(
+        op,
+        TensorOp::Det { m: 2 } | TensorOp::LogDet { m: 2, .. } | TensorOp::Inv { m: 2 }
+    );
+    if b == 1 && two && !fresh {
+        det_family_one2(op, a, inv_or_z, z, g, da, s);
+    } else if fresh {
         det_family::<_, true>(op, a, inv_or_z, z, g, da, b, s);
     } else {
         det_family::<_, false>(op, a, inv_or_z, z, g, da, b, s);
+    }
+}
+
+/// [`det_family`] at one lane for a 2×2 matrix, on four floats held in registers: the same
+/// expressions in the same order (the same bits).
+#[inline]
+fn det_family_one2<R: Real>(
+    op: TensorOp,
+    a: &[R],
+    inv_or_z: &[R],
+    z: &[R],
+    g: &[R],
+    da: &mut [R],
+    s: &mut Vec<R>,
+) {
+    let t = [inv_or_z[0], inv_or_z[1], inv_or_z[2], inv_or_z[3]];
+    let d = &mut da[..4];
+    match op {
+        TensorOp::Inv { .. } => {
+            let gg = [g[0], g[1], g[2], g[3]];
+            let entry = |i: usize, j: usize| {
+                let mut s = R::ZERO;
+                for p in 0..2 {
+                    let zt = t[p * 2 + i];
+                    for q in 0..2 {
+                        s += zt * gg[p * 2 + q] * t[j * 2 + q];
+                    }
+                }
+                s
+            };
+            d[0] = d[0] - entry(0, 0);
+            d[1] = d[1] - entry(0, 1);
+            d[2] = d[2] - entry(1, 0);
+            d[3] = d[3] - entry(1, 1);
+        }
+        _ => {
+            let det = matches!(op, TensorOp::Det { .. });
+            let planted = if crate::planted::is_planted(crate::planted::Bug::DetVjp) {
+                R::of(1.01)
+            } else {
+                R::ONE
+            };
+            let g0 = g[0];
+            for i in 0..2 {
+                for j in 0..2 {
+                    let tv = t[j * 2 + i];
+                    let term = if det {
+                        // A singular matrix (non-finite A⁻¹) gets its cofactors below.
+                        let term = planted * g0 * z[0] * tv;
+                        if tv.is_finite() { term } else { R::ZERO }
+                    } else {
+                        g0 * tv
+                    };
+                    d[i * 2 + j] = d[i * 2 + j] + term;
+                }
+            }
+            if det {
+                singular_det_lanes(2, a, inv_or_z, g, da, 1, s);
+            }
+        }
     }
 }
 

@@ -69,6 +69,8 @@ pub(crate) struct Tape<R: Real = f64> {
     gathered: Gathered<R>,
     /// The recording compiled for one-lane replays (see [`FlatTape`]).
     pub(crate) flat: FlatTape<R>,
+    /// The last sweep ran by the flat tape's plan: adjoints sit at the payloads' offsets.
+    flat_swept: bool,
 }
 
 /// The input gradients of a blocked replay, put together block by block: while `on`, they are
@@ -106,6 +108,7 @@ impl<R: Real> Tape<R> {
         self.gathered.on = false;
         self.gathered.skip = false;
         self.flat.ready = false;
+        self.flat_swept = false;
     }
 
     /// Compiles the recording (made at one lane into `lanes`) for one-lane replays.
@@ -178,6 +181,7 @@ impl<R: Real> Tape<R> {
     pub(crate) fn shrink_adjoints(&mut self, bytes: usize) {
         if self.adj.buf.capacity() * R::BYTES > bytes || self.adj.off.capacity() * 4 > bytes {
             self.adj = Adjoints::default();
+            self.flat_swept = false;
         }
         if self.merges.bytes() > bytes as u64 {
             self.merges = Merges::default();
@@ -219,8 +223,14 @@ impl<R: Real> Tape<R> {
             }
             return;
         }
-        match self.adj.off.get(p.0 as usize) {
-            Some(&o) if o != NO_ADJ => {
+        let off = if self.flat_swept {
+            let inputs = &self.flat.sweep.inputs;
+            inputs.iter().find(|&&(q, _)| q == p).map(|&(_, o)| o)
+        } else {
+            self.adj.off.get(p.0 as usize).copied()
+        };
+        match off {
+            Some(o) if o != NO_ADJ => {
                 let o = o as usize;
                 widen(out, &self.adj.buf[o..o + n_lanes]);
             }
@@ -234,7 +244,11 @@ impl<R: Real> Tape<R> {
             return;
         }
         self.gathered.on = false;
+        self.flat_swept = false;
         let b = lanes.n_lanes();
+        if b == 1 && self.flat_backward(lanes, root) {
+            return;
+        }
         self.adj.reset(lanes.meta.len(), b);
         let merged = self.has_select && self.merges.index(&self.nodes, masks, lanes.meta.len(), b);
         let rm = lanes.meta(root);
@@ -257,7 +271,7 @@ impl<R: Real> Tape<R> {
             for k in (0..self.nodes.len()).rev() {
                 let node = self.nodes[k];
                 if let Some(go) = self.adj.get(node.out)
-                    && !(flat && self.flat_vjp(lanes, k, node, go))
+                    && !(flat && self.flat_vjp(&lanes.data, k, node, go))
                 {
                     self.node_vjp_one(lanes, masks, node, go);
                 }
@@ -276,107 +290,92 @@ impl<R: Real> Tape<R> {
     /// The compiled step `k` (node `node`) swept at one lane, as [`Tape::node_vjp_one`] sweeps
     /// it (the same expressions in the same order); `false` for a step it leaves to that.
     #[inline(always)]
-    fn flat_vjp(&mut self, lanes: &Lanes<R>, k: usize, node: TapeNode, go: usize) -> bool {
-        let data = &lanes.data[..];
-        match self.flat.steps[k] {
-            Step::Unary {
-                op,
-                out,
-                a,
-                n,
-                grad_a,
-            } => {
-                let n = n as usize;
-                let Some(ia) = self.adj.slot_n(node.a, n, grad_a) else {
-                    return true;
-                };
-                let adj = Cell::from_mut(&mut self.adj.buf[..]).as_slice_of_cells();
-                let (g, d) = (&adj[go..][..n], &adj[ia..][..n]);
-                let (x, z) = (&data[a as usize..][..n], &data[out as usize..][..n]);
-                each_unary!(op, op => {
-                    for e in 0..n {
-                        d[e].set(d[e].get() + adjoint_term(g[e].get(), op.deriv(x[e], z[e])));
-                    }
-                });
-            }
+    fn flat_vjp(&mut self, data: &[R], k: usize, node: TapeNode, go: usize) -> bool {
+        let step = self.flat.steps[k];
+        let adj = &mut self.adj;
+        let (ia, ib) = match step {
+            Step::Unary { n, grad_a, .. } => match adj.slot_n(node.a, n as usize, grad_a) {
+                Some(ia) => (Some(ia), None),
+                None => return true,
+            },
             Step::Binary {
-                op,
-                out,
-                a,
-                b,
-                n,
                 na,
                 nb,
                 grad_a,
                 grad_b,
-            } => {
-                let (n, na, nb) = (n as usize, na as usize, nb as usize);
-                let ia = self.adj.slot_n(node.a, na, grad_a);
-                let ib = self.adj.slot_n(node.b, nb, grad_b);
-                let adj = Cell::from_mut(&mut self.adj.buf[..]).as_slice_of_cells();
-                let g = &adj[go..][..n];
-                let da = ia.map(|i| &adj[i..][..na]);
-                let db = ib.map(|i| &adj[i..][..nb]);
-                let (x, y) = (&data[a as usize..][..na], &data[b as usize..][..nb]);
-                let z = &data[out as usize..][..n];
-                match (na == 1, nb == 1) {
-                    (false, false) => binary_one::<_, false, false>(op, g, x, y, z, da, db),
-                    (false, true) => binary_one::<_, false, true>(op, g, x, y, z, da, db),
-                    (true, false) => binary_one::<_, true, false>(op, g, x, y, z, da, db),
-                    (true, true) => binary_one::<_, true, true>(op, g, x, y, z, da, db),
-                }
-            }
+                ..
+            } => (
+                adj.slot_n(node.a, na as usize, grad_a),
+                adj.slot_n(node.b, nb as usize, grad_b),
+            ),
             Step::Terms {
                 bilinear,
-                a,
-                b,
-                n_out,
                 na,
                 nb,
-                bwd,
                 grad_a,
                 grad_b,
                 ..
             } => {
-                let (na, nb) = (na as usize, nb as usize);
-                let ia = self.adj.slot_n(node.a, na, grad_a);
+                let ia = adj.slot_n(node.a, na as usize, grad_a);
                 let ib = if bilinear {
-                    self.adj.slot_n(node.b, nb, grad_b)
+                    adj.slot_n(node.b, nb as usize, grad_b)
                 } else {
                     None
                 };
-                let adj = Cell::from_mut(&mut self.adj.buf[..]).as_slice_of_cells();
-                let g = &adj[go..][..n_out as usize];
-                let da = ia.map(|i| &adj[i..][..na]);
-                let db = ib.map(|i| &adj[i..][..nb]);
-                let (x, y) = (&data[a as usize..][..na], &data[b as usize..][..nb]);
-                let terms = &self.flat.terms[bwd.0 as usize..bwd.1 as usize];
-                flat_terms_vjp(bilinear, terms, g, (x, y), (da, db), ia == ib);
+                (ia, ib)
             }
-            Step::Det {
-                op,
-                a,
-                t,
-                z,
-                na,
-                nt,
-                n_out,
-                grad_a,
-            } => {
-                let na = na as usize;
-                let Some(ia) = self.adj.slot_n(node.a, na, grad_a) else {
-                    return true;
-                };
-                let n_out = n_out as usize;
-                let [g, da] = regions(&mut self.adj.buf, [go..go + n_out, ia..ia + na]);
-                let (a, t) = (
-                    &data[a as usize..][..na],
-                    &data[t as usize..][..nt as usize],
-                );
-                let z = &data[z as usize..][..1];
-                det_family_vjp(op, a, t, z, g, da, false, 1, &mut self.bufs[5]);
-            }
+            Step::Det { na, grad_a, .. } => match adj.slot_n(node.a, na as usize, grad_a) {
+                Some(ia) => (Some(ia), None),
+                None => return true,
+            },
             Step::Node => return false,
+        };
+        let scratch = &mut self.bufs[5];
+        step_vjp(
+            &step,
+            &self.flat.terms,
+            data,
+            &mut adj.buf,
+            go,
+            (ia, ib),
+            scratch,
+        );
+        true
+    }
+
+    /// The one-lane sweep of a compiled recording by its [`crate::flat::SweepPlan`] (adjoints at the
+    /// payloads' offsets, the reached steps only); `false` when the plan does not cover the
+    /// recording (a reached node is not compiled, or branches merged) and the generic sweep
+    /// must run. The same steps in the same order as the generic sweep: the same bits.
+    fn flat_backward(&mut self, lanes: &Lanes<R>, root: PayloadId) -> bool {
+        if self.has_select || !self.flat.ready || self.flat.steps.len() != self.nodes.len() {
+            return false;
+        }
+        if self.flat.sweep.root != Some(root) {
+            let FlatTape { steps, sweep, .. } = &mut self.flat;
+            sweep.build(steps, &self.nodes, lanes, root);
+        }
+        let FlatTape {
+            steps,
+            terms,
+            sweep,
+            ..
+        } = &self.flat;
+        if !sweep.ok {
+            return false;
+        }
+        let (adj, scratch) = (&mut self.adj, &mut self.bufs[5]);
+        adj.flat_layout(lanes.n_floats());
+        self.flat_swept = true;
+        let rm = lanes.meta(root);
+        if rm.grad {
+            adj.buf[rm.off as usize..][..rm.n as usize].fill(R::ONE);
+        }
+        let data = &lanes.data[..];
+        for &k in &sweep.order {
+            let step = &steps[k as usize];
+            let (go, ia, ib) = step.adjoint_offsets();
+            step_vjp(step, terms, data, &mut adj.buf, go, (ia, ib), scratch);
         }
         true
     }
@@ -904,6 +903,100 @@ impl<R: Real> Tape<R> {
     }
 }
 
+/// Sweeps a compiled step at one lane: its output adjoint at `go` and its inputs' at `ia` / `ib`
+/// (`None`: no gradient) in `adj`, with the expressions and order of [`Tape::node_vjp_one`].
+#[inline(always)]
+fn step_vjp<R: Real>(
+    step: &Step,
+    terms: &[FlatTerm<R>],
+    data: &[R],
+    adj: &mut [R],
+    go: usize,
+    (ia, ib): (Option<usize>, Option<usize>),
+    scratch: &mut Vec<R>,
+) {
+    match *step {
+        Step::Unary { op, out, a, n, .. } => {
+            let (Some(ia), n) = (ia, n as usize) else {
+                return;
+            };
+            let adj = Cell::from_mut(adj).as_slice_of_cells();
+            let (g, d) = (&adj[go..][..n], &adj[ia..][..n]);
+            let (x, z) = (&data[a as usize..][..n], &data[out as usize..][..n]);
+            each_unary!(op, op => {
+                for e in 0..n {
+                    d[e].set(d[e].get() + adjoint_term(g[e].get(), op.deriv(x[e], z[e])));
+                }
+            });
+        }
+        Step::Binary {
+            op,
+            out,
+            a,
+            b,
+            n,
+            na,
+            nb,
+            ..
+        } => {
+            let (n, na, nb) = (n as usize, na as usize, nb as usize);
+            let adj = Cell::from_mut(adj).as_slice_of_cells();
+            let g = &adj[go..][..n];
+            let da = ia.map(|i| &adj[i..][..na]);
+            let db = ib.map(|i| &adj[i..][..nb]);
+            let (x, y) = (&data[a as usize..][..na], &data[b as usize..][..nb]);
+            let z = &data[out as usize..][..n];
+            match (na == 1, nb == 1) {
+                (false, false) => binary_one::<_, false, false>(op, g, x, y, z, da, db),
+                (false, true) => binary_one::<_, false, true>(op, g, x, y, z, da, db),
+                (true, false) => binary_one::<_, true, false>(op, g, x, y, z, da, db),
+                (true, true) => binary_one::<_, true, true>(op, g, x, y, z, da, db),
+            }
+        }
+        Step::Terms {
+            bilinear,
+            a,
+            b,
+            n_out,
+            na,
+            nb,
+            bwd,
+            ..
+        } => {
+            let (na, nb) = (na as usize, nb as usize);
+            let adj = Cell::from_mut(adj).as_slice_of_cells();
+            let g = &adj[go..][..n_out as usize];
+            let da = ia.map(|i| &adj[i..][..na]);
+            let db = ib.map(|i| &adj[i..][..nb]);
+            let (x, y) = (&data[a as usize..][..na], &data[b as usize..][..nb]);
+            let terms = &terms[bwd.0 as usize..bwd.1 as usize];
+            flat_terms_vjp(bilinear, terms, g, (x, y), (da, db), ia == ib);
+        }
+        Step::Det {
+            op,
+            a,
+            t,
+            z,
+            na,
+            nt,
+            n_out,
+            ..
+        } => {
+            let (Some(ia), na, n_out) = (ia, na as usize, n_out as usize) else {
+                return;
+            };
+            let [g, da] = regions(adj, [go..go + n_out, ia..ia + na]);
+            let (a, t) = (
+                &data[a as usize..][..na],
+                &data[t as usize..][..nt as usize],
+            );
+            let z = &data[z as usize..][..1];
+            det_family_vjp(op, a, t, z, g, da, false, 1, scratch);
+        }
+        Step::Node => {}
+    }
+}
+
 /// The adjoint cells of a node's two inputs at one lane (`None`: it takes no gradient).
 type InputAdjoints<'a, R> = (Option<&'a [Cell<R>]>, Option<&'a [Cell<R>]>);
 
@@ -1191,6 +1284,20 @@ impl<R: Real> Adjoints<R> {
         self.top = 0;
         self.b = b;
         self.free.iter_mut().for_each(Vec::clear);
+    }
+
+    /// Lays the adjoints out as the payloads are at one lane (see [`crate::flat::SweepPlan`]):
+    /// `len` zeroed floats. `off` is left as it was: [`Tape::grad_of`] reads the plan's inputs.
+    fn flat_layout(&mut self, len: usize) {
+        let dirty = self.dirty.max(self.top).max(len);
+        if self.buf.len() < dirty {
+            self.buf.resize(dirty, R::ZERO);
+        }
+        self.buf[..dirty].fill(R::ZERO);
+        self.dirty = len;
+        self.top = 0;
+        self.b = 1;
+        self.prezeroed = true;
     }
 
     /// The region of `p`, if something accumulated into it.
