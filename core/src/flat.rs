@@ -191,7 +191,8 @@ impl<R: Real> FlatTape<R> {
         self.sweep.root = None;
         for node in nodes {
             let step = self.step(node, lanes, term_cache, &mut sweep_terms);
-            self.steps.push(step);
+            self.steps
+                .push(if step.well_formed() { step } else { Step::Node });
         }
         self.ready = true;
     }
@@ -298,6 +299,41 @@ impl<R: Real> FlatTape<R> {
 }
 
 impl Step {
+    /// Whether the step has the layout the flat code relies on: every input wholly before the
+    /// output in the arena (always so in an append-only recording), an elementwise operand of
+    /// one element or as many as the output. A step without it runs through the generic code.
+    fn well_formed(&self) -> bool {
+        let before = |x: u32, n: u32, out: u32| u64::from(x) + u64::from(n) <= u64::from(out);
+        match *self {
+            Step::Unary { out, a, n, .. } => before(a, n, out),
+            Step::Binary {
+                out,
+                a,
+                b,
+                n,
+                na,
+                nb,
+                ..
+            } => {
+                before(a, na, out)
+                    && before(b, nb, out)
+                    && (na == 1 || na == n)
+                    && (nb == 1 || nb == n)
+            }
+            Step::Terms {
+                bilinear,
+                out,
+                a,
+                b,
+                na,
+                nb,
+                ..
+            } => before(a, na, out) && (!bilinear || before(b, nb, out)),
+            Step::Det { a, na, z, .. } => before(a, na, z),
+            Step::Node => true,
+        }
+    }
+
     /// The offsets of a compiled step's output adjoint and its inputs' (`None`: that input takes
     /// no gradient) under the sweep plan's layout, where an adjoint sits at its payload's offset.
     #[inline(always)]
@@ -334,10 +370,11 @@ impl Step {
 pub(crate) fn forward<R: Real>(step: &Step, terms: &[FlatTerm<R>], data: &mut [R]) -> bool {
     match *step {
         Step::Unary { op, out, a, n, .. } => {
-            let (out, a, n) = (out as usize, a as usize, n as usize);
+            let (lo, hi) = data.split_at_mut(out as usize);
+            let (x, z) = (&lo[a as usize..][..n as usize], &mut hi[..n as usize]);
             crate::prims::each_unary!(op, op => {
-                for e in 0..n {
-                    data[out + e] = op.apply(data[a + e]);
+                for (z, &x) in z.iter_mut().zip(x) {
+                    *z = op.apply(x);
                 }
             });
         }
@@ -351,13 +388,13 @@ pub(crate) fn forward<R: Real>(step: &Step, terms: &[FlatTerm<R>], data: &mut [R
             nb,
             ..
         } => {
-            let (out, a, b, n) = (out as usize, a as usize, b as usize, n as usize);
-            let (sa, sb) = (usize::from(na != 1), usize::from(nb != 1));
-            crate::prims::each_binary!(op, op => {
-                for e in 0..n {
-                    data[out + e] = op.apply(data[a + e * sa], data[b + e * sb]);
-                }
-            });
+            let (lo, hi) = data.split_at_mut(out as usize);
+            let z = &mut hi[..n as usize];
+            let (x, y) = (
+                &lo[a as usize..][..na as usize],
+                &lo[b as usize..][..nb as usize],
+            );
+            crate::prims::each_binary!(op, op => binary_forward(op, z, x, y));
         }
         Step::Terms {
             bilinear,
@@ -365,19 +402,20 @@ pub(crate) fn forward<R: Real>(step: &Step, terms: &[FlatTerm<R>], data: &mut [R
             a,
             b,
             n_out,
+            na,
+            nb,
             fwd,
             ..
         } => {
-            let (out, a, b) = (out as usize, a as usize, b as usize);
-            data[out..out + n_out as usize].fill(R::ZERO);
-            for &(o, i, j, c) in &terms[fwd.0 as usize..fwd.1 as usize] {
-                let v = if bilinear {
-                    c * data[a + i as usize] * data[b + j as usize]
-                } else {
-                    c * data[a + i as usize]
-                };
-                data[out + o as usize] += v;
-            }
+            let (lo, hi) = data.split_at_mut(out as usize);
+            let z = &mut hi[..n_out as usize];
+            let x = &lo[a as usize..][..na as usize];
+            let y = if bilinear {
+                &lo[b as usize..][..nb as usize]
+            } else {
+                &[]
+            };
+            terms_forward(bilinear, &terms[fwd.0 as usize..fwd.1 as usize], z, x, y);
         }
         Step::Det {
             op,
@@ -405,4 +443,33 @@ pub(crate) fn forward<R: Real>(step: &Step, terms: &[FlatTerm<R>], data: &mut [R
         Step::Det { .. } | Step::Node => return false,
     }
     true
+}
+
+/// `z[e] = op(x[e], y[e])` with a one-element operand broadcast (the kernels' one-lane order).
+#[inline(always)]
+fn binary_forward<R: Real>(op: Binary, z: &mut [R], x: &[R], y: &[R]) {
+    match (x, y) {
+        (&[x], &[y]) => z.iter_mut().for_each(|z| *z = op.apply(x, y)),
+        (&[x], y) => z.iter_mut().zip(y).for_each(|(z, &y)| *z = op.apply(x, y)),
+        (x, &[y]) => z.iter_mut().zip(x).for_each(|(z, &x)| *z = op.apply(x, y)),
+        (x, y) => {
+            for ((z, &x), &y) in z.iter_mut().zip(x).zip(y) {
+                *z = op.apply(x, y);
+            }
+        }
+    }
+}
+
+/// `z = Σ c·x[i]·y[j]` (or `c·x[i]`) over `terms` in their order, from a zeroed `z`.
+#[inline(always)]
+fn terms_forward<R: Real>(bilinear: bool, terms: &[FlatTerm<R>], z: &mut [R], x: &[R], y: &[R]) {
+    z.fill(R::ZERO);
+    for &(o, i, j, c) in terms {
+        let v = if bilinear {
+            c * x[i as usize] * y[j as usize]
+        } else {
+            c * x[i as usize]
+        };
+        z[o as usize] += v;
+    }
 }

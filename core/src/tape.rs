@@ -920,12 +920,11 @@ fn step_vjp<R: Real>(
             let (Some(ia), n) = (ia, n as usize) else {
                 return;
             };
-            let adj = Cell::from_mut(adj).as_slice_of_cells();
-            let (g, d) = (&adj[go..][..n], &adj[ia..][..n]);
+            let [g, d] = regions(adj, [go..go + n, ia..ia + n]);
             let (x, z) = (&data[a as usize..][..n], &data[out as usize..][..n]);
             each_unary!(op, op => {
-                for e in 0..n {
-                    d[e].set(d[e].get() + adjoint_term(g[e].get(), op.deriv(x[e], z[e])));
+                for (((d, &g), &x), &z) in d.iter_mut().zip(g.iter()).zip(x).zip(z) {
+                    *d = *d + adjoint_term(g, op.deriv(x, z));
                 }
             });
         }
@@ -1131,7 +1130,15 @@ fn binary_one<R: Real, const SA: bool, const SB: bool>(
     db: Option<&[Cell<R>]>,
 ) {
     let n = z.len().min(g.len());
+    if n == 0 {
+        return;
+    }
     let ix = |e: usize, s: bool| if s { 0 } else { e };
+    // Sliced to what the loop reads, so its indexing needs no checks.
+    let (g, z) = (&g[..n], &z[..n]);
+    let (x, y) = (&x[..ix(n - 1, SA) + 1], &y[..ix(n - 1, SB) + 1]);
+    let da = da.map(|d| &d[..ix(n - 1, SA) + 1]);
+    let db = db.map(|d| &d[..ix(n - 1, SB) + 1]);
     each_binary!(op, op => {
         for e in 0..n {
             let g = g[e].get();
