@@ -16,6 +16,7 @@ use crate::linalg::{
 use crate::mask::{LaneMask, MaskId};
 use crate::prims::{Binary, Unary, each_binary, each_unary};
 use crate::real::Real;
+use crate::smallmat;
 
 /// What a tape node computed.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -707,8 +708,15 @@ impl<R: Real> Tape<R> {
                     s: usize::from(m.varying),
                 };
                 let (sa, sb) = (view(ma), view(mb));
+                // A small product of two varying inputs over every lane: one pass per input.
+                let small = (full && !same && b > 1 && sa.s == 1 && sb.s == 1)
+                    .then(|| smallmat::dims(op, na, nb))
+                    .flatten();
                 let vjp = |g: &[R], da: Option<&mut [R]>, db: Option<&mut [R]>| {
-                    if direct {
+                    if let Some(d) = small {
+                        let (a, bv) = (&sa.data[..na * b], &sb.data[..nb * b]);
+                        smallmat::vjp(d, a, bv, g, da, db, b, fresh);
+                    } else if direct {
                         let act = (!full).then_some(act);
                         direct_vjp(op, na, nb, sa, sb, g, da, db, b, fresh, act);
                     } else if full {

@@ -7,6 +7,7 @@ use crate::linalg::{self, TensorOp, TermCache};
 use crate::mask::{LaneMask, MaskId};
 use crate::prims::{Binary, Unary, each_binary, each_unary};
 use crate::real::Real;
+use crate::smallmat;
 
 const LANE_ZERO: [u32; 1] = [0];
 
@@ -246,6 +247,19 @@ pub(crate) fn tensor<R: Real>(
         );
         let dst = &mut dst[..n_out * nl];
         let all = !varying || mask == MaskId::FULL;
+        if all
+            && nl > 1
+            && let Some(mb) = mb
+            && ma.varying
+            && mb.varying
+            && let Some(d) = smallmat::dims(op, na, nb)
+        {
+            // A small product over every lane: one pass (the same bits as its terms).
+            let a = &src[ma.off as usize..][..na * nl];
+            let b = &src[mb.off as usize..][..nb * nl];
+            smallmat::forward(d, a, b, dst, nl);
+            return;
+        }
         let Some(terms) = term_cache.get(op, na, nb) else {
             // Too many terms to list: direct loops, O(output) memory, the same bits.
             let act = (!all).then(|| masks.lanes(mask));
