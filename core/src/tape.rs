@@ -557,6 +557,17 @@ impl<R: Real> Tape<R> {
                 }
                 let [xa, ya, ..] = &mut self.bufs;
                 let adj = &mut self.adj.buf;
+                if lanes_path && sa == 1 && sb == 1 && ma.n == mo.n && mb.n == mo.n {
+                    // Every element of all three contiguous: one pass over all their floats,
+                    // each float's terms as the per-element passes below add them.
+                    let len = n_out * b;
+                    let x = &data[ma.off as usize..][..len];
+                    let y = &data[mb.off as usize..][..len];
+                    let z = &data[mo.off as usize..][..len];
+                    let (ra, rb) = (ia.map(|i| i..i + len), ib.map(|i| i..i + len));
+                    binary_lanes(op, adj, go..go + len, ra, rb, [fa, fb], [x, y, z], len);
+                    return;
+                }
                 for e in 0..n_out {
                     let ea = if ma.n == 1 { 0 } else { e };
                     let eb = if mb.n == 1 { 0 } else { e };
