@@ -704,25 +704,27 @@ impl<R: Real> Tape<R> {
                     }
                     fresh = [false; 2];
                 }
+                let view = |m: Meta| Strided {
+                    data: &data[m.off as usize..],
+                    w: if m.varying { b } else { 1 },
+                    s: usize::from(m.varying),
+                };
+                // A small product of two varying inputs over every lane: one pass per input.
+                let (sa, sb) = (view(ma), view(mb));
+                let small = (full && !same && b > 1 && sa.s == 1 && sb.s == 1)
+                    .then(|| smallmat::dims(op, na, nb))
+                    .flatten();
                 // Too many terms to list: direct loops (the same bits). Else, full lanes: the
                 // terms grouped by input element; masked: in term order.
-                let listed = if full {
+                let listed = if small.is_some() {
+                    Some((&[][..], &[][..]))
+                } else if full {
                     self.term_cache.grouped(op, na, nb)
                 } else {
                     self.term_cache.get(op, na, nb).map(|t| (t, &[][..]))
                 };
                 let direct = listed.is_none();
                 let (terms, by_j) = listed.unwrap_or((&[][..], &[][..]));
-                let view = |m: Meta| Strided {
-                    data: &data[m.off as usize..],
-                    w: if m.varying { b } else { 1 },
-                    s: usize::from(m.varying),
-                };
-                let (sa, sb) = (view(ma), view(mb));
-                // A small product of two varying inputs over every lane: one pass per input.
-                let small = (full && !same && b > 1 && sa.s == 1 && sb.s == 1)
-                    .then(|| smallmat::dims(op, na, nb))
-                    .flatten();
                 let vjp = |g: &[R], da: Option<&mut [R]>, db: Option<&mut [R]>| {
                     if let Some(d) = small {
                         let (a, bv) = (&sa.data[..na * b], &sb.data[..nb * b]);
