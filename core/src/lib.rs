@@ -20,6 +20,7 @@ mod prims;
 pub mod print;
 mod real;
 pub mod selfhost;
+mod smallmat;
 pub mod symbol;
 mod tape;
 mod value;

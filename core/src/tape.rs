@@ -16,6 +16,7 @@ use crate::linalg::{
 use crate::mask::{LaneMask, MaskId};
 use crate::prims::{Binary, Unary, each_binary, each_unary};
 use crate::real::Real;
+use crate::smallmat;
 
 /// What a tape node computed.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -555,6 +556,17 @@ impl<R: Real> Tape<R> {
                 }
                 let [xa, ya, ..] = &mut self.bufs;
                 let adj = &mut self.adj.buf;
+                if lanes_path && sa == 1 && sb == 1 && ma.n == mo.n && mb.n == mo.n {
+                    // Every element of all three contiguous: one pass over all their floats,
+                    // each float's terms as the per-element passes below add them.
+                    let len = n_out * b;
+                    let x = &data[ma.off as usize..][..len];
+                    let y = &data[mb.off as usize..][..len];
+                    let z = &data[mo.off as usize..][..len];
+                    let (ra, rb) = (ia.map(|i| i..i + len), ib.map(|i| i..i + len));
+                    binary_lanes(op, adj, go..go + len, ra, rb, [fa, fb], [x, y, z], len);
+                    return;
+                }
                 for e in 0..n_out {
                     let ea = if ma.n == 1 { 0 } else { e };
                     let eb = if mb.n == 1 { 0 } else { e };
@@ -691,23 +703,32 @@ impl<R: Real> Tape<R> {
                     }
                     fresh = [false; 2];
                 }
+                let view = |m: Meta| Strided {
+                    data: &data[m.off as usize..],
+                    w: if m.varying { b } else { 1 },
+                    s: usize::from(m.varying),
+                };
+                // A small product of two varying inputs over every lane: one pass per input.
+                let (sa, sb) = (view(ma), view(mb));
+                let small = (full && !same && b > 1 && sa.s == 1 && sb.s == 1)
+                    .then(|| smallmat::dims(op, na, nb))
+                    .flatten();
                 // Too many terms to list: direct loops (the same bits). Else, full lanes: the
                 // terms grouped by input element; masked: in term order.
-                let listed = if full {
+                let listed = if small.is_some() {
+                    Some((&[][..], &[][..]))
+                } else if full {
                     self.term_cache.grouped(op, na, nb)
                 } else {
                     self.term_cache.get(op, na, nb).map(|t| (t, &[][..]))
                 };
                 let direct = listed.is_none();
                 let (terms, by_j) = listed.unwrap_or((&[][..], &[][..]));
-                let view = |m: Meta| Strided {
-                    data: &data[m.off as usize..],
-                    w: if m.varying { b } else { 1 },
-                    s: usize::from(m.varying),
-                };
-                let (sa, sb) = (view(ma), view(mb));
                 let vjp = |g: &[R], da: Option<&mut [R]>, db: Option<&mut [R]>| {
-                    if direct {
+                    if let Some(d) = small {
+                        let (a, bv) = (&sa.data[..na * b], &sb.data[..nb * b]);
+                        smallmat::vjp(d, a, bv, g, da, db, b, fresh);
+                    } else if direct {
                         let act = (!full).then_some(act);
                         direct_vjp(op, na, nb, sa, sb, g, da, db, b, fresh, act);
                     } else if full {

@@ -2,11 +2,14 @@
 //! payload from its inputs on the lanes of a mask, so a replayed node computes exactly what the
 //! walk computed (the same code, hence the same bits).
 
+#![allow(clippy::needless_range_loop)] // lane loops over pre-sliced operands vectorise
+
 use crate::lanes::{Lanes, PayloadId};
 use crate::linalg::{self, TensorOp, TermCache};
 use crate::mask::{LaneMask, MaskId};
 use crate::prims::{Binary, Unary, each_binary, each_unary};
 use crate::real::Real;
+use crate::smallmat;
 
 const LANE_ZERO: [u32; 1] = [0];
 
@@ -84,42 +87,73 @@ pub(crate) fn binary<R: Real>(
         }
         return;
     }
+    if mask == MaskId::FULL {
+        full_lanes(op, src, dst, (ma, mb), n, b);
+        return;
+    }
     for e in 0..n {
         let ea = if ma.n == 1 { 0 } else { e };
         let eb = if mb.n == 1 { 0 } else { e };
         let xa = &src[ma.off as usize + ea * wa..ma.off as usize + ea * wa + wa];
         let xb = &src[mb.off as usize + eb * wb..mb.off as usize + eb * wb + wb];
-        if !varying {
-            dst[e] = op.apply(xa[0], xb[0]);
-            continue;
-        }
         let d = &mut dst[e * b..(e + 1) * b];
-        if mask == MaskId::FULL {
-            each_binary!(op, op => {
-            match (ma.varying, mb.varying) {
-                (true, true) => d
-                    .iter_mut()
-                    .zip(xa.iter().zip(xb))
-                    .for_each(|(o, (p, q))| *o = op.apply(*p, *q)),
-                (true, false) => d
-                    .iter_mut()
-                    .zip(xa)
-                    .for_each(|(o, p)| *o = op.apply(*p, xb[0])),
-                _ => d
-                    .iter_mut()
-                    .zip(xb)
-                    .for_each(|(o, q)| *o = op.apply(xa[0], *q)),
-            }
-            });
-        } else {
-            for &l in masks.lanes(mask) {
-                let l = l as usize;
-                let p = if ma.varying { xa[l] } else { xa[0] };
-                let q = if mb.varying { xb[l] } else { xb[0] };
-                d[l] = op.apply(p, q);
-            }
+        for &l in masks.lanes(mask) {
+            let l = l as usize;
+            let p = if ma.varying { xa[l] } else { xa[0] };
+            let q = if mb.varying { xb[l] } else { xb[0] };
+            d[l] = op.apply(p, q);
         }
     }
+}
+
+/// [`binary`] of a varying result on every lane (`dst` the output's `n` elements of `b` lanes):
+/// one pass over all of them when both inputs are varying and as long, else one per element.
+#[inline(always)]
+fn full_lanes<R: Real>(
+    op: Binary,
+    src: &[R],
+    dst: &mut [R],
+    (ma, mb): (crate::lanes::Meta, crate::lanes::Meta),
+    n: usize,
+    b: usize,
+) {
+    let (oa, ob) = (ma.off as usize, mb.off as usize);
+    each_binary!(op, op => {
+        if ma.varying && mb.varying && ma.n == mb.n {
+            let len = n * b;
+            let (d, x, y) = (&mut dst[..len], &src[oa..][..len], &src[ob..][..len]);
+            for i in 0..len {
+                d[i] = op.apply(x[i], y[i]);
+            }
+            return;
+        }
+        let (wa, wb) = (if ma.varying { b } else { 1 }, if mb.varying { b } else { 1 });
+        for e in 0..n {
+            let d = &mut dst[e * b..][..b];
+            let xa = &src[oa + if ma.n == 1 { 0 } else { e * wa }..][..wa];
+            let xb = &src[ob + if mb.n == 1 { 0 } else { e * wb }..][..wb];
+            match (ma.varying, mb.varying) {
+                (true, true) => {
+                    let (xa, xb) = (&xa[..b], &xb[..b]);
+                    for l in 0..b {
+                        d[l] = op.apply(xa[l], xb[l]);
+                    }
+                }
+                (true, false) => {
+                    let (xa, y) = (&xa[..b], xb[0]);
+                    for l in 0..b {
+                        d[l] = op.apply(xa[l], y);
+                    }
+                }
+                _ => {
+                    let (x, xb) = (xa[0], &xb[..b]);
+                    for l in 0..b {
+                        d[l] = op.apply(x, xb[l]);
+                    }
+                }
+            }
+        }
+    });
 }
 
 /// `out = x` on lanes `xm`, `y` on lanes `ym` (`out` is varying).
@@ -246,6 +280,19 @@ pub(crate) fn tensor<R: Real>(
         );
         let dst = &mut dst[..n_out * nl];
         let all = !varying || mask == MaskId::FULL;
+        if all
+            && nl > 1
+            && let Some(mb) = mb
+            && ma.varying
+            && mb.varying
+            && let Some(d) = smallmat::dims(op, na, nb)
+        {
+            // A small product over every lane: one pass (the same bits as its terms).
+            let a = &src[ma.off as usize..][..na * nl];
+            let b = &src[mb.off as usize..][..nb * nl];
+            smallmat::forward(d, a, b, dst, nl);
+            return;
+        }
         let Some(terms) = term_cache.get(op, na, nb) else {
             // Too many terms to list: direct loops, O(output) memory, the same bits.
             let act = (!all).then(|| masks.lanes(mask));
