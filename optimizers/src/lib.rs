@@ -71,7 +71,9 @@ pub mod stop;
 mod transform;
 
 pub use calibrator::{Calibration, Calibrator, Choice, StartResult};
-pub use config::{CalibrateConfig, Loss, Optimizer, ParamSpec, Polish, SoftChoiceConfig};
+pub use config::{
+    CalibrateConfig, Loss, Optimizer, ParamSpec, Polish, RaceCut, SoftChoiceConfig, race_problem,
+};
 pub use data::{Column, Dataset, Shared};
 pub use error::{CalibrateError, Result};
 /// The `ndvm-core` types this crate's API names (the heap and program a calibration reads, the

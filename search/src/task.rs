@@ -9,7 +9,8 @@ use std::sync::Arc;
 use ndvm_core::{Dialect, EvalOptions, Evaluator, Heap, Inputs, ParamKind, Precision};
 use ndvm_frontends::{Frontend, Registry};
 use ndvm_optimizers::{
-    CalibrateConfig, ChoiceMode, Loss, Optimizer, ParamSpec, Polish, SoftChoiceConfig,
+    CalibrateConfig, ChoiceMode, Loss, Optimizer, ParamSpec, Polish, RaceCut, SoftChoiceConfig,
+    race_problem,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -373,6 +374,9 @@ pub struct CalibratorSpec {
     /// Portfolio polished starts.
     #[serde(default)]
     pub polish: Option<Spanned<usize>>,
+    /// The portfolio's racing screen: cuts `{at: STEP, keep: K}`, `[]` for none.
+    #[serde(default)]
+    pub race: Option<Vec<Spanned<RaceCutSpec>>>,
     /// The portfolio's polish method, and the refit's after a screen: `lbfgs` (default) or `lm`.
     #[serde(default)]
     pub polish_method: Option<PolishName>,
@@ -385,6 +389,16 @@ pub struct CalibratorSpec {
     /// How the candidates' `soft-choice` forms run (mode, annealed temperature, Gumbel noise).
     #[serde(default)]
     pub soft_choice: Option<SoftChoiceSpec>,
+}
+
+/// `calibrator.race[]`: after `at` screen steps, only the best `keep` starts go on.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RaceCutSpec {
+    /// The screen step of the cut.
+    pub at: usize,
+    /// How many starts go on.
+    pub keep: usize,
 }
 
 /// `calibrator.soft_choice:` the settings of every `soft-choice` of a calibration.
@@ -1771,6 +1785,18 @@ fn resolve(
     }
     if let Some(m) = &c.screen_iters {
         calibrate.screen_iters = m.value;
+    }
+    if let Some(race) = &c.race {
+        calibrate.race = race
+            .iter()
+            .map(|c| RaceCut::new(c.value.at, c.value.keep))
+            .collect();
+        if let Some((i, message)) = race_problem(&calibrate.race) {
+            return Err(err(
+                race[i].referenced,
+                format!("`calibrator.race`: {message}"),
+            ));
+        }
     }
 
     // Proposer.
