@@ -283,7 +283,15 @@ impl Calibrator {
             let params = (names.as_slice(), kinds.as_slice());
             let mut tally = (0, false);
             let run = adam_run(steps);
-            let res = self.screen((heap, program), data, params, (&mut u, &mut starts), run, race, &mut tally);
+            let res = self.screen(
+                (heap, program),
+                data,
+                params,
+                (&mut u, &mut starts),
+                run,
+                race,
+                &mut tally,
+            );
             n_replayed += tally.0;
             has_choices |= tally.1;
             absorb_deadline(res, &mut starts)?;

@@ -99,12 +99,19 @@ impl RaceCut {
 pub fn race_problem(race: &[RaceCut]) -> Option<(usize, String)> {
     for (i, c) in race.iter().enumerate() {
         let message = if c.at == 0 {
-            format!("cut {} is at step 0; a cut follows at least one step", i + 1)
+            format!(
+                "cut {} is at step 0; a cut follows at least one step",
+                i + 1
+            )
         } else if c.keep == 0 {
             format!("cut {} keeps no start; it must keep at least 1", i + 1)
         } else if i > 0 && c.at <= race[i - 1].at {
             let prev = race[i - 1].at;
-            format!("cut {} (step {}) must come after cut {i} (step {prev})", i + 1, c.at)
+            format!(
+                "cut {} (step {}) must come after cut {i} (step {prev})",
+                i + 1,
+                c.at
+            )
         } else if i > 0 && c.keep >= race[i - 1].keep {
             let prev = race[i - 1].keep;
             format!(

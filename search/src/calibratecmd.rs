@@ -418,6 +418,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn race_parses() {
+        assert_eq!(
+            parse_race("10:8, 30:4").unwrap(),
+            vec![RaceCut::new(10, 8), RaceCut::new(30, 4)]
+        );
+        assert_eq!(parse_race("off").unwrap(), Vec::new());
+        let err = |s: &str| parse_race(s).unwrap_err().to_string();
+        assert_eq!(
+            err("10"),
+            "bad argument `--race 10`: `10` is not a cut STEP:KEEP (or write `off` for no racing)"
+        );
+        assert_eq!(
+            err("10:x"),
+            "bad argument `--race 10:x`: `x` is not a whole number"
+        );
+        assert_eq!(
+            err("10:8,5:4"),
+            "bad argument `--race 10:8,5:4`: cut 2 (step 5) must come after cut 1 (step 10)"
+        );
+        assert_eq!(
+            err("0:8"),
+            "bad argument `--race 0:8`: cut 1 is at step 0; a cut follows at least one step"
+        );
+    }
+
+    #[test]
     fn params_parse() {
         let list = ParamArg::parse_list("Vmax:positive=10, Km,b=0.5").unwrap();
         assert_eq!(

@@ -2308,6 +2308,55 @@ mod tests {
     }
 
     #[test]
+    fn the_race_resolves_or_names_its_line() {
+        let dir = std::env::temp_dir().join(format!("ndvm-race-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let load_with = |calibrator: &str| {
+            let path = dir.join("t.yaml");
+            let text = format!(
+                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 3}}\ninputs: [x]\ntarget: y\nparams: [{{name: a}}]\ncalibrator:\n  starts: 16\n  race: {calibrator}\n"
+            );
+            std::fs::write(&path, text).unwrap();
+            load(&path)
+        };
+        let t = load_with("[{at: 10, keep: 8}, {at: 30, keep: 4}]").unwrap();
+        assert_eq!(
+            t.calibrate.race,
+            vec![RaceCut::new(10, 8), RaceCut::new(30, 4)]
+        );
+        assert_eq!(t.calibrate.n_starts, 16);
+        assert!(load_with("[]").unwrap().calibrate.race.is_empty());
+        let msg = load_with("[{at: 10, keep: 8}, {at: 10, keep: 4}]")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.ends_with(
+                "t.yaml:9:29: `calibrator.race`: cut 2 (step 10) must come after cut 1 (step 10)"
+            ),
+            "{msg}"
+        );
+        let msg = load_with("[{at: 10, keep: 0}]").unwrap_err().to_string();
+        assert!(
+            msg.contains("t.yaml:9:10: `calibrator.race`: cut 1 keeps no start"),
+            "{msg}"
+        );
+        let msg = load_with("[{at: 10, keep: 4}, {at: 20, keep: 4}]")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.ends_with(
+                "t.yaml:9:29: `calibrator.race`: cut 2 keeps 4 starts; it must keep fewer than cut 1 (4)"
+            ),
+            "{msg}"
+        );
+        let msg = load_with("[{at: 10, kept: 4}]").unwrap_err().to_string();
+        assert!(msg.contains("t.yaml:9:") && msg.contains("kept"), "{msg}");
+        let msg = load_with("[{at: -1, keep: 4}]").unwrap_err().to_string();
+        assert!(msg.contains("t.yaml:9:"), "{msg}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn the_polish_method_and_lm_resolve_or_name_their_line() {
         let dir = std::env::temp_dir().join(format!("ndvm-polish-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

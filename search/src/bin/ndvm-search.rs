@@ -713,7 +713,11 @@ fn calibrate(args: CalibrateCli) -> anyhow::Result<()> {
         polish: args.polish_method.map(Polish::from),
         seed: args.seed,
         max_iters: args.max_iters,
-        race: args.race.as_deref().map(calibratecmd::parse_race).transpose()?,
+        race: args
+            .race
+            .as_deref()
+            .map(calibratecmd::parse_race)
+            .transpose()?,
         dialect: Dialect::from(args.dialect),
         precision: args.precision.into(),
         limits: args.limits.into(),
