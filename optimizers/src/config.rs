@@ -261,7 +261,9 @@ impl CalibrateConfig {
     /// screen steps at learning rate 0.1, then L-BFGS (memory 10, at most 200 iterations) on the
     /// best 4 starts, gradient tolerance 1e-10, no target loss and no time limit; the evaluator's
     /// default work, memory and depth limits (`ndvm_core::EvalOptions::DEFAULT_*`); soft-choice
-    /// in soft mode at τ = 1.
+    /// in soft mode at τ = 1. No racing screen (`race` empty): every racing schedule measured
+    /// ends some fits of the co-search stream in a worse minimum than the full screen (see the
+    /// crate docs).
     pub fn recommended() -> Self {
         CalibrateConfig {
             optimizer: Optimizer::Portfolio,
