@@ -17,6 +17,11 @@ const BETA1: f64 = 0.9;
 const BETA2: f64 = 0.999;
 const EPSILON: f64 = 1e-8;
 
+/// The fewest steps left for which the screen moves its running starts to a smaller batch once a
+/// quarter of the batch has stopped (a new batch's first evaluation walks the program and
+/// records its trace again).
+pub(crate) const COMPACT_STEPS: usize = 10;
+
 /// What a start has done so far (shared by Adam and L-BFGS).
 #[derive(Clone, Debug)]
 pub(crate) struct StartState {
@@ -121,8 +126,10 @@ impl Adam {
     /// Runs Adam steps until step `until` (of `cfg.steps`) on the starts listed in `batch`, which
     /// are the starts of `obj` in that order: `u` (K×P) and `starts` hold every start, and only
     /// the listed ones are evaluated and moved. Starts whose `status` is already set are left
-    /// alone. Stops early when every listed start has stopped, or with `TimeLimit` on the
-    /// listed starts still running when the deadline passes.
+    /// alone. Stops early when every listed start has stopped, with `TimeLimit` on the listed
+    /// starts still running when the deadline passes, or when a quarter of the batch has
+    /// stopped and at least [`COMPACT_STEPS`] steps remain (the caller then runs the others on
+    /// a smaller batch).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn run(
         &mut self,
@@ -135,10 +142,17 @@ impl Adam {
         cfg: AdamRun,
     ) -> Result<()> {
         let p = u.len() / starts.len().max(1);
-        while self.step < until.min(cfg.steps) {
+        let until = until.min(cfg.steps);
+        while self.step < until {
             let (sc, seed) = cfg.soft_choice;
             obj.set_soft_choice(sc.at_step(self.step, cfg.steps, seed));
-            if batch.iter().all(|&k| starts[k].status.is_some()) {
+            let running = batch
+                .iter()
+                .filter(|&&k| starts[k].status.is_none())
+                .count();
+            if running == 0
+                || (running < batch.len() - batch.len() / 4 && until - self.step >= COMPACT_STEPS)
+            {
                 return Ok(());
             }
             if cfg.deadline.is_some_and(|d| Instant::now() >= d) {

@@ -462,7 +462,8 @@ impl Calibrator {
     /// The Adam steps of every start (the portfolio's screen, or Adam alone), racing when `race`
     /// has cuts: after each cut only the best `max(keep, n_polish)` starts (by lowest loss so far,
     /// non-finite last, ties by index) run on, on an evaluator of their lanes alone; the others
-    /// stop with `Eliminated`. Adds the evaluations served by replay and whether a run reached a
+    /// stop with `Eliminated`. Once a quarter of a batch has stopped (converged, non-finite) the
+    /// rest also move to a smaller batch. A start's steps are the same in any batch. Adds the evaluations served by replay and whether a run reached a
     /// `soft-choice` to `tally`.
     #[allow(clippy::too_many_arguments)]
     fn screen(
@@ -478,9 +479,9 @@ impl Calibrator {
         let (k, n) = (starts.len(), data.n_points());
         let mut adam = Adam::new(u.len());
         let mut batch: Vec<usize> = (0..k).collect();
-        let mut cuts = race.iter().filter(|c| c.at < run.steps);
+        let mut cuts = race.iter().filter(|c| c.at < run.steps).peekable();
         loop {
-            let cut = cuts.next();
+            let cut = cuts.peek().copied();
             let until = cut.map_or(run.steps, |c| c.at);
             let ev = self.evaluator(batch.len() * n, run.deadline);
             let mut obj = Objective::new(ev, names, kinds, data, self.config.loss, batch.len());
@@ -489,11 +490,17 @@ impl Calibrator {
             tally.1 |= obj.has_choices();
             self.give_back(obj);
             res?;
-            let Some(cut) = cut else { break };
-            if adam.step() < cut.at {
-                // Every start in the batch stopped, or the time ran out.
+            batch.retain(|&i| starts[i].status.is_none());
+            if batch.is_empty() {
+                // Every start stopped, or the time ran out.
                 break;
             }
+            if adam.step() < until {
+                // A quarter of the batch stopped: the others go on in a smaller one.
+                continue;
+            }
+            let Some(cut) = cut else { break };
+            cuts.next();
             let mut order: Vec<usize> = (0..k)
                 .filter(|&i| starts[i].status != Some(StartStatus::Eliminated))
                 .collect();

@@ -1,15 +1,17 @@
 //! The portfolio's racing screen (`CalibrateConfig::race`): survivors follow the full screen's
 //! trajectories bit for bit, eliminated starts stop where the full screen was at the cut, the
 //! result is the full screen's when the winner survives, runs are deterministic, schedules that
-//! cut nothing change nothing, and bad schedules are refused by name.
+//! cut nothing change nothing, and bad schedules are refused by name. Also the screen's smaller
+//! batch once a quarter of its starts has stopped.
 //!
-//! Oracle: the same calibration without racing (bit-identity), and a run whose screen ends at the
-//! cut (an eliminated start's state there).
+//! Oracle: the same calibration without racing (bit-identity), a run whose screen ends at the
+//! cut (an eliminated start's state there), and each start run alone.
 
+use ndvm_core::ParamKind;
 use ndvm_core::{Heap, Program};
 use ndvm_frontends::{Frontend, scheme::Scheme};
 use ndvm_optimizers::{
-    CalibrateConfig, Calibration, Calibrator, Dataset, Optimizer, RaceCut, StartStatus,
+    CalibrateConfig, Calibration, Calibrator, Dataset, Optimizer, ParamSpec, RaceCut, StartStatus,
 };
 
 /// A sine with a phase fitted to a damped cosine: several basins, so the starts rank
@@ -226,4 +228,63 @@ fn bad_schedules_are_refused_by_name() {
     let mut cal = Calibrator::new(config(vec![RaceCut::new(10, 4)])).unwrap();
     assert!(cal.reconfigure(config(vec![RaceCut::new(0, 4)])).is_err());
     assert_eq!(cal.config().race, vec![RaceCut::new(10, 4)]);
+}
+
+#[test]
+fn starts_left_in_a_smaller_batch_follow_their_trajectory_alone() {
+    // Starts with a < 0 take the log of a negative number at their first step and stop there
+    // (non-finite), more than a quarter of the 64: the screen moves the others to a smaller batch.
+    // Oracle: each start alone (one start from its initial point), bit for bit.
+    let xs: Vec<f64> = (1..10).map(f64::from).collect();
+    let ys = xs.iter().map(|x| 2f64.ln() * x).collect();
+    let data = Dataset::new().column("x", xs).target(ys);
+    let src = "(params (a free 0.0)) (* (log a) x)";
+    let run = |config: CalibrateConfig| {
+        let mut heap = Heap::new();
+        let program = Scheme.parse(&mut heap, src).unwrap();
+        Calibrator::new(config)
+            .unwrap()
+            .calibrate(&mut heap, &program, &data)
+            .unwrap()
+    };
+    for optimizer in [Optimizer::Adam, Optimizer::Portfolio] {
+        let config = CalibrateConfig {
+            optimizer,
+            n_starts: 64,
+            max_iters: 60,
+            n_polish: 64,
+            ..CalibrateConfig::recommended()
+        };
+        let batch = run(config.clone());
+        let dropped = batch
+            .starts
+            .iter()
+            .filter(|s| s.status == StartStatus::NonFinite && s.n_evals == 1)
+            .count();
+        assert!(dropped > 16, "{dropped}");
+        for (k, start) in batch.starts.iter().enumerate() {
+            let alone = run(CalibrateConfig {
+                n_starts: 1,
+                params: vec![ParamSpec::new("a", ParamKind::Free, start.init[0])],
+                ..config.clone()
+            });
+            let one = &alone.starts[0];
+            assert_eq!(
+                (
+                    bits(&one.params),
+                    one.loss.to_bits(),
+                    one.iters,
+                    one.n_evals
+                ),
+                (
+                    bits(&start.params),
+                    start.loss.to_bits(),
+                    start.iters,
+                    start.n_evals
+                ),
+                "{optimizer:?}, start {k}"
+            );
+            assert_eq!(one.status, start.status, "{optimizer:?}, start {k}");
+        }
+    }
 }
