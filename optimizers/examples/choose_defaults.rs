@@ -3,8 +3,14 @@
 //! how many models were recovered (relative error < 1e-3, or for the Kalman filter a gradient
 //! norm < 1e-4·(1 + |NLL|) at its lowest loss), the evaluations used and the wall time.
 //!
-//! Run: `cargo run --release -p ndvm-optimizers --example choose_defaults -- [KALMAN_OBS.json]`
-//! (default: the workspace's `testdata/seed-data/oracle_refs.json`; a missing file is an error).
+//! With `--race`, it compares racing screens instead (portfolio K = 32, lr 0.1, 100 screen steps,
+//! polish 4, each schedule against no racing, over seeds 0–4): per schedule, the models
+//! recovered, the fits whose loss ends worse or better than the full screen's at the same seed
+//! (by more than 1e-6 relative and 1e-12 absolute), the evaluations and the wall time.
+//!
+//! Run: `cargo run --release -p ndvm-optimizers --example choose_defaults -- [--race]
+//! [KALMAN_OBS.json]` (default: the workspace's `testdata/seed-data/oracle_refs.json`; a
+//! missing file is an error).
 // ω = 3.14 is the oscillator frequency, not an approximation of π.
 #![allow(clippy::approx_constant)]
 #![allow(clippy::print_stdout)]
@@ -13,7 +19,9 @@ use std::time::Instant;
 
 use ndvm_core::{Dialect, Heap, ParamKind};
 use ndvm_frontends::{Frontend, scheme::Scheme};
-use ndvm_optimizers::{CalibrateConfig, Calibrator, Dataset, Loss, Optimizer, ParamSpec};
+use ndvm_optimizers::{
+    CalibrateConfig, Calibration, Calibrator, Dataset, Loss, Optimizer, ParamSpec, RaceCut,
+};
 
 fn linspace(lo: f64, hi: f64, n: usize) -> Vec<f64> {
     (0..n)
@@ -120,13 +128,16 @@ fn cases() -> Vec<Case> {
             &[("a1", 0.5), ("a2", -0.3), ("b0", 1.0)],
         ),
     ];
-    let path = std::env::args().nth(1).unwrap_or_else(|| {
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../testdata/seed-data/oracle_refs.json"
-        )
-        .into()
-    });
+    let path = std::env::args()
+        .skip(1)
+        .find(|a| a != "--race")
+        .unwrap_or_else(|| {
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../testdata/seed-data/oracle_refs.json"
+            )
+            .into()
+        });
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {path}: {e} (see testdata/README.md)"));
     let refs: serde_json::Value = serde_json::from_str(&text.replace("Infinity", "null")).unwrap();
@@ -161,8 +172,87 @@ fn cases() -> Vec<Case> {
     out
 }
 
+/// Whether `fit` recovers `case`'s model.
+fn recovered(case: &Case, fit: &Calibration) -> bool {
+    if case.truth.is_empty() {
+        fit.grad_norm < 1e-4 * (1.0 + fit.loss.abs())
+    } else {
+        case.truth
+            .iter()
+            .all(|&(n, v)| ((fit.param(n).unwrap() - v) / v).abs() < 1e-3)
+    }
+}
+
+/// The racing schedules compared with `--race`.
+fn schedules() -> Vec<(&'static str, Vec<RaceCut>)> {
+    let c = RaceCut::new;
+    vec![
+        ("none", Vec::new()),
+        ("50:8", vec![c(50, 8)]),
+        ("30:16,50:8,70:4", vec![c(30, 16), c(50, 8), c(70, 4)]),
+        ("50:8,70:4", vec![c(50, 8), c(70, 4)]),
+        ("30:8", vec![c(30, 8)]),
+        ("20:8,50:4", vec![c(20, 8), c(50, 4)]),
+        ("10:8,30:4", vec![c(10, 8), c(30, 4)]),
+        ("10:4", vec![c(10, 4)]),
+    ]
+}
+
+/// `--race`: every schedule against no racing, seeds 0–4.
+fn race(cases: &[Case]) {
+    let seeds = 0..5u64;
+    println!("schedule           | ok    | worse | better | evals    | ms");
+    let mut full: Vec<f64> = Vec::new();
+    for (name, race) in schedules() {
+        let (mut ok, mut worse, mut better, mut evals, mut i) = (0, 0, 0, 0, 0);
+        let mut failed = Vec::new();
+        let t0 = Instant::now();
+        for seed in seeds.clone() {
+            for case in cases {
+                let config = CalibrateConfig {
+                    seed,
+                    race: race.clone(),
+                    ..case.base.clone()
+                };
+                let mut heap = Heap::new();
+                let program = Scheme.parse(&mut heap, &case.src).unwrap();
+                let fit = Calibrator::new(config)
+                    .unwrap()
+                    .calibrate(&mut heap, &program, &case.data)
+                    .unwrap();
+                evals += fit.n_evals;
+                if recovered(case, &fit) {
+                    ok += 1;
+                } else {
+                    failed.push(format!("{}@{seed}", case.name));
+                }
+                if race.is_empty() {
+                    full.push(fit.loss);
+                } else {
+                    // Relative, and above the rounding of a zero-loss fit.
+                    let diff = fit.loss - full[i];
+                    let d = diff / full[i].abs().max(1e-300);
+                    worse += usize::from(d > 1e-6 && diff > 1e-12);
+                    better += usize::from(d < -1e-6 && diff < -1e-12);
+                }
+                i += 1;
+            }
+        }
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        println!(
+            "{name:<18} | {ok:>2}/{:<2} | {worse:>5} | {better:>6} | {evals:>8} | {ms:>6.0} {}",
+            i,
+            failed.join(",")
+        );
+    }
+}
+
 fn main() {
     let cases = cases();
+    if std::env::args().any(|a| a == "--race") {
+        race(&cases);
+        return;
+    }
     let mut settings = Vec::new();
     for optimizer in [Optimizer::Adam, Optimizer::Lbfgs, Optimizer::Portfolio] {
         for n_starts in [1, 8, 32] {
@@ -208,14 +298,7 @@ fn main() {
                 .calibrate(&mut heap, &program, &case.data)
                 .unwrap();
             evals += fit.n_evals;
-            let good = if case.truth.is_empty() {
-                fit.grad_norm < 1e-4 * (1.0 + fit.loss.abs())
-            } else {
-                case.truth
-                    .iter()
-                    .all(|&(n, v)| ((fit.param(n).unwrap() - v) / v).abs() < 1e-3)
-            };
-            if good {
+            if recovered(case, &fit) {
                 ok += 1
             } else {
                 failed.push(case.name)

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use ndvm_core::{ErrorKind, Evaluator, Heap, ParamKind, Program, params};
 
-use crate::adam::{self, AdamRun, StartState};
-use crate::config::{CalibrateConfig, Loss, Optimizer, ParamSpec, Polish};
+use crate::adam::{self, Adam, AdamRun, StartState};
+use crate::config::{CalibrateConfig, Loss, Optimizer, ParamSpec, Polish, RaceCut};
 use crate::data::Dataset;
 use crate::error::{CalibrateError, Result};
 use crate::lbfgs::{self, LbfgsRun};
@@ -18,7 +18,7 @@ use crate::stop::{StartStatus, StopReason};
 use crate::transform;
 
 /// How many idle evaluators a calibrator keeps for its next calibration.
-const POOL_SIZE: usize = 4;
+const POOL_SIZE: usize = 6;
 
 /// Fits a program's parameters to data. Keep one per worker thread and reuse it: its evaluators
 /// (and their decoded programs) survive from one calibration to the next.
@@ -276,23 +276,24 @@ impl Calibrator {
         };
 
         if matches!(cfg.optimizer, Optimizer::Adam | Optimizer::Portfolio) {
-            let steps = match cfg.optimizer {
-                Optimizer::Adam => cfg.max_iters,
-                _ => cfg.screen_iters,
+            let (steps, race) = match cfg.optimizer {
+                Optimizer::Adam => (cfg.max_iters, &[][..]),
+                _ => (cfg.screen_iters, cfg.race.as_slice()),
             };
-            let ev = self.evaluator(k * n, deadline);
-            let mut obj = Objective::new(ev, &names, &kinds, data, cfg.loss, k);
-            let res = adam::run(
-                &mut obj,
-                heap,
-                program,
-                &mut u,
-                &mut starts,
-                adam_run(steps),
+            let params = (names.as_slice(), kinds.as_slice());
+            let mut tally = (0, false);
+            let run = adam_run(steps);
+            let res = self.screen(
+                (heap, program),
+                data,
+                params,
+                (&mut u, &mut starts),
+                run,
+                race,
+                &mut tally,
             );
-            n_replayed += obj.n_replayed;
-            has_choices |= obj.has_choices();
-            self.give_back(obj);
+            n_replayed += tally.0;
+            has_choices |= tally.1;
             absorb_deadline(res, &mut starts)?;
         }
         let to_polish: Vec<usize> = match cfg.optimizer {
@@ -458,6 +459,68 @@ impl Calibrator {
         })
     }
 
+    /// The Adam steps of every start (the portfolio's screen, or Adam alone), racing when `race`
+    /// has cuts: after each cut only the best `max(keep, n_polish)` starts (by lowest loss so far,
+    /// non-finite last, ties by index) run on, on an evaluator of their lanes alone; the others
+    /// stop with `Eliminated`. Once a quarter of a batch has stopped (converged, non-finite) the
+    /// rest also move to a smaller batch. A start's steps are the same in any batch. Adds the evaluations served by replay and whether a run reached a
+    /// `soft-choice` to `tally`.
+    #[allow(clippy::too_many_arguments)]
+    fn screen(
+        &mut self,
+        (heap, program): (&mut Heap, &Program),
+        data: &Dataset,
+        (names, kinds): (&[String], &[ParamKind]),
+        (u, starts): (&mut [f64], &mut [StartState]),
+        run: AdamRun,
+        race: &[RaceCut],
+        tally: &mut (u64, bool),
+    ) -> Result<()> {
+        let (k, n) = (starts.len(), data.n_points());
+        let mut adam = Adam::new(u.len());
+        let mut batch: Vec<usize> = (0..k).collect();
+        let mut cuts = race.iter().filter(|c| c.at < run.steps).peekable();
+        loop {
+            let cut = cuts.peek().copied();
+            let until = cut.map_or(run.steps, |c| c.at);
+            let ev = self.evaluator(batch.len() * n, run.deadline);
+            let mut obj = Objective::new(ev, names, kinds, data, self.config.loss, batch.len());
+            let res = adam.run(&mut obj, (heap, program), u, starts, &batch, until, run);
+            tally.0 += obj.n_replayed;
+            tally.1 |= obj.has_choices();
+            self.give_back(obj);
+            res?;
+            batch.retain(|&i| starts[i].status.is_none());
+            if batch.is_empty() {
+                // Every start stopped, or the time ran out.
+                break;
+            }
+            if adam.step() < until {
+                // A quarter of the batch stopped: the others go on in a smaller one.
+                continue;
+            }
+            let Some(cut) = cut else { break };
+            cuts.next();
+            let mut order: Vec<usize> = (0..k)
+                .filter(|&i| starts[i].status != Some(StartStatus::Eliminated))
+                .collect();
+            let keep = cut.keep.max(self.config.n_polish);
+            if keep >= order.len() {
+                continue;
+            }
+            order.sort_by(|&a, &b| rank(&starts[a], &starts[b]).then(a.cmp(&b)));
+            for &i in &order[keep..] {
+                starts[i].status.get_or_insert(StartStatus::Eliminated);
+            }
+            batch.retain(|&i| starts[i].status.is_none());
+            if batch.is_empty() {
+                break;
+            }
+        }
+        adam::finish(starts);
+        Ok(())
+    }
+
     /// The `soft-choice` picks of every start at its best point (one forward run of all starts,
     /// at the final temperature without noise), and the best start's read-out.
     fn read_out(
@@ -520,6 +583,14 @@ fn absorb_deadline(res: Result<()>, starts: &mut [StartState]) -> Result<()> {
         }
         other => other,
     }
+}
+
+/// The race's order of two starts: the lower best loss first, a start that never had a finite
+/// loss last.
+fn rank(a: &StartState, b: &StartState) -> std::cmp::Ordering {
+    let key = |s: &StartState| (s.best_loss.is_nan(), s.best_loss);
+    let ((na, la), (nb, lb)) = (key(a), key(b));
+    na.cmp(&nb).then(la.total_cmp(&lb))
 }
 
 /// `1 − SS_res / SS_tot` of predictions against the target.

@@ -76,6 +76,57 @@ impl ParamSpec {
     }
 }
 
+/// One cut of the portfolio's racing screen (see [`CalibrateConfig::race`]): after `at` screen
+/// steps, only the `keep` starts with the lowest loss so far go on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RaceCut {
+    /// The screen step after which the cut happens (at least 1).
+    pub at: usize,
+    /// How many starts go on (at least 1; never fewer than `n_polish`).
+    pub keep: usize,
+}
+
+impl RaceCut {
+    /// After `at` screen steps, keep the best `keep` starts.
+    pub const fn new(at: usize, keep: usize) -> Self {
+        RaceCut { at, keep }
+    }
+}
+
+/// The first bad cut of a racing schedule, by index, and what is wrong with it: a cut at step 0,
+/// one keeping no start, one not after the previous cut, or one not keeping fewer starts than
+/// the previous cut. `None` when the schedule is valid (an empty one is).
+pub fn race_problem(race: &[RaceCut]) -> Option<(usize, String)> {
+    for (i, c) in race.iter().enumerate() {
+        let message = if c.at == 0 {
+            format!(
+                "cut {} is at step 0; a cut follows at least one step",
+                i + 1
+            )
+        } else if c.keep == 0 {
+            format!("cut {} keeps no start; it must keep at least 1", i + 1)
+        } else if i > 0 && c.at <= race[i - 1].at {
+            let prev = race[i - 1].at;
+            format!(
+                "cut {} (step {}) must come after cut {i} (step {prev})",
+                i + 1,
+                c.at
+            )
+        } else if i > 0 && c.keep >= race[i - 1].keep {
+            let prev = race[i - 1].keep;
+            format!(
+                "cut {} keeps {} starts; it must keep fewer than cut {i} ({prev})",
+                i + 1,
+                c.keep
+            )
+        } else {
+            continue;
+        };
+        return Some((i, message));
+    }
+    None
+}
+
 /// How a calibration runs the program's `(soft-choice (e1 e2 …) logits)` forms (a program
 /// without one ignores it). Nothing here is process-global: each calibration passes its settings
 /// to its own evaluators.
@@ -168,6 +219,15 @@ pub struct CalibrateConfig {
     pub screen_iters: usize,
     /// How many of the best screened starts the portfolio polishes (at least 1).
     pub n_polish: usize,
+    /// The racing screen: cuts at increasing steps, each keeping fewer starts. At a cut the
+    /// starts are ranked by their lowest loss so far (non-finite last, ties by index); those
+    /// below the first `max(keep, n_polish)` stop with `StartStatus::Eliminated`, and the rest
+    /// run on in a smaller batch. Each start's trajectory is independent of the others', so a
+    /// survivor's steps are bit for bit those of the full screen, and the calibration's result
+    /// is the full screen's whenever the starts the full screen would polish survive. Cuts at
+    /// or after `screen_iters`, and keeps of at least the number of starts, change nothing.
+    /// Empty: every start runs the whole screen. Only the portfolio races.
+    pub race: Vec<RaceCut>,
     /// The portfolio's polish method.
     pub polish: Polish,
     /// Adam's step size in the unconstrained coordinates.
@@ -201,7 +261,9 @@ impl CalibrateConfig {
     /// screen steps at learning rate 0.1, then L-BFGS (memory 10, at most 200 iterations) on the
     /// best 4 starts, gradient tolerance 1e-10, no target loss and no time limit; the evaluator's
     /// default work, memory and depth limits (`ndvm_core::EvalOptions::DEFAULT_*`); soft-choice
-    /// in soft mode at τ = 1.
+    /// in soft mode at τ = 1. No racing screen (`race` empty): every racing schedule measured
+    /// ends some fits of the co-search stream in a worse minimum than the full screen (see the
+    /// crate docs).
     pub fn recommended() -> Self {
         CalibrateConfig {
             optimizer: Optimizer::Portfolio,
@@ -214,6 +276,7 @@ impl CalibrateConfig {
             max_iters: 200,
             screen_iters: 100,
             n_polish: 4,
+            race: Vec::new(),
             polish: Polish::Lbfgs,
             learning_rate: 0.1,
             lbfgs_memory: 10,
@@ -240,6 +303,12 @@ impl CalibrateConfig {
         }
         if self.n_polish == 0 {
             return bad("n_polish", "at least one start must be polished");
+        }
+        if let Some((_, message)) = race_problem(&self.race) {
+            return Err(CalibrateError::InvalidConfig {
+                field: "race",
+                message,
+            });
         }
         if self.lbfgs_memory == 0 {
             return bad("lbfgs_memory", "must be at least 1");

@@ -56,6 +56,16 @@
 //! ranks starts wrongly. K = 32 is kept although K = 1 suffices on these models: with the
 //! oscillator's ω only declared positive, one L-BFGS start from ω = 8 stops in a local minimum
 //! while 32 starts reach a zero-loss fit.
+//!
+//! The racing screen ([`CalibrateConfig::race`]) is off by default. `choose_defaults --race`:
+//! every schedule from `50:8` to `10:4` recovers all seven models at seeds 0–4, with 36–77 %
+//! fewer evaluations. On the co-search replay stream (`results/bench/race_quality.py`, 4 seeds ×
+//! 192 candidates, each fit against the full screen at its seed) the first success and the best
+//! held-out R² stay, but fits end worse more often than better: `50:8` 8 worse / 2 better (loss
+//! differing by > 0.1 %), 1.2–1.6× the calibrations per second; `20:8,50:4` 38 / 2, ≈ 2×;
+//! `10:4` 84 / 4, 2.4–2.9×. A different seed, for scale, moves 40 up and 40 down: the screen's
+//! ranking of the starts changes until its last steps, so a cut drops starts that would have
+//! won.
 #![forbid(unsafe_code)]
 
 mod adam;
@@ -71,7 +81,9 @@ pub mod stop;
 mod transform;
 
 pub use calibrator::{Calibration, Calibrator, Choice, StartResult};
-pub use config::{CalibrateConfig, Loss, Optimizer, ParamSpec, Polish, SoftChoiceConfig};
+pub use config::{
+    CalibrateConfig, Loss, Optimizer, ParamSpec, Polish, RaceCut, SoftChoiceConfig, race_problem,
+};
 pub use data::{Column, Dataset, Shared};
 pub use error::{CalibrateError, Result};
 /// The `ndvm-core` types this crate's API names (the heap and program a calibration reads, the

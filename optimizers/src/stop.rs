@@ -14,6 +14,9 @@ pub enum StartStatus {
     TimeLimit,
     /// Its loss or gradient became non-finite and it was dropped; it keeps its best finite point.
     NonFinite,
+    /// The portfolio's racing screen dropped it at a cut (see `CalibrateConfig::race`): its
+    /// loss so far ranked below the starts kept; it keeps its best point.
+    Eliminated,
 }
 
 /// Why the calibration stopped: the best start's status, or that no start ever had a finite
@@ -66,6 +69,9 @@ impl StartStatus {
             StartStatus::TargetLoss => StopReason::TargetLoss,
             StartStatus::TimeLimit => StopReason::TimeLimit,
             StartStatus::NonFinite => StopReason::NonFinite,
+            // Never the best start: a survivor ranked above it, and a start's best loss only
+            // falls.
+            StartStatus::Eliminated => StopReason::MaxIters,
         }
     }
 }

@@ -9,6 +9,7 @@ use indexmap::IndexMap;
 use ndvm_core::{Dialect, Heap, ParamKind, Precision};
 use ndvm_optimizers::{
     CalibrateConfig, CalibrateError, Calibration, Calibrator, Dataset, Optimizer, ParamSpec,
+    RaceCut, race_problem,
 };
 use serde::Serialize;
 
@@ -83,6 +84,37 @@ impl ParamArg {
     }
 }
 
+/// Parses a `--race` schedule: `off` (no racing) or comma-separated cuts `STEP:KEEP`, such as
+/// `10:8,30:4` (after 10 screen steps keep the best 8 starts, after 30 the best 4).
+pub fn parse_race(arg: &str) -> Result<Vec<RaceCut>> {
+    let bad = |message: String| SearchError::BadArgument {
+        arg: format!("--race {arg}"),
+        message,
+    };
+    if arg.trim() == "off" {
+        return Ok(Vec::new());
+    }
+    let mut cuts = Vec::new();
+    for item in arg.split(',') {
+        let item = item.trim();
+        let number = |v: &str| {
+            v.trim()
+                .parse::<usize>()
+                .map_err(|_| bad(format!("`{}` is not a whole number", v.trim())))
+        };
+        let Some((at, keep)) = item.split_once(':') else {
+            return Err(bad(format!(
+                "`{item}` is not a cut STEP:KEEP (or write `off` for no racing)"
+            )));
+        };
+        cuts.push(RaceCut::new(number(at)?, number(keep)?));
+    }
+    if let Some((_, message)) = race_problem(&cuts) {
+        return Err(bad(message));
+    }
+    Ok(cuts)
+}
+
 /// Everything `ndvm-search calibrate FILE` needs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CalibrateArgs {
@@ -111,6 +143,8 @@ pub struct CalibrateArgs {
     pub seed: Option<u64>,
     /// `--max-iters`.
     pub max_iters: Option<usize>,
+    /// `--race`: the portfolio's racing screen (`Some(vec![])`: none).
+    pub race: Option<Vec<RaceCut>>,
     /// `--dialect`.
     pub dialect: Dialect,
     /// `--precision`: the evaluator's lane type (the optimiser itself computes in `f64`).
@@ -238,6 +272,9 @@ pub fn run_with(
     }
     if let Some(m) = args.max_iters {
         config.max_iters = m;
+    }
+    if let Some(r) = &args.race {
+        config.race = r.clone();
     }
     args.limits.check()?;
     args.limits.apply(&mut config);
@@ -379,6 +416,32 @@ struct CalibrateJson<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn race_parses() {
+        assert_eq!(
+            parse_race("10:8, 30:4").unwrap(),
+            vec![RaceCut::new(10, 8), RaceCut::new(30, 4)]
+        );
+        assert_eq!(parse_race("off").unwrap(), Vec::new());
+        let err = |s: &str| parse_race(s).unwrap_err().to_string();
+        assert_eq!(
+            err("10"),
+            "bad argument `--race 10`: `10` is not a cut STEP:KEEP (or write `off` for no racing)"
+        );
+        assert_eq!(
+            err("10:x"),
+            "bad argument `--race 10:x`: `x` is not a whole number"
+        );
+        assert_eq!(
+            err("10:8,5:4"),
+            "bad argument `--race 10:8,5:4`: cut 2 (step 5) must come after cut 1 (step 10)"
+        );
+        assert_eq!(
+            err("0:8"),
+            "bad argument `--race 0:8`: cut 1 is at step 0; a cut follows at least one step"
+        );
+    }
 
     #[test]
     fn params_parse() {

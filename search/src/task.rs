@@ -9,7 +9,8 @@ use std::sync::Arc;
 use ndvm_core::{Dialect, EvalOptions, Evaluator, Heap, Inputs, ParamKind, Precision};
 use ndvm_frontends::{Frontend, Registry};
 use ndvm_optimizers::{
-    CalibrateConfig, ChoiceMode, Loss, Optimizer, ParamSpec, Polish, SoftChoiceConfig,
+    CalibrateConfig, ChoiceMode, Loss, Optimizer, ParamSpec, Polish, RaceCut, SoftChoiceConfig,
+    race_problem,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -373,6 +374,9 @@ pub struct CalibratorSpec {
     /// Portfolio polished starts.
     #[serde(default)]
     pub polish: Option<Spanned<usize>>,
+    /// The portfolio's racing screen: cuts `{at: STEP, keep: K}`, `[]` for none.
+    #[serde(default)]
+    pub race: Option<Vec<Spanned<RaceCutSpec>>>,
     /// The portfolio's polish method, and the refit's after a screen: `lbfgs` (default) or `lm`.
     #[serde(default)]
     pub polish_method: Option<PolishName>,
@@ -385,6 +389,16 @@ pub struct CalibratorSpec {
     /// How the candidates' `soft-choice` forms run (mode, annealed temperature, Gumbel noise).
     #[serde(default)]
     pub soft_choice: Option<SoftChoiceSpec>,
+}
+
+/// `calibrator.race[]`: after `at` screen steps, only the best `keep` starts go on.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RaceCutSpec {
+    /// The screen step of the cut.
+    pub at: usize,
+    /// How many starts go on.
+    pub keep: usize,
 }
 
 /// `calibrator.soft_choice:` the settings of every `soft-choice` of a calibration.
@@ -1772,6 +1786,18 @@ fn resolve(
     if let Some(m) = &c.screen_iters {
         calibrate.screen_iters = m.value;
     }
+    if let Some(race) = &c.race {
+        calibrate.race = race
+            .iter()
+            .map(|c| RaceCut::new(c.value.at, c.value.keep))
+            .collect();
+        if let Some((i, message)) = race_problem(&calibrate.race) {
+            return Err(err(
+                race[i].referenced,
+                format!("`calibrator.race`: {message}"),
+            ));
+        }
+    }
 
     // Proposer.
     let p = &spec.proposer;
@@ -2279,6 +2305,55 @@ mod tests {
             msg.starts_with("t.yaml:7:") && msg.contains("straight-through"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn the_race_resolves_or_names_its_line() {
+        let dir = std::env::temp_dir().join(format!("ndvm-race-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let load_with = |calibrator: &str| {
+            let path = dir.join("t.yaml");
+            let text = format!(
+                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 3}}\ninputs: [x]\ntarget: y\nparams: [{{name: a}}]\ncalibrator:\n  starts: 16\n  race: {calibrator}\n"
+            );
+            std::fs::write(&path, text).unwrap();
+            load(&path)
+        };
+        let t = load_with("[{at: 10, keep: 8}, {at: 30, keep: 4}]").unwrap();
+        assert_eq!(
+            t.calibrate.race,
+            vec![RaceCut::new(10, 8), RaceCut::new(30, 4)]
+        );
+        assert_eq!(t.calibrate.n_starts, 16);
+        assert!(load_with("[]").unwrap().calibrate.race.is_empty());
+        let msg = load_with("[{at: 10, keep: 8}, {at: 10, keep: 4}]")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.ends_with(
+                "t.yaml:9:29: `calibrator.race`: cut 2 (step 10) must come after cut 1 (step 10)"
+            ),
+            "{msg}"
+        );
+        let msg = load_with("[{at: 10, keep: 0}]").unwrap_err().to_string();
+        assert!(
+            msg.contains("t.yaml:9:10: `calibrator.race`: cut 1 keeps no start"),
+            "{msg}"
+        );
+        let msg = load_with("[{at: 10, keep: 4}, {at: 20, keep: 4}]")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.ends_with(
+                "t.yaml:9:29: `calibrator.race`: cut 2 keeps 4 starts; it must keep fewer than cut 1 (4)"
+            ),
+            "{msg}"
+        );
+        let msg = load_with("[{at: 10, kept: 4}]").unwrap_err().to_string();
+        assert!(msg.contains("t.yaml:9:") && msg.contains("kept"), "{msg}");
+        let msg = load_with("[{at: -1, keep: 4}]").unwrap_err().to_string();
+        assert!(msg.contains("t.yaml:9:"), "{msg}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

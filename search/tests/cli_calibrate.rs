@@ -310,3 +310,60 @@ fn fits_in_f32_lanes_to_single_precision() {
     );
     assert_ne!(field(&f64_run.stdout, "Vmax"), vmax);
 }
+
+/// `--race`: the racing screen recovers the same constants with fewer evaluations, `--race off`
+/// equals the default (no racing), and a bad schedule is named with its flag.
+#[test]
+fn race_flag_fits_with_fewer_evaluations_and_bad_schedules_are_named() {
+    let model = "(params (Vmax positive 1.0) (Km positive 1.0))\n(/ (* Vmax S) (+ Km S))\n";
+    let run = |extra: &[&'static str]| {
+        let mut args = vec!["mm.scm", "--data", "rates.csv", "--target", "v", "--json"];
+        args.extend_from_slice(extra);
+        let run = check_calibrate(&[("mm.scm", model), ("rates.csv", &mm_table())], &args);
+        assert_eq!(run.code, 0, "{run:?}");
+        serde_json::from_str::<serde_json::Value>(run.stdout.trim_end()).unwrap()
+    };
+    let full = run(&[]);
+    let off = run(&["--race", "off"]);
+    let raced = run(&["--race", "10:8,30:4"]);
+    for v in [&full, &off, &raced] {
+        // Known answer: Vmax 10, Km 2.5.
+        assert!(
+            (v["params"]["Vmax"].as_f64().unwrap() - 10.0).abs() < 1e-6,
+            "{v}"
+        );
+        assert!(
+            (v["params"]["Km"].as_f64().unwrap() - 2.5).abs() < 1e-6,
+            "{v}"
+        );
+    }
+    assert_eq!(off["params"], full["params"]);
+    assert_eq!(off["n_evals"], full["n_evals"]);
+    // 32×10 + 8×20 + 4×70 screen evaluations instead of 32×100 (the polish differs little).
+    let (n_full, n_raced) = (
+        full["n_evals"].as_u64().unwrap(),
+        raced["n_evals"].as_u64().unwrap(),
+    );
+    assert!(
+        n_full >= 3200 && n_raced < 760 + (n_full - 3200) + 200,
+        "{n_full} {n_raced}"
+    );
+
+    let check = check_calibrate(
+        &[("mm.scm", model), ("rates.csv", &mm_table())],
+        &[
+            "mm.scm",
+            "--data",
+            "rates.csv",
+            "--target",
+            "v",
+            "--race",
+            "10:8,10:4",
+        ],
+    );
+    assert_eq!(check.code, 2, "{check:?}");
+    assert_eq!(
+        check.stderr,
+        "error: bad argument `--race 10:8,10:4`: cut 2 (step 10) must come after cut 1 (step 10)\n"
+    );
+}

@@ -103,6 +103,7 @@ fn calibrate_via_the_evaluator_fits_what_calibrate_fits_and_replays() {
         polish: None,
         seed: Some(3),
         max_iters: None,
+        race: None,
         dialect: Dialect::Default,
         precision: ndvm_core::Precision::F64,
         selfhost,

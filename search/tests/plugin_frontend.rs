@@ -335,6 +335,7 @@ fn calibrate_and_translate_run_the_stack_notation() {
             polish: None,
             seed: Some(1),
             max_iters: None,
+            race: None,
             dialect: ndvm_core::Dialect::Default,
             precision: ndvm_core::Precision::F64,
             limits: Default::default(),

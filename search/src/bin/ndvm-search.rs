@@ -244,6 +244,11 @@ struct CalibrateCli {
     #[arg(long, value_name = "N")]
     max_iters: Option<usize>,
 
+    /// The portfolio's racing screen: cuts STEP:KEEP (after STEP screen steps only the KEEP
+    /// starts with the lowest loss go on), e.g. 10:8,30:4; `off` screens every start to the end.
+    #[arg(long, value_name = "CUTS")]
+    race: Option<String>,
+
     /// Numeric and naming conventions.
     #[arg(long, value_enum, default_value_t = DialectArg::Default)]
     dialect: DialectArg,
@@ -708,6 +713,11 @@ fn calibrate(args: CalibrateCli) -> anyhow::Result<()> {
         polish: args.polish_method.map(Polish::from),
         seed: args.seed,
         max_iters: args.max_iters,
+        race: args
+            .race
+            .as_deref()
+            .map(calibratecmd::parse_race)
+            .transpose()?,
         dialect: Dialect::from(args.dialect),
         precision: args.precision.into(),
         limits: args.limits.into(),
