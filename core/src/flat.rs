@@ -84,6 +84,9 @@ pub(crate) struct FlatTape<R: Real = f64> {
     pub(crate) terms: Vec<FlatTerm<R>>,
     /// Built for the current recording.
     pub(crate) ready: bool,
+    /// One past the last float any compiled step reads or writes (values, and adjoints at the
+    /// same offsets): what the unchecked accesses of [`forward`] and the sweep rely on.
+    pub(crate) extent: usize,
     /// The sweep from the recording's root, when every step it reaches is compiled.
     pub(crate) sweep: SweepPlan,
 }
@@ -189,12 +192,45 @@ impl<R: Real> FlatTape<R> {
         self.steps.clear();
         self.terms.clear();
         self.sweep.root = None;
+        self.extent = 0;
         for node in nodes {
             let step = self.step(node, lanes, term_cache, &mut sweep_terms);
-            self.steps
-                .push(if step.well_formed() { step } else { Step::Node });
+            let step = if self.checked(&step, lanes.n_floats()) {
+                step
+            } else {
+                Step::Node
+            };
+            self.extent = self.extent.max(step.extent() as usize);
+            self.steps.push(step);
         }
         self.ready = true;
+    }
+
+    /// Whether `step` may run compiled: it is [`Step::well_formed`], every range it touches lies
+    /// within the `n_floats` of the arena, and every term's indices within its operands. This is
+    /// the bound the unchecked accesses stand on.
+    fn checked(&self, step: &Step, n_floats: usize) -> bool {
+        if !step.well_formed() || step.extent() > n_floats as u64 {
+            return false;
+        }
+        let Step::Terms {
+            bilinear,
+            n_out,
+            na,
+            nb,
+            fwd,
+            bwd,
+            ..
+        } = *step
+        else {
+            return true;
+        };
+        let ok = |&(o, i, j, _): &FlatTerm<R>| o < n_out && i < na && (!bilinear || j < nb);
+        let (f, b) = (
+            fwd.0 as usize..fwd.1 as usize,
+            bwd.0 as usize..bwd.1 as usize,
+        );
+        self.terms[f].iter().all(ok) && self.terms[b].iter().all(ok)
     }
 
     fn step(
@@ -299,6 +335,67 @@ impl<R: Real> FlatTape<R> {
 }
 
 impl Step {
+    /// The element counts of the output and of the inputs `a` and `b` (0: none).
+    pub(crate) fn sizes(&self) -> (u32, u32, u32) {
+        match *self {
+            Step::Unary { n, .. } => (n, n, 0),
+            Step::Binary { n, na, nb, .. } => (n, na, nb),
+            Step::Terms {
+                bilinear,
+                n_out,
+                na,
+                nb,
+                ..
+            } => (n_out, na, if bilinear { nb } else { 0 }),
+            Step::Det { n_out, na, .. } => (n_out, na, 0),
+            Step::Node => (0, 0, 0),
+        }
+    }
+
+    /// One past the last float the step reads or writes (0 for a generic node).
+    fn extent(&self) -> u64 {
+        let end = |off: u32, n: u32| u64::from(off) + u64::from(n);
+        match *self {
+            Step::Unary { out, a, n, .. } => end(a, n).max(end(out, n)),
+            Step::Binary {
+                out,
+                a,
+                b,
+                n,
+                na,
+                nb,
+                ..
+            } => end(a, na).max(end(b, nb)).max(end(out, n)),
+            Step::Terms {
+                bilinear,
+                out,
+                a,
+                b,
+                n_out,
+                na,
+                nb,
+                ..
+            } => {
+                let b = if bilinear { end(b, nb) } else { 0 };
+                end(a, na).max(b).max(end(out, n_out))
+            }
+            Step::Det {
+                a,
+                t,
+                z,
+                d,
+                na,
+                nt,
+                n_out,
+                ..
+            } => end(a, na)
+                .max(end(t, nt.max(4)))
+                .max(end(z, n_out))
+                .max(end(d, 1)),
+            Step::Node => 0,
+        }
+    }
+
     /// Whether the step has the layout the flat code relies on: every input wholly before the
     /// output in the arena (always so in an append-only recording), an elementwise operand of
     /// one element or as many as the output. A step without it runs through the generic code.
@@ -366,12 +463,19 @@ impl Step {
 
 /// Runs one compiled step forward on `data` (one lane); `false` for [`Step::Node`], which the
 /// caller runs. The arithmetic is the kernels' one-lane branch, term for term.
+///
+/// # Safety
+/// `step` and `terms` are of a [`FlatTape`] built for this recording, and
+/// `data.len() >= FlatTape::extent` (its steps' ranges and terms were checked against the
+/// extent when it was built: see [`FlatTape::checked`]).
 #[inline(always)]
-pub(crate) fn forward<R: Real>(step: &Step, terms: &[FlatTerm<R>], data: &mut [R]) -> bool {
+pub(crate) unsafe fn forward<R: Real>(step: &Step, terms: &[FlatTerm<R>], data: &mut [R]) -> bool {
     match *step {
         Step::Unary { op, out, a, n, .. } => {
-            let (lo, hi) = data.split_at_mut(out as usize);
-            let (x, z) = (&lo[a as usize..][..n as usize], &mut hi[..n as usize]);
+            // SAFETY: the step's ranges lie within `data` (this function's contract), its input
+            // wholly before its output (`Step::well_formed`).
+            let (lo, hi) = unsafe { data.split_at_mut_unchecked(out as usize) };
+            let (x, z) = unsafe { (span(lo, a, n), span_mut(hi, 0, n)) };
             crate::prims::each_unary!(op, op => {
                 for (z, &x) in z.iter_mut().zip(x) {
                     *z = op.apply(x);
@@ -388,12 +492,10 @@ pub(crate) fn forward<R: Real>(step: &Step, terms: &[FlatTerm<R>], data: &mut [R
             nb,
             ..
         } => {
-            let (lo, hi) = data.split_at_mut(out as usize);
-            let z = &mut hi[..n as usize];
-            let (x, y) = (
-                &lo[a as usize..][..na as usize],
-                &lo[b as usize..][..nb as usize],
-            );
+            // SAFETY: as for `Unary`, both inputs before the output.
+            let (lo, hi) = unsafe { data.split_at_mut_unchecked(out as usize) };
+            let z = unsafe { span_mut(hi, 0, n) };
+            let (x, y) = unsafe { (span(lo, a, na), span(lo, b, nb)) };
             crate::prims::each_binary!(op, op => binary_forward(op, z, x, y));
         }
         Step::Terms {
@@ -407,15 +509,15 @@ pub(crate) fn forward<R: Real>(step: &Step, terms: &[FlatTerm<R>], data: &mut [R
             fwd,
             ..
         } => {
-            let (lo, hi) = data.split_at_mut(out as usize);
-            let z = &mut hi[..n_out as usize];
-            let x = &lo[a as usize..][..na as usize];
-            let y = if bilinear {
-                &lo[b as usize..][..nb as usize]
-            } else {
-                &[]
-            };
-            terms_forward(bilinear, &terms[fwd.0 as usize..fwd.1 as usize], z, x, y);
+            // SAFETY: as for `Binary`; the terms' indices lie within `z`, `x` and `y`
+            // (`FlatTape::checked`).
+            unsafe {
+                let (lo, hi) = data.split_at_mut_unchecked(out as usize);
+                let (z, x) = (span_mut(hi, 0, n_out), span(lo, a, na));
+                let y = if bilinear { span(lo, b, nb) } else { &[] };
+                let terms = terms.get_unchecked(fwd.0 as usize..fwd.1 as usize);
+                terms_forward(bilinear, terms, z, x, y);
+            }
         }
         Step::Det {
             op,
@@ -461,15 +563,62 @@ fn binary_forward<R: Real>(op: Binary, z: &mut [R], x: &[R], y: &[R]) {
 }
 
 /// `z = Σ c·x[i]·y[j]` (or `c·x[i]`) over `terms` in their order, from a zeroed `z`.
+///
+/// # Safety
+/// Every term's `o`, `i` (and `j` when `bilinear`) lie within `z`, `x` and `y`.
 #[inline(always)]
-fn terms_forward<R: Real>(bilinear: bool, terms: &[FlatTerm<R>], z: &mut [R], x: &[R], y: &[R]) {
+unsafe fn terms_forward<R: Real>(
+    bilinear: bool,
+    terms: &[FlatTerm<R>],
+    z: &mut [R],
+    x: &[R],
+    y: &[R],
+) {
     z.fill(R::ZERO);
     for &(o, i, j, c) in terms {
-        let v = if bilinear {
-            c * x[i as usize] * y[j as usize]
-        } else {
-            c * x[i as usize]
-        };
-        z[o as usize] += v;
+        // SAFETY: the indices are in bounds (this function's contract).
+        unsafe {
+            let v = if bilinear {
+                c * *at(x, i) * *at(y, j)
+            } else {
+                c * *at(x, i)
+            };
+            *z.get_unchecked_mut(o as usize) += v;
+        }
     }
+}
+
+/// `&v[off..off + n]` without its bounds check.
+///
+/// # Safety
+/// `off + n <= v.len()`.
+#[inline(always)]
+pub(crate) unsafe fn span<T>(v: &[T], off: u32, n: u32) -> &[T] {
+    let (off, n) = (off as usize, n as usize);
+    debug_assert!(off + n <= v.len());
+    // SAFETY: in bounds (this function's contract).
+    unsafe { v.get_unchecked(off..off + n) }
+}
+
+/// `&mut v[off..off + n]` without its bounds check.
+///
+/// # Safety
+/// `off + n <= v.len()`.
+#[inline(always)]
+pub(crate) unsafe fn span_mut<T>(v: &mut [T], off: u32, n: u32) -> &mut [T] {
+    let (off, n) = (off as usize, n as usize);
+    debug_assert!(off + n <= v.len());
+    // SAFETY: in bounds (this function's contract).
+    unsafe { v.get_unchecked_mut(off..off + n) }
+}
+
+/// `&v[i]` without its bounds check.
+///
+/// # Safety
+/// `i < v.len()`.
+#[inline(always)]
+pub(crate) unsafe fn at<T>(v: &[T], i: u32) -> &T {
+    debug_assert!((i as usize) < v.len());
+    // SAFETY: in bounds (this function's contract).
+    unsafe { v.get_unchecked(i as usize) }
 }

@@ -1263,10 +1263,10 @@ fn det_family_one2<R: Real>(
                 }
                 s
             };
-            d[0] = d[0] - entry(0, 0);
-            d[1] = d[1] - entry(0, 1);
-            d[2] = d[2] - entry(1, 0);
-            d[3] = d[3] - entry(1, 1);
+            d[0] -= entry(0, 0);
+            d[1] -= entry(0, 1);
+            d[2] -= entry(1, 0);
+            d[3] -= entry(1, 1);
         }
         _ => {
             let det = matches!(op, TensorOp::Det { .. });
@@ -1286,7 +1286,7 @@ fn det_family_one2<R: Real>(
                     } else {
                         g0 * tv
                     };
-                    d[i * 2 + j] = d[i * 2 + j] + term;
+                    d[i * 2 + j] += term;
                 }
             }
             if det {

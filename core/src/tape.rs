@@ -6,7 +6,7 @@
 
 use std::cell::Cell;
 
-use crate::flat::{FlatTape, FlatTerm, Step};
+use crate::flat::{FlatTape, FlatTerm, Step, at, span};
 use crate::lanes::{Lanes, Meta, PayloadId};
 use crate::linalg::TermCache;
 use crate::linalg::{
@@ -268,7 +268,9 @@ impl<R: Real> Tape<R> {
 
         // An output nothing accumulated into has an exactly-zero adjoint: its node is skipped.
         if b == 1 {
-            let flat = self.flat.ready && self.flat.steps.len() == self.nodes.len();
+            let flat = self.flat.ready
+                && self.flat.steps.len() == self.nodes.len()
+                && lanes.data.len() >= self.flat.extent;
             for k in (0..self.nodes.len()).rev() {
                 let node = self.nodes[k];
                 if let Some(go) = self.adj.get(node.out)
@@ -331,16 +333,25 @@ impl<R: Real> Tape<R> {
             },
             Step::Node => return false,
         };
+        let (n_out, na, nb) = step.sizes();
+        let fits = |o: Option<usize>, n: u32| o.is_none_or(|o| o + n as usize <= adj.buf.len());
+        if !(fits(Some(go), n_out) && fits(ia, na) && fits(ib, nb)) {
+            return false;
+        }
         let scratch = &mut self.bufs[5];
-        step_vjp(
-            &step,
-            &self.flat.terms,
-            data,
-            &mut adj.buf,
-            go,
-            (ia, ib),
-            scratch,
-        );
+        // SAFETY: the caller checked `data` against the flat tape's extent; the adjoint regions
+        // were just checked.
+        unsafe {
+            step_vjp(
+                &step,
+                &self.flat.terms,
+                data,
+                &mut adj.buf,
+                go,
+                (ia, ib),
+                scratch,
+            )
+        };
         true
     }
 
@@ -349,7 +360,11 @@ impl<R: Real> Tape<R> {
     /// recording (a reached node is not compiled, or branches merged) and the generic sweep
     /// must run. The same steps in the same order as the generic sweep: the same bits.
     fn flat_backward(&mut self, lanes: &Lanes<R>, root: PayloadId) -> bool {
-        if self.has_select || !self.flat.ready || self.flat.steps.len() != self.nodes.len() {
+        if self.has_select
+            || !self.flat.ready
+            || self.flat.steps.len() != self.nodes.len()
+            || lanes.data.len() < self.flat.extent
+        {
             return false;
         }
         if self.flat.sweep.root != Some(root) {
@@ -376,7 +391,9 @@ impl<R: Real> Tape<R> {
         for &k in &sweep.order {
             let step = &steps[k as usize];
             let (go, ia, ib) = step.adjoint_offsets();
-            step_vjp(step, terms, data, &mut adj.buf, go, (ia, ib), scratch);
+            // SAFETY: `data` reaches the flat tape's extent (checked above), and so does the
+            // adjoint arena (`flat_layout`), whose offsets are the payloads'.
+            unsafe { step_vjp(step, terms, data, &mut adj.buf, go, (ia, ib), scratch) };
         }
         true
     }
@@ -926,8 +943,13 @@ impl<R: Real> Tape<R> {
 
 /// Sweeps a compiled step at one lane: its output adjoint at `go` and its inputs' at `ia` / `ib`
 /// (`None`: no gradient) in `adj`, with the expressions and order of [`Tape::node_vjp_one`].
+///
+/// # Safety
+/// `step` and `terms` are of a flat tape built for this recording and `data` reaches its extent
+/// ([`crate::flat::forward`]'s contract); the output's and inputs' adjoint regions (their
+/// [`Step::sizes`] from `go`, `ia`, `ib`) lie within `adj`.
 #[inline(always)]
-fn step_vjp<R: Real>(
+unsafe fn step_vjp<R: Real>(
     step: &Step,
     terms: &[FlatTerm<R>],
     data: &[R],
@@ -945,7 +967,7 @@ fn step_vjp<R: Real>(
             let (x, z) = (&data[a as usize..][..n], &data[out as usize..][..n]);
             each_unary!(op, op => {
                 for (((d, &g), &x), &z) in d.iter_mut().zip(g.iter()).zip(x).zip(z) {
-                    *d = *d + adjoint_term(g, op.deriv(x, z));
+                    *d += adjoint_term(g, op.deriv(x, z));
                 }
             });
         }
@@ -959,13 +981,15 @@ fn step_vjp<R: Real>(
             nb,
             ..
         } => {
-            let (n, na, nb) = (n as usize, na as usize, nb as usize);
             let adj = Cell::from_mut(adj).as_slice_of_cells();
-            let g = &adj[go..][..n];
-            let da = ia.map(|i| &adj[i..][..na]);
-            let db = ib.map(|i| &adj[i..][..nb]);
-            let (x, y) = (&data[a as usize..][..na], &data[b as usize..][..nb]);
-            let z = &data[out as usize..][..n];
+            // SAFETY: within `adj` and `data` (this function's contract).
+            let (g, da, db, x, y, z) = unsafe {
+                let g = span(adj, go as u32, n);
+                let da = ia.map(|i| span(adj, i as u32, na));
+                let db = ib.map(|i| span(adj, i as u32, nb));
+                let (x, y) = (span(data, a, na), span(data, b, nb));
+                (g, da, db, x, y, span(data, out, n))
+            };
             match (na == 1, nb == 1) {
                 (false, false) => binary_one::<_, false, false>(op, g, x, y, z, da, db),
                 (false, true) => binary_one::<_, false, true>(op, g, x, y, z, da, db),
@@ -983,14 +1007,18 @@ fn step_vjp<R: Real>(
             bwd,
             ..
         } => {
-            let (na, nb) = (na as usize, nb as usize);
             let adj = Cell::from_mut(adj).as_slice_of_cells();
-            let g = &adj[go..][..n_out as usize];
-            let da = ia.map(|i| &adj[i..][..na]);
-            let db = ib.map(|i| &adj[i..][..nb]);
-            let (x, y) = (&data[a as usize..][..na], &data[b as usize..][..nb]);
-            let terms = &terms[bwd.0 as usize..bwd.1 as usize];
-            flat_terms_vjp(bilinear, terms, g, (x, y), (da, db), ia == ib);
+            let nb = if bilinear { nb } else { 0 };
+            // SAFETY: within `adj` and `data`, and the terms' indices within these slices (this
+            // function's contract; `FlatTape::checked`).
+            unsafe {
+                let g = span(adj, go as u32, n_out);
+                let da = ia.map(|i| span(adj, i as u32, na));
+                let db = ib.map(|i| span(adj, i as u32, nb));
+                let (x, y) = (span(data, a, na), span(data, b, nb));
+                let terms = terms.get_unchecked(bwd.0 as usize..bwd.1 as usize);
+                flat_terms_vjp(bilinear, terms, g, (x, y), (da, db), ia == ib);
+            }
         }
         Step::Det {
             op,
@@ -1023,8 +1051,11 @@ type InputAdjoints<'a, R> = (Option<&'a [Cell<R>]>, Option<&'a [Cell<R>]>);
 /// The adjoints of a bilinear (or linear) op's inputs at one lane from its terms in sweep
 /// order, with the branches and expressions of [`Tape::node_vjp_one`]: one payload as both
 /// inputs (`same`) takes all of a's terms, then all of b's.
+///
+/// # Safety
+/// Every term's `o`, `i` and `j` lie within `g`, `x` and `da`, and `y` and `db`.
 #[inline(always)]
-fn flat_terms_vjp<R: Real>(
+unsafe fn flat_terms_vjp<R: Real>(
     bilinear: bool,
     terms: &[FlatTerm<R>],
     g: &[Cell<R>],
@@ -1032,26 +1063,30 @@ fn flat_terms_vjp<R: Real>(
     (da, db): InputAdjoints<'_, R>,
     same: bool,
 ) {
-    let each = |f: &mut dyn FnMut(usize, usize, usize, R)| {
+    // SAFETY (every `at` below): the terms' indices are in bounds (this function's contract).
+    let each = |f: &mut dyn FnMut(u32, u32, u32, R)| {
         for &(o, i, j, c) in terms {
-            f(o as usize, i as usize, j as usize, c);
+            f(o, i, j, c);
         }
     };
+    let add = |d: &Cell<R>, v: R| d.set(d.get() + v);
     match (da, db) {
-        (Some(da), Some(db)) if same => {
-            each(&mut |o, i, j, c| da[i].set(da[i].get() + c * g[o].get() * y[j]));
-            each(&mut |o, i, j, c| db[j].set(db[j].get() + c * g[o].get() * x[i]));
-        }
-        (Some(da), Some(db)) => each(&mut |o, i, j, c| {
-            let g = g[o].get();
-            da[i].set(da[i].get() + c * g * y[j]);
-            db[j].set(db[j].get() + c * g * x[i]);
+        (Some(da), Some(db)) if same => unsafe {
+            each(&mut |o, i, j, c| add(at(da, i), c * at(g, o).get() * *at(y, j)));
+            each(&mut |o, i, j, c| add(at(db, j), c * at(g, o).get() * *at(x, i)));
+        },
+        (Some(da), Some(db)) => each(&mut |o, i, j, c| unsafe {
+            let g = at(g, o).get();
+            add(at(da, i), c * g * *at(y, j));
+            add(at(db, j), c * g * *at(x, i));
         }),
-        (Some(da), None) if bilinear => {
-            each(&mut |o, i, j, c| da[i].set(da[i].get() + c * g[o].get() * y[j]))
-        }
-        (Some(da), None) => each(&mut |o, i, _, c| da[i].set(da[i].get() + c * g[o].get())),
-        (None, Some(db)) => each(&mut |o, i, j, c| db[j].set(db[j].get() + c * g[o].get() * x[i])),
+        (Some(da), None) if bilinear => each(&mut |o, i, j, c| unsafe {
+            add(at(da, i), c * at(g, o).get() * *at(y, j));
+        }),
+        (Some(da), None) => each(&mut |o, i, _, c| unsafe { add(at(da, i), c * at(g, o).get()) }),
+        (None, Some(db)) => each(&mut |o, i, j, c| unsafe {
+            add(at(db, j), c * at(g, o).get() * *at(x, i));
+        }),
         (None, None) => {}
     }
 }

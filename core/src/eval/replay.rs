@@ -642,80 +642,104 @@ fn replay_on<R: Real>(
     (deadline, same_det): (Option<std::time::Instant>, &[u32]),
 ) -> Result<()> {
     let flat = &tape.flat;
-    let flat_ok = lanes.n_lanes() == 1 && flat.ready && flat.steps.len() == tape.nodes.len();
-    for k in 0..tape.nodes.len() {
-        if k % 4096 == 4095
-            && let Some(d) = deadline
-            && std::time::Instant::now() >= d
-        {
-            return Err(*super::err(
-                crate::error::ErrorKind::Deadline,
-                "the evaluation passed its deadline (replaying the recorded trace)",
-            ));
+    let flat_ok = lanes.n_lanes() == 1
+        && flat.ready
+        && flat.steps.len() == tape.nodes.len()
+        && lanes.data.len() >= flat.extent;
+    for (c, chunk) in tape.nodes.chunks(4096).enumerate() {
+        if c > 0 {
+            past_deadline(deadline)?;
         }
-        if flat_ok && crate::flat::forward(&flat.steps[k], &flat.terms, &mut lanes.data) {
-            continue;
-        }
-        let node = tape.nodes[k];
-        match node.op {
-            TapeOp::Unary(op) => kernels::unary(lanes, masks, node.mask, op, node.out, node.a),
-            TapeOp::Choice { start, len, hard } => {
-                let (start, len) = (start as usize, len as usize);
-                let (noise, wts) = (tape.extra[start], tape.extra[start + 1]);
-                let opts = &tape.extra[start + 2..start + 2 + len];
-                let ins = (node.a, noise, node.b);
-                kernels::choice(
-                    lanes,
-                    masks,
-                    node.mask,
-                    node.out,
-                    wts,
-                    ins,
-                    opts,
-                    hard,
-                    &mut fbuf[0],
-                );
+        for (k, node) in (c * 4096..).zip(chunk) {
+            // SAFETY: the flat tape was built for this recording and the arena reaches its
+            // extent (`flat_ok`).
+            if flat_ok
+                && unsafe { crate::flat::forward(&flat.steps[k], &flat.terms, &mut lanes.data) }
+            {
+                continue;
             }
-            TapeOp::Binary(op) => {
-                kernels::binary(lanes, masks, node.mask, op, node.out, node.a, node.b)
-            }
-            TapeOp::Select { then } => {
-                kernels::select(lanes, masks, node.out, node.a, then, node.b, node.mask)
-            }
-            TapeOp::Concat { start, len } => {
-                let parts = &tape.extra[start as usize..(start + len) as usize];
-                kernels::concat(lanes, masks, node.mask, node.out, parts)
-            }
-            TapeOp::Gather { start } => {
-                kernels::gather(lanes, masks, node.mask, node.out, node.a, start as usize)
-            }
-            TapeOp::Tensor(
-                TensorOp::Det { .. } | TensorOp::Inv { .. } | TensorOp::LogDet { .. },
-            ) => {
-                let Some((m, inv, det)) = det_pair(&node) else {
-                    continue;
-                };
-                // The same matrix inverted earlier on the same lanes: the same bits, copied.
-                match same_det.get(k).and_then(|&j| tape.nodes.get(j as usize)) {
-                    Some(src) if let Some((_, si, sd)) = det_pair(src) => {
-                        kernels::copy(lanes, masks, node.mask, inv, si);
-                        kernels::copy(lanes, masks, node.mask, det, sd);
-                    }
-                    _ => kernels::det_inv(lanes, masks, node.mask, fbuf, m, node.a, inv, det),
-                }
-                if let TapeOp::Tensor(TensorOp::LogDet { abs, .. }) = node.op {
-                    kernels::log_det(lanes, masks, node.mask, det, node.out, abs);
-                }
-            }
-            TapeOp::Tensor(op) => {
-                let b = tensor_has_b(op).then_some(node.b);
-                kernels::tensor(
-                    lanes, masks, node.mask, term_cache, fbuf, op, node.out, node.a, b,
-                )
-            }
+            replay_node(lanes, masks, tape, term_cache, fbuf, same_det, (k, *node));
         }
     }
     Ok(())
+}
+
+/// `ErrorKind::Deadline` once `deadline` has passed.
+fn past_deadline(deadline: Option<std::time::Instant>) -> Result<()> {
+    if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+        return Err(*super::err(
+            crate::error::ErrorKind::Deadline,
+            "the evaluation passed its deadline (replaying the recorded trace)",
+        ));
+    }
+    Ok(())
+}
+
+/// Recomputes the output of tape node `k` (`node`) by its kernel (`same_det`: see [`find_same_det`]).
+fn replay_node<R: Real>(
+    lanes: &mut Lanes<R>,
+    masks: &LaneMask,
+    tape: &Tape<R>,
+    term_cache: &mut TermCache,
+    fbuf: &mut [Vec<R>; 5],
+    same_det: &[u32],
+    (k, node): (usize, TapeNode),
+) {
+    match node.op {
+        TapeOp::Unary(op) => kernels::unary(lanes, masks, node.mask, op, node.out, node.a),
+        TapeOp::Choice { start, len, hard } => {
+            let (start, len) = (start as usize, len as usize);
+            let (noise, wts) = (tape.extra[start], tape.extra[start + 1]);
+            let opts = &tape.extra[start + 2..start + 2 + len];
+            let ins = (node.a, noise, node.b);
+            kernels::choice(
+                lanes,
+                masks,
+                node.mask,
+                node.out,
+                wts,
+                ins,
+                opts,
+                hard,
+                &mut fbuf[0],
+            );
+        }
+        TapeOp::Binary(op) => {
+            kernels::binary(lanes, masks, node.mask, op, node.out, node.a, node.b)
+        }
+        TapeOp::Select { then } => {
+            kernels::select(lanes, masks, node.out, node.a, then, node.b, node.mask)
+        }
+        TapeOp::Concat { start, len } => {
+            let parts = &tape.extra[start as usize..(start + len) as usize];
+            kernels::concat(lanes, masks, node.mask, node.out, parts)
+        }
+        TapeOp::Gather { start } => {
+            kernels::gather(lanes, masks, node.mask, node.out, node.a, start as usize)
+        }
+        TapeOp::Tensor(TensorOp::Det { .. } | TensorOp::Inv { .. } | TensorOp::LogDet { .. }) => {
+            let Some((m, inv, det)) = det_pair(&node) else {
+                return;
+            };
+            // The same matrix inverted earlier on the same lanes: the same bits, copied.
+            match same_det.get(k).and_then(|&j| tape.nodes.get(j as usize)) {
+                Some(src) if let Some((_, si, sd)) = det_pair(src) => {
+                    kernels::copy(lanes, masks, node.mask, inv, si);
+                    kernels::copy(lanes, masks, node.mask, det, sd);
+                }
+                _ => kernels::det_inv(lanes, masks, node.mask, fbuf, m, node.a, inv, det),
+            }
+            if let TapeOp::Tensor(TensorOp::LogDet { abs, .. }) = node.op {
+                kernels::log_det(lanes, masks, node.mask, det, node.out, abs);
+            }
+        }
+        TapeOp::Tensor(op) => {
+            let b = tensor_has_b(op).then_some(node.b);
+            kernels::tensor(
+                lanes, masks, node.mask, term_cache, fbuf, op, node.out, node.a, b,
+            )
+        }
+    }
 }
 
 /// Every severed value of the recording `trace` recomputes to its recorded bits in `lanes`.
