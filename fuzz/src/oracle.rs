@@ -152,6 +152,11 @@ const MAX_STEPS: u64 = 5_000_000;
 /// Forward values: relative and absolute tolerance against the reference (different rounding
 /// order in det, inv and matmul).
 const VALUE_TOL: f64 = 1e-8;
+/// Multiples of f64's epsilon per unit of the largest products a determinant cancelled
+/// ([`reference::RefRun::cancel_scale`]) that a forward value may differ by: the runtime and the
+/// reference expand a determinant differently, and after cancellation only that rounding is
+/// left.
+const CANCEL_ULPS: f64 = 64.0;
 /// Finite-difference steps tried in turn (parameters lie in [-1.5, 1.5]); each is halved three
 /// times for the convergence test and the extrapolation.
 const FD_STEPS: [f64; 2] = [1e-3, 1e-5];
@@ -355,7 +360,7 @@ pub fn check(case: &Case, pool: &mut Pool, only: Option<Oracle>) -> Outcome {
     }
 
     if wants(Oracle::Forward) {
-        forward(&main, &ref_vals, &mut out);
+        forward(&main, (&ref_vals, &refs), &mut out);
         if refs.iter().any(|r| r.near_tie)
             && out.failures.iter().any(|f| f.oracle == Oracle::Forward)
         {
@@ -417,7 +422,11 @@ pub fn check(case: &Case, pool: &mut Pool, only: Option<Oracle>) -> Outcome {
     out
 }
 
-fn forward(main: &RunResult, ref_vals: &[Vec<f64>], out: &mut Outcome) {
+fn forward(
+    main: &RunResult,
+    (ref_vals, refs): (&[Vec<f64>], &[reference::RefRun]),
+    out: &mut Outcome,
+) {
     let e = match main {
         Ok(e) => e,
         Err(msg) => {
@@ -430,11 +439,12 @@ fn forward(main: &RunResult, ref_vals: &[Vec<f64>], out: &mut Outcome) {
     };
     for (lane, want) in ref_vals.iter().enumerate() {
         let got = lane_values(&e.value, lane);
+        let slack = CANCEL_ULPS * f64::EPSILON * refs[lane].cancel_scale;
         let ok = got.as_ref().is_some_and(|g| {
             g.len() == want.len()
                 && g.iter()
                     .zip(want)
-                    .all(|(x, y)| (x - y).abs() <= VALUE_TOL * (1.0 + y.abs()))
+                    .all(|(x, y)| (x - y).abs() <= VALUE_TOL * (1.0 + y.abs()) + slack)
         });
         if !ok {
             out.failures.push(fail(
@@ -626,7 +636,8 @@ fn round_trip(case: &Case, heap: &Heap, program: &Program, main: &Evaluation, ou
 }
 
 /// f32 against f64: a relative tolerance, plus an allowance for rounding at the size of the
-/// largest intermediate (cancellation of numbers of that size loses f32 digits).
+/// largest intermediate, or of the largest products a determinant cancelled (cancellation of
+/// numbers of that size loses f32 digits).
 const F32_RTOL: f64 = 1e-3;
 /// Multiples of f32's epsilon (6e-8) per unit of the largest intermediate allowed.
 const F32_SCALE_ULPS: f64 = 1e4;
@@ -739,7 +750,8 @@ fn f32_far_from_f64(
 ) -> Option<String> {
     let eps32 = f64::from(f32::EPSILON);
     let far = |x: f64, y: f64, lane: usize, rtol: f64| {
-        let slack = F32_SCALE_ULPS * eps32 * refs[lane].max_abs;
+        let scale = refs[lane].max_abs.max(refs[lane].cancel_scale);
+        let slack = F32_SCALE_ULPS * eps32 * scale;
         !((x - y).abs() <= rtol * (1.0 + y.abs()) + slack || (x.is_nan() && y.is_nan()))
     };
     for lane in 0..refs.len() {
@@ -789,6 +801,7 @@ mod tests {
             near_tie: false,
             near_tie_f32,
             max_abs,
+            cancel_scale: 0.0,
         }
     }
 
@@ -806,5 +819,14 @@ mod tests {
         // Cancellation at a large intermediate widens the allowance.
         let big = [reference_run(1e5, false)];
         assert!(f32_far_from_f64(&number(2.02, 3.0), &want, &big).is_none());
+        // So does a determinant that cancelled products of ~1e11 down to nothing
+        // (fuzz/regressions/f32-det-cancellation.scm): f32 lands ~1e4 away.
+        let (tiny, off) = (number(-1.5e-5, 0.0), number(-8192.0, 0.0));
+        assert!(f32_far_from_f64(&off, &tiny, &r).is_some());
+        let cancelled = [reference::RefRun {
+            cancel_scale: 4e11,
+            ..reference_run(3.9e5, false)
+        }];
+        assert!(f32_far_from_f64(&off, &tiny, &cancelled).is_none());
     }
 }

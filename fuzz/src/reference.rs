@@ -83,6 +83,9 @@ pub struct RefRun {
     pub near_tie_f32: bool,
     /// The largest magnitude of any number a primitive produced.
     pub max_abs: f64,
+    /// The largest scale of the products a determinant, log determinant or inverse cancelled
+    /// inside ([`determinant_scale`]): where the runtime rounds, however small the result.
+    pub cancel_scale: f64,
 }
 
 /// Relative margin under which a decision counts as a near tie.
@@ -104,6 +107,7 @@ pub fn evaluate(program: &Sx, globals: &[(String, f64)]) -> R<RefRun> {
         near_tie: false,
         near_tie_f32: false,
         max_abs: 0.0,
+        cancel_scale: 0.0,
         depth: 0,
         steps: 0,
     };
@@ -114,6 +118,7 @@ pub fn evaluate(program: &Sx, globals: &[(String, f64)]) -> R<RefRun> {
         near_tie: ev.near_tie,
         near_tie_f32: ev.near_tie_f32,
         max_abs: ev.max_abs,
+        cancel_scale: ev.cancel_scale,
     })
 }
 
@@ -123,6 +128,7 @@ struct Reference {
     near_tie: bool,
     near_tie_f32: bool,
     max_abs: f64,
+    cancel_scale: f64,
     depth: usize,
     steps: u64,
 }
@@ -483,6 +489,7 @@ impl Reference {
     fn apply(&mut self, f: &Val, args: Vec<Val>) -> R<Val> {
         match f {
             Val::Prim(name) => {
+                let scale = determinant_scale(name, &args);
                 let v = self.prim(name, args)?;
                 let m = match &v {
                     Val::Num(x) => x.abs(),
@@ -490,6 +497,12 @@ impl Reference {
                         xs.iter().fold(0.0_f64, |m, x| m.max(x.abs()))
                     }
                     _ => 0.0,
+                };
+                // NaN (a NaN matrix) or infinity (a singular one's log) counts as huge.
+                self.cancel_scale = if scale.is_nan() {
+                    f64::INFINITY
+                } else {
+                    self.cancel_scale.max(scale)
                 };
                 // NaN counts as huge.
                 self.max_abs = if m.is_nan() {
@@ -970,6 +983,28 @@ fn eliminate(n: usize, x: &[f64], want_inv: bool) -> (f64, Vec<f64>) {
     (det, inv)
 }
 
+/// The size of the intermediates a determinant family primitive cancels (0 for any other): the
+/// product of the matrix's row sums of magnitudes bounds every product in its determinant's
+/// expansion, so the runtime's rounding is at that scale however small the determinant comes
+/// out; for `logdet`, divided by |det|, its error's scale after the logarithm.
+fn determinant_scale(name: &str, args: &[Val]) -> f64 {
+    let (Some(Val::Matrix(n, c, x)), "det" | "logdet" | "inv") = (args.first(), name) else {
+        return 0.0;
+    };
+    if n != c || x.len() != n * c {
+        return 0.0;
+    }
+    let scale: f64 = x
+        .chunks(*n)
+        .map(|row| row.iter().map(|v| v.abs()).sum::<f64>())
+        .product();
+    if name == "logdet" {
+        scale / det(*n, x).abs()
+    } else {
+        scale
+    }
+}
+
 fn det(n: usize, x: &[f64]) -> f64 {
     eliminate(n, x, false).0
 }
@@ -987,6 +1022,20 @@ mod tests {
         evaluate(&read(src).unwrap(), &[("p0".into(), 2.0)])
             .unwrap()
             .value
+    }
+
+    #[test]
+    fn determinants_report_the_scale_they_cancel() {
+        let run = |src: &str| evaluate(&read(src).unwrap(), &[("p0".into(), 2.0)]).unwrap();
+        // Rows summing to 2e5 in magnitude: products up to 4e10, whatever the determinant.
+        let r = run("(det (mat (vec 1e5 1e5) (vec 1e5 1e5)))");
+        assert_eq!((r.cancel_scale, r.max_abs), (4e10, 1e5));
+        let r = run("(inv (mat (vec 4.0 1.0) (vec 2.0 3.0)))");
+        assert_eq!(r.cancel_scale, 25.0);
+        // After the logarithm the error scales as 1/|det| (det = 10 here).
+        let r = run("(logdet (mat (vec 4.0 1.0) (vec 2.0 3.0)))");
+        assert_eq!(r.cancel_scale, 2.5);
+        assert_eq!(run("(+ p0 1e5)").cancel_scale, 0.0);
     }
 
     #[test]
