@@ -529,10 +529,11 @@ impl<R: Real> Tape<R> {
                     let [g, d] = regions(&mut self.adj.buf, [go..go + len, ia..ia + len]);
                     let x = &data[ma.off as usize..][..len];
                     let y = &data[mo.off as usize..][..len];
-                    let terms = g.iter().zip(x.iter().zip(y));
-                    each_unary!(op, op => {
-                        put(d, fresh, terms.map(|(g, (x, y))| adjoint_term(*g, op.deriv(*x, *y))));
-                    });
+                    if fresh {
+                        unary_lanes::<_, true>(op, g, x, y, d);
+                    } else {
+                        unary_lanes::<_, false>(op, g, x, y, d);
+                    }
                     return;
                 }
                 let Some(ia) = self.adj.slot(ma, node.a) else {
@@ -608,6 +609,25 @@ impl<R: Real> Tape<R> {
                         }
                         continue;
                     }
+                    let z = &data[zb..zb + b];
+                    let gr = gb..gb + b;
+                    let ra = ia.map(|i| i + ea * b..i + (ea + 1) * b);
+                    let rb = ib.map(|i| i + eb * b..i + (eb + 1) * b);
+                    let first = [fa && ea == e, fb && eb == e];
+                    // One operand uniform and taking no gradient: it is read as one value.
+                    match (sa, sb, ra.clone(), rb.clone()) {
+                        (0, 1, None, Some(r)) => {
+                            let (v, ys) = (data[xb], &data[yb..yb + b]);
+                            binary_uni(op, adj, gr, r, first[1], (true, v), ys, z);
+                            continue;
+                        }
+                        (1, 0, Some(r), None) => {
+                            let (v, xs) = (data[yb], &data[xb..xb + b]);
+                            binary_uni(op, adj, gr, r, first[0], (false, v), xs, z);
+                            continue;
+                        }
+                        _ => {}
+                    }
                     // Contiguous lanes; a uniform operand is broadcast into a buffer first.
                     let x: &[R] = if sa == 1 {
                         &data[xb..xb + b]
@@ -623,11 +643,6 @@ impl<R: Real> Tape<R> {
                         ya.resize(b, data[yb]);
                         ya
                     };
-                    let z = &data[zb..zb + b];
-                    let gr = gb..gb + b;
-                    let ra = ia.map(|i| i + ea * b..i + (ea + 1) * b);
-                    let rb = ib.map(|i| i + eb * b..i + (eb + 1) * b);
-                    let first = [fa && ea == e, fb && eb == e];
                     binary_lanes(op, adj, gr, ra, rb, first, [x, y, z], b);
                 }
             }
@@ -1236,6 +1251,55 @@ fn binary_lanes<R: Real>(
     }
 }
 
+/// [`binary_lanes`] where one operand is one value `v` on every lane and takes no gradient
+/// (`ua`: it is a): the other's adjoint at `r` (`first`: not yet written) from its lanes `xs`,
+/// with the arithmetic of that operand broadcast into a buffer.
+#[inline]
+#[allow(clippy::too_many_arguments)] // the adjoint ranges, the flag, the values
+fn binary_uni<R: Real>(
+    op: Binary,
+    adj: &mut [R],
+    gr: std::ops::Range<usize>,
+    r: std::ops::Range<usize>,
+    first: bool,
+    (ua, v): (bool, R),
+    xs: &[R],
+    z: &[R],
+) {
+    match (first, ua) {
+        (false, false) => binary_uni_k::<_, false, false>(op, adj, gr, r, v, xs, z),
+        (true, false) => binary_uni_k::<_, true, false>(op, adj, gr, r, v, xs, z),
+        (false, true) => binary_uni_k::<_, false, true>(op, adj, gr, r, v, xs, z),
+        (true, true) => binary_uni_k::<_, true, true>(op, adj, gr, r, v, xs, z),
+    }
+}
+
+/// [`binary_uni`] with its flags fixed (`F`: the region is fresh; `UA`: a is the uniform one).
+#[inline(always)]
+fn binary_uni_k<R: Real, const F: bool, const UA: bool>(
+    op: Binary,
+    adj: &mut [R],
+    gr: std::ops::Range<usize>,
+    r: std::ops::Range<usize>,
+    v: R,
+    xs: &[R],
+    z: &[R],
+) {
+    let [g, d] = regions(adj, [gr, r]);
+    let b = d.len();
+    let (g, xs, z) = (&g[..b], &xs[..b], &z[..b]);
+    // As in `binary_lanes_k`: a zero the optimiser cannot see through.
+    let zero = std::hint::black_box(R::ZERO);
+    each_binary!(op, op => {
+        for l in 0..b {
+            let (x, y) = if UA { (v, xs[l]) } else { (xs[l], v) };
+            let (dx, dy) = op.partials(x, y, z[l]);
+            let t = adjoint_term(g[l], if UA { dy } else { dx });
+            d[l] = if F { zero } else { d[l] } + t;
+        }
+    });
+}
+
 /// [`binary_lanes`] with the `first` flags of a's and b's regions fixed (`FA`, `FB`).
 #[inline(always)]
 fn binary_lanes_k<R: Real, const FA: bool, const FB: bool>(
@@ -1290,19 +1354,22 @@ fn binary_lanes_k<R: Real, const FA: bool, const FB: bool>(
     });
 }
 
-/// The value an adjoint float holds before an accumulation: zero while its region is fresh (its
-/// old contents are stale), so `base + t` equals zeroing the region first and adding `t`.
+/// `Unary` VJP over contiguous floats: `d[l] = base + g[l] · op′(x[l], z[l])` (the adjoint term),
+/// `base` the old `d[l]`, or zero when the region is fresh (`FRESH`). Indexed loops over slices
+/// of one length, so they vectorise.
 #[inline(always)]
-fn base<R: Real>(fresh: bool, d: R) -> R {
-    if fresh { R::ZERO } else { d }
-}
-
-/// `d[l] = base(fresh, d[l]) + v[l]` over a lane range.
-#[inline(always)]
-fn put<R: Real>(d: &mut [R], fresh: bool, v: impl Iterator<Item = R>) {
-    d.iter_mut()
-        .zip(v)
-        .for_each(|(d, v)| *d = base(fresh, *d) + v);
+fn unary_lanes<R: Real, const FRESH: bool>(op: Unary, g: &[R], x: &[R], z: &[R], d: &mut [R]) {
+    let n = d.len();
+    let (g, x, z) = (&g[..n], &x[..n], &z[..n]);
+    // As in `binary_lanes_k`: a zero the optimiser cannot see through, so `zero + t` is the add
+    // it stands for.
+    let zero = std::hint::black_box(R::ZERO);
+    each_unary!(op, op => {
+        for l in 0..n {
+            let t = adjoint_term(g[l], op.deriv(x[l], z[l]));
+            d[l] = if FRESH { zero } else { d[l] } + t;
+        }
+    });
 }
 
 /// Adjoint storage of one reverse sweep. A payload's region (its `n` elements of B lanes) is
