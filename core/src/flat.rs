@@ -622,3 +622,65 @@ pub(crate) unsafe fn at<T>(v: &[T], i: u32) -> &T {
     // SAFETY: in bounds (this function's contract).
     unsafe { v.get_unchecked(i as usize) }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn terms_step(out: u32, fwd: (u32, u32), bwd: (u32, u32)) -> Step {
+        Step::Terms {
+            bilinear: true,
+            out,
+            a: 0,
+            b: 4,
+            n_out: 2,
+            na: 4,
+            nb: 2,
+            fwd,
+            bwd,
+            grad_a: true,
+            grad_b: true,
+        }
+    }
+
+    /// The bound the unchecked accesses stand on: a step is compiled only when every range it
+    /// touches lies in the arena and every term indexes within its operands.
+    #[test]
+    fn only_steps_within_the_arena_and_their_operands_compile() {
+        let mut tape = FlatTape::<f64>::default();
+        // A 2×2 matrix (floats 0..4) times a vector (4..6) into floats 6..8.
+        tape.terms = vec![
+            (0, 0, 0, 1.0),
+            (0, 1, 1, 1.0),
+            (1, 2, 0, 1.0),
+            (1, 3, 1, 1.0),
+        ];
+        let good = terms_step(6, (0, 4), (0, 4));
+        assert_eq!(good.extent(), 8);
+        assert!(tape.checked(&good, 8));
+        // The arena ends before the output does.
+        assert!(!tape.checked(&good, 7));
+        // A term reading past `b` (j = 2 of a 2-element vector), forward or in the sweep.
+        tape.terms.push((1, 3, 2, 1.0));
+        assert!(!tape.checked(&terms_step(6, (0, 5), (0, 4)), 8));
+        assert!(!tape.checked(&terms_step(6, (0, 4), (1, 5)), 8));
+        // An input overlapping the output.
+        assert!(!tape.checked(&terms_step(5, (0, 4), (0, 4)), 8));
+        let binary = |n, na| Step::Binary {
+            op: Binary::Add,
+            out: 8,
+            a: 0,
+            b: 4,
+            n,
+            na,
+            nb: 1,
+            grad_a: true,
+            grad_b: false,
+        };
+        assert!(tape.checked(&binary(4, 4), 12));
+        assert!(tape.checked(&binary(4, 1), 12));
+        // An operand neither one element nor as long as the output.
+        assert!(!tape.checked(&binary(4, 3), 12));
+        assert!(tape.checked(&Step::Node, 0));
+    }
+}
