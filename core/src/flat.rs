@@ -647,14 +647,16 @@ mod tests {
     /// touches lies in the arena and every term indexes within its operands.
     #[test]
     fn only_steps_within_the_arena_and_their_operands_compile() {
-        let mut tape = FlatTape::<f64>::default();
         // A 2×2 matrix (floats 0..4) times a vector (4..6) into floats 6..8.
-        tape.terms = vec![
-            (0, 0, 0, 1.0),
-            (0, 1, 1, 1.0),
-            (1, 2, 0, 1.0),
-            (1, 3, 1, 1.0),
-        ];
+        let mut tape = FlatTape::<f64> {
+            terms: vec![
+                (0, 0, 0, 1.0),
+                (0, 1, 1, 1.0),
+                (1, 2, 0, 1.0),
+                (1, 3, 1, 1.0),
+            ],
+            ..FlatTape::default()
+        };
         let good = terms_step(6, (0, 4), (0, 4));
         assert_eq!(good.extent(), 8);
         assert!(tape.checked(&good, 8));
