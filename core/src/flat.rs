@@ -530,13 +530,8 @@ pub(crate) unsafe fn forward<R: Real>(step: &Step, terms: &[FlatTerm<R>], data: 
         } => {
             // `kernels::det_inv`'s closed form at one lane, then `kernels::log_det`.
             let (a, t, z, d) = (a as usize, t as usize, z as usize, d as usize);
-            let [a0, a1, a2, a3] = [data[a], data[a + 1], data[a + 2], data[a + 3]];
-            let det = a0 * a3 - a1 * a2;
-            let inv = &mut data[t..t + 4];
-            inv[0] = a3 / det;
-            inv[1] = -a1 / det;
-            inv[2] = -a2 / det;
-            inv[3] = a0 / det;
+            let (inv, det) = crate::linalg::inv2([data[a], data[a + 1], data[a + 2], data[a + 3]]);
+            data[t..t + 4].copy_from_slice(&inv);
             data[d] = det;
             if let TensorOp::LogDet { abs, .. } = op {
                 data[z] = if abs { det.abs().ln() } else { det.ln() };

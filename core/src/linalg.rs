@@ -1250,50 +1250,59 @@ fn det_family_one2<R: Real>(
 ) {
     let t = [inv_or_z[0], inv_or_z[1], inv_or_z[2], inv_or_z[3]];
     let d = &mut da[..4];
-    match op {
-        TensorOp::Inv { .. } => {
-            let gg = [g[0], g[1], g[2], g[3]];
-            let entry = |i: usize, j: usize| {
-                let mut s = R::ZERO;
-                for p in 0..2 {
-                    let zt = t[p * 2 + i];
-                    for q in 0..2 {
-                        s += zt * gg[p * 2 + q] * t[j * 2 + q];
-                    }
-                }
-                s
-            };
-            d[0] -= entry(0, 0);
-            d[1] -= entry(0, 1);
-            d[2] -= entry(1, 0);
-            d[3] -= entry(1, 1);
-        }
-        _ => {
-            let det = matches!(op, TensorOp::Det { .. });
-            let planted = if crate::planted::is_planted(crate::planted::Bug::DetVjp) {
-                R::of(1.01)
+    if let TensorOp::Inv { .. } = op {
+        let [e0, e1, e2, e3] = inv2_vjp(t, [g[0], g[1], g[2], g[3]]);
+        (d[0], d[1], d[2], d[3]) = (d[0] - e0, d[1] - e1, d[2] - e2, d[3] - e3);
+        return;
+    }
+    let det = matches!(op, TensorOp::Det { .. });
+    let planted = if crate::planted::is_planted(crate::planted::Bug::DetVjp) {
+        R::of(1.01)
+    } else {
+        R::ONE
+    };
+    let g0 = g[0];
+    for i in 0..2 {
+        for j in 0..2 {
+            let tv = t[j * 2 + i];
+            let term = if det {
+                // A singular matrix (non-finite A⁻¹) gets its cofactors below.
+                let term = planted * g0 * z[0] * tv;
+                if tv.is_finite() { term } else { R::ZERO }
             } else {
-                R::ONE
+                g0 * tv
             };
-            let g0 = g[0];
-            for i in 0..2 {
-                for j in 0..2 {
-                    let tv = t[j * 2 + i];
-                    let term = if det {
-                        // A singular matrix (non-finite A⁻¹) gets its cofactors below.
-                        let term = planted * g0 * z[0] * tv;
-                        if tv.is_finite() { term } else { R::ZERO }
-                    } else {
-                        g0 * tv
-                    };
-                    d[i * 2 + j] += term;
-                }
-            }
-            if det {
-                singular_det_lanes(2, a, inv_or_z, g, da, 1, s);
-            }
+            d[i * 2 + j] += term;
         }
     }
+    if det {
+        singular_det_lanes(2, a, inv_or_z, g, da, 1, s);
+    }
+}
+
+/// The four sums `Σ_p Σ_q Zᵀ[i,p] G[p,q] Zᵀ[q,j]` (from 0, in that order) a 2×2 inverse's
+/// adjoint subtracts, from its output `zz` and output adjoint `gg`.
+#[inline(always)]
+fn inv2_vjp<R: Real>(zz: [R; 4], gg: [R; 4]) -> [R; 4] {
+    let entry = |i: usize, j: usize| {
+        let mut s = R::ZERO;
+        for p in 0..2 {
+            let zt = zz[p * 2 + i];
+            for q in 0..2 {
+                s += zt * gg[p * 2 + q] * zz[j * 2 + q];
+            }
+        }
+        s
+    };
+    [entry(0, 0), entry(0, 1), entry(1, 0), entry(1, 1)]
+}
+
+/// The inverse of the 2×2 matrix `[a0 a1; a2 a3]` in closed form, and its determinant: the
+/// arithmetic of every 2×2 inverse the kernels compute.
+#[inline(always)]
+pub(crate) fn inv2<R: Real>([a0, a1, a2, a3]: [R; 4]) -> ([R; 4], R) {
+    let d = a0 * a3 - a1 * a2;
+    ([a3 / d, -a1 / d, -a2 / d, a0 / d], d)
 }
 
 /// The value an adjoint float holds before an accumulation: zero while it is stale (`FRESH`).
@@ -1368,20 +1377,11 @@ fn det_family<R: Real, const FRESH: bool>(
             for l in 0..b {
                 let zz = [z0[l], z1[l], z2[l], z3[l]];
                 let gg = [g0[l], g1[l], g2[l], g3[l]];
-                let entry = |i: usize, j: usize| {
-                    let mut s = R::ZERO;
-                    for p in 0..2 {
-                        let zt = zz[p * 2 + i];
-                        for q in 0..2 {
-                            s += zt * gg[p * 2 + q] * zz[j * 2 + q];
-                        }
-                    }
-                    s
-                };
-                d0[l] = stale_or::<_, FRESH>(d0[l]) - entry(0, 0);
-                d1[l] = stale_or::<_, FRESH>(d1[l]) - entry(0, 1);
-                d2[l] = stale_or::<_, FRESH>(d2[l]) - entry(1, 0);
-                d3[l] = stale_or::<_, FRESH>(d3[l]) - entry(1, 1);
+                let [e0, e1, e2, e3] = inv2_vjp(zz, gg);
+                d0[l] = stale_or::<_, FRESH>(d0[l]) - e0;
+                d1[l] = stale_or::<_, FRESH>(d1[l]) - e1;
+                d2[l] = stale_or::<_, FRESH>(d2[l]) - e2;
+                d3[l] = stale_or::<_, FRESH>(d3[l]) - e3;
             }
         }
         TensorOp::Inv { m } => {

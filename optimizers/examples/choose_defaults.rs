@@ -172,6 +172,16 @@ fn cases() -> Vec<Case> {
     out
 }
 
+/// `case` fitted with `config` on a fresh heap.
+fn fit(case: &Case, config: CalibrateConfig) -> Calibration {
+    let mut heap = Heap::new();
+    let program = Scheme.parse(&mut heap, &case.src).unwrap();
+    Calibrator::new(config)
+        .unwrap()
+        .calibrate(&mut heap, &program, &case.data)
+        .unwrap()
+}
+
 /// Whether `fit` recovers `case`'s model.
 fn recovered(case: &Case, fit: &Calibration) -> bool {
     if case.truth.is_empty() {
@@ -214,12 +224,7 @@ fn race(cases: &[Case]) {
                     race: race.clone(),
                     ..case.base.clone()
                 };
-                let mut heap = Heap::new();
-                let program = Scheme.parse(&mut heap, &case.src).unwrap();
-                let fit = Calibrator::new(config)
-                    .unwrap()
-                    .calibrate(&mut heap, &program, &case.data)
-                    .unwrap();
+                let fit = fit(case, config);
                 evals += fit.n_evals;
                 if recovered(case, &fit) {
                     ok += 1;
@@ -291,12 +296,7 @@ fn main() {
                 },
                 ..case.base.clone()
             };
-            let mut heap = Heap::new();
-            let program = Scheme.parse(&mut heap, &case.src).unwrap();
-            let fit = Calibrator::new(config)
-                .unwrap()
-                .calibrate(&mut heap, &program, &case.data)
-                .unwrap();
+            let fit = fit(case, config);
             evals += fit.n_evals;
             if recovered(case, &fit) {
                 ok += 1

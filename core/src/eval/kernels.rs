@@ -377,12 +377,8 @@ pub(crate) fn det_inv<R: Real>(
         let (i2, i3) = inv.split_at_mut(nl);
         let (a3, i3) = (&a3[..nl], &mut i3[..nl]);
         for l in 0..nl {
-            let (a0, a1, a2, a3) = (a0[l], a1[l], a2[l], a3[l]);
-            let d = a0 * a3 - a1 * a2;
-            i0[l] = a3 / d;
-            i1[l] = -a1 / d;
-            i2[l] = -a2 / d;
-            i3[l] = a0 / d;
+            let (inv, d) = linalg::inv2([a0[l], a1[l], a2[l], a3[l]]);
+            [i0[l], i1[l], i2[l], i3[l]] = inv;
             det[l] = d;
         }
     } else {
