@@ -122,7 +122,10 @@ pub fn measure<E>(budget: &Budget, mut call: impl FnMut() -> Result<(), E>) -> R
 
 /// Times several cases under one `budget`, taking their samples round-robin (one sample of each
 /// case in turn) so that load from elsewhere on the machine falls on all of them alike and their
-/// ratios stay meaningful. The budget applies to the whole set; results are in the order given.
+/// ratios stay meaningful. Each sample follows one untimed call of its own case, so what is timed
+/// is the case's steady state and not the cache misses the previous case left behind (a Kalman
+/// replay at B = 256 keeps an 8 MiB tape; the ceilings, a few KiB). The budget applies to the
+/// whole set; results are in the order given.
 pub fn measure_interleaved<E>(
     budget: &Budget,
     cases: &mut [&mut dyn FnMut() -> Result<(), E>],
@@ -149,6 +152,10 @@ pub fn measure_interleaved<E>(
         && (n_rounds < budget.min_samples || start.elapsed() < measure)
     {
         for ((call, &reps), samples) in cases.iter_mut().zip(&reps).zip(&mut samples) {
+            // One untimed call first: the case before this one has just filled the caches with its
+            // own working set, which a case run back to back (as a calibrator replays its tape)
+            // never meets. Each sample is then of the case's steady state, like `measure`'s.
+            black_box(call()?);
             let t = Instant::now();
             for _ in 0..reps {
                 black_box(call()?);
