@@ -55,6 +55,9 @@ pub(crate) enum Step {
         bwd: (u32, u32),
         grad_a: bool,
         grad_b: bool,
+        /// The terms are one of the common small shapes' lists (both orders), so the step runs
+        /// unrolled with constant indices.
+        fixed: Fixed,
     },
     /// det, log det or inverse of a matrix (`a`), swept from `t` (the kept inverse, or the
     /// output for an inverse) and `z` (the output); `d` is the determinant. A 2×2 one runs
@@ -76,6 +79,170 @@ pub(crate) enum Step {
 
 /// A term `(o, i, j, c)`: output element, element of `a`, element of `b`, coefficient.
 pub(crate) type FlatTerm<R> = (u32, u32, u32, R);
+
+/// A bilinear step whose term lists (forward and sweep order alike) are exactly those of a common
+/// small shape, every coefficient one: the step then runs from the constant list below, unrolled,
+/// with its operands in registers. The same terms in the same order, so the same bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fixed {
+    /// Any other list: the terms are read from [`FlatTape::terms`].
+    No,
+    /// A 2×2 matrix times a 2×2 matrix.
+    MatMul22,
+    /// A 2×2 matrix times a 2-vector.
+    MatVec22,
+    /// The dot product of two 2-vectors.
+    Dot2,
+}
+
+/// `(o, i, j)` of `(matmul 2 2 2)`, as `TensorOp::terms` lists them (rows, columns, sum index).
+const MATMUL22: [(usize, usize, usize); 8] = [
+    (0, 0, 0),
+    (0, 1, 2),
+    (1, 0, 1),
+    (1, 1, 3),
+    (2, 2, 0),
+    (2, 3, 2),
+    (3, 2, 1),
+    (3, 3, 3),
+];
+/// `(o, i, j)` of `(matvec 2 2)`.
+const MATVEC22: [(usize, usize, usize); 4] = [(0, 0, 0), (0, 1, 1), (1, 2, 0), (1, 3, 1)];
+/// `(o, i, j)` of a 2-element dot product.
+const DOT2: [(usize, usize, usize); 2] = [(0, 0, 0), (0, 1, 1)];
+
+impl Fixed {
+    /// The shape whose list `fwd` and `bwd` both are (sizes `n_out`, `na`, `nb`), if any.
+    fn of<R: Real>(
+        fwd: &[FlatTerm<R>],
+        bwd: &[FlatTerm<R>],
+        (n_out, na, nb): (u32, u32, u32),
+    ) -> Fixed {
+        let is = |list: &[(usize, usize, usize)]| {
+            let same = |terms: &[FlatTerm<R>]| {
+                terms.len() == list.len()
+                    && terms
+                        .iter()
+                        .zip(list)
+                        .all(|(&(o, i, j, c), &(lo, li, lj))| {
+                            (o as usize, i as usize, j as usize) == (lo, li, lj) && c == R::ONE
+                        })
+            };
+            same(fwd) && same(bwd)
+        };
+        match (n_out, na, nb) {
+            (4, 4, 4) if is(&MATMUL22) => Fixed::MatMul22,
+            (2, 4, 2) if is(&MATVEC22) => Fixed::MatVec22,
+            (1, 2, 2) if is(&DOT2) => Fixed::Dot2,
+            _ => Fixed::No,
+        }
+    }
+}
+
+/// `z = Σ 1·x[i]·y[j]` over a constant term list, from zero: [`terms_forward`] unrolled.
+#[inline(always)]
+fn fixed_forward<R: Real, const NO: usize, const NA: usize, const NB: usize>(
+    list: &[(usize, usize, usize)],
+    z: &mut [R; NO],
+    x: &[R; NA],
+    y: &[R; NB],
+) {
+    // A zero the optimiser cannot see through, so `0 + v` is the add `terms_forward` does.
+    let mut acc = [std::hint::black_box(R::ZERO); NO];
+    for &(o, i, j) in list {
+        acc[o] += R::ONE * x[i] * y[j];
+    }
+    *z = acc;
+}
+
+/// The sweep of a constant term list (see [`Fixed`]): `da[i] += 1·g[o]·y[j]` and
+/// `db[j] += 1·g[o]·x[i]` term by term, as `flat_terms_vjp` accumulates them, for two distinct
+/// input payloads.
+#[inline(always)]
+fn fixed_vjp<R: Real, const NO: usize, const NA: usize, const NB: usize>(
+    list: &[(usize, usize, usize)],
+    g: &[R; NO],
+    (x, y): (&[R; NA], &[R; NB]),
+    (da, db): (Option<&mut [R; NA]>, Option<&mut [R; NB]>),
+) {
+    match (da, db) {
+        (Some(da), Some(db)) => {
+            for &(o, i, j) in list {
+                let g = g[o];
+                da[i] += R::ONE * g * y[j];
+                db[j] += R::ONE * g * x[i];
+            }
+        }
+        (Some(da), None) => list
+            .iter()
+            .for_each(|&(o, i, j)| da[i] += R::ONE * g[o] * y[j]),
+        (None, Some(db)) => list
+            .iter()
+            .for_each(|&(o, i, j)| db[j] += R::ONE * g[o] * x[i]),
+        (None, None) => {}
+    }
+}
+
+/// [`fixed_forward`] of `fixed`'s list; `false` (nothing done) for [`Fixed::No`] or operands
+/// not of the shape's sizes.
+#[inline(always)]
+fn forward_fixed<R: Real>(fixed: Fixed, z: &mut [R], x: &[R], y: &[R]) -> bool {
+    #[inline(always)]
+    fn go<R: Real, const NO: usize, const NA: usize, const NB: usize>(
+        list: &[(usize, usize, usize)],
+        z: &mut [R],
+        x: &[R],
+        y: &[R],
+    ) -> bool {
+        let (Ok(z), Ok(x), Ok(y)) = (z.try_into(), x.try_into(), y.try_into()) else {
+            return false;
+        };
+        fixed_forward::<R, NO, NA, NB>(list, z, x, y);
+        true
+    }
+    match fixed {
+        Fixed::No => false,
+        Fixed::MatMul22 => go::<R, 4, 4, 4>(&MATMUL22, z, x, y),
+        Fixed::MatVec22 => go::<R, 2, 4, 2>(&MATVEC22, z, x, y),
+        Fixed::Dot2 => go::<R, 1, 2, 2>(&DOT2, z, x, y),
+    }
+}
+
+/// [`fixed_vjp`] of `fixed`'s list; `false` (nothing done) for [`Fixed::No`] or regions not of
+/// the shape's sizes.
+#[inline(always)]
+pub(crate) fn vjp_fixed<R: Real>(
+    fixed: Fixed,
+    g: &[R],
+    (x, y): (&[R], &[R]),
+    (da, db): (Option<&mut [R]>, Option<&mut [R]>),
+) -> bool {
+    #[inline(always)]
+    fn go<R: Real, const NO: usize, const NA: usize, const NB: usize>(
+        list: &[(usize, usize, usize)],
+        g: &[R],
+        (x, y): (&[R], &[R]),
+        (da, db): (Option<&mut [R]>, Option<&mut [R]>),
+    ) -> bool {
+        let (Ok(g), Ok(x), Ok(y)) = (g.try_into(), x.try_into(), y.try_into()) else {
+            return false;
+        };
+        let (Ok(da), Ok(db)) = (
+            da.map(<&mut [R; NA]>::try_from).transpose(),
+            db.map(<&mut [R; NB]>::try_from).transpose(),
+        ) else {
+            return false;
+        };
+        fixed_vjp::<R, NO, NA, NB>(list, g, (x, y), (da, db));
+        true
+    }
+    match fixed {
+        Fixed::No => false,
+        Fixed::MatMul22 => go::<R, 4, 4, 4>(&MATMUL22, g, (x, y), (da, db)),
+        Fixed::MatVec22 => go::<R, 2, 4, 2>(&MATVEC22, g, (x, y), (da, db)),
+        Fixed::Dot2 => go::<R, 1, 2, 2>(&DOT2, g, (x, y), (da, db)),
+    }
+}
 
 /// The compiled form of one recording (see the module docs).
 #[derive(Clone, Debug, Default)]
@@ -284,6 +451,17 @@ impl<R: Real> FlatTape<R> {
                     terms.push((o as u32, i as u32, j as u32, c));
                 });
                 let end = self.terms.len() as u32;
+                let (f, b) = (start as usize..mid as usize, mid as usize..end as usize);
+                let sizes = (mo.n, na as u32, nb as u32);
+                let disjoint = mb.is_some_and(|mb| {
+                    u64::from(ma.off) + u64::from(ma.n) <= u64::from(mb.off)
+                        || u64::from(mb.off) + u64::from(mb.n) <= u64::from(ma.off)
+                });
+                let fixed = if bilinear && disjoint {
+                    Fixed::of(&self.terms[f], &self.terms[b], sizes)
+                } else {
+                    Fixed::No
+                };
                 Step::Terms {
                     bilinear,
                     out: mo.off,
@@ -296,6 +474,7 @@ impl<R: Real> FlatTape<R> {
                     bwd: (mid, end),
                     grad_a: ma.grad,
                     grad_b: mb.is_some_and(|m| m.grad),
+                    fixed,
                 }
             }
             TapeOp::Tensor(
@@ -507,6 +686,7 @@ pub(crate) unsafe fn forward<R: Real>(step: &Step, terms: &[FlatTerm<R>], data: 
             na,
             nb,
             fwd,
+            fixed,
             ..
         } => {
             // SAFETY: as for `Binary`; the terms' indices lie within `z`, `x` and `y`
@@ -515,8 +695,10 @@ pub(crate) unsafe fn forward<R: Real>(step: &Step, terms: &[FlatTerm<R>], data: 
                 let (lo, hi) = data.split_at_mut_unchecked(out as usize);
                 let (z, x) = (span_mut(hi, 0, n_out), span(lo, a, na));
                 let y = if bilinear { span(lo, b, nb) } else { &[] };
-                let terms = terms.get_unchecked(fwd.0 as usize..fwd.1 as usize);
-                terms_forward(bilinear, terms, z, x, y);
+                if !forward_fixed(fixed, z, x, y) {
+                    let terms = terms.get_unchecked(fwd.0 as usize..fwd.1 as usize);
+                    terms_forward(bilinear, terms, z, x, y);
+                }
             }
         }
         Step::Det {
@@ -635,6 +817,7 @@ mod tests {
             bwd,
             grad_a: true,
             grad_b: true,
+            fixed: Fixed::No,
         }
     }
 

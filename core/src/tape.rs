@@ -6,7 +6,7 @@
 
 use std::cell::Cell;
 
-use crate::flat::{FlatTape, FlatTerm, Step, at, span};
+use crate::flat::{Fixed, FlatTape, FlatTerm, Step, at, span, vjp_fixed};
 use crate::lanes::{Lanes, Meta, PayloadId};
 use crate::linalg::TermCache;
 use crate::linalg::{
@@ -1020,8 +1020,19 @@ unsafe fn step_vjp<R: Real>(
             na,
             nb,
             bwd,
+            fixed,
             ..
         } => {
+            let (ab, sizes) = (
+                (a as usize, b as usize),
+                (n_out as usize, na as usize, nb as usize),
+            );
+            // SAFETY: within `adj` and `data` (this function's contract).
+            if fixed != Fixed::No
+                && unsafe { fixed_terms_vjp(fixed, data, adj, go, (ia, ib), ab, sizes) }
+            {
+                return;
+            }
             let adj = Cell::from_mut(adj).as_slice_of_cells();
             let nb = if bilinear { nb } else { 0 };
             // SAFETY: within `adj` and `data`, and the terms' indices within these slices (this
@@ -1057,6 +1068,52 @@ unsafe fn step_vjp<R: Real>(
             det_family_vjp(op, a, t, z, g, da, false, 1, scratch);
         }
         Step::Node => {}
+    }
+}
+
+/// A [`Fixed`] step's sweep (operands at `a` and `b` in `data`, adjoints at `go`, `ia` and `ib`
+/// in `adj`); `false`, with nothing done, when the adjoint regions overlap (one payload as both
+/// inputs) and the term loop must run.
+///
+/// # Safety
+/// The operands lie within `data` and the adjoint regions within `adj` ([`step_vjp`]'s contract).
+#[inline(always)]
+unsafe fn fixed_terms_vjp<R: Real>(
+    fixed: Fixed,
+    data: &[R],
+    adj: &mut [R],
+    go: usize,
+    (ia, ib): (Option<usize>, Option<usize>),
+    (a, b): (usize, usize),
+    (n_out, na, nb): (usize, usize, usize),
+) -> bool {
+    let apart = |p: &std::ops::Range<usize>, q: &std::ops::Range<usize>| {
+        p.end <= q.start || q.end <= p.start
+    };
+    let rg = go..go + n_out;
+    // SAFETY: in bounds (this function's contract); the regions are checked apart before each
+    // split.
+    unsafe {
+        let (x, y) = (
+            span(data, a as u32, na as u32),
+            span(data, b as u32, nb as u32),
+        );
+        match (ia.map(|i| i..i + na), ib.map(|i| i..i + nb)) {
+            (Some(ra), Some(rb)) if apart(&rg, &ra) && apart(&rg, &rb) && apart(&ra, &rb) => {
+                let [g, da, db] = adj.get_disjoint_unchecked_mut([rg, ra, rb]);
+                vjp_fixed(fixed, g, (x, y), (Some(da), Some(db)))
+            }
+            (Some(ra), None) if apart(&rg, &ra) => {
+                let [g, da] = adj.get_disjoint_unchecked_mut([rg, ra]);
+                vjp_fixed(fixed, g, (x, y), (Some(da), None))
+            }
+            (None, Some(rb)) if apart(&rg, &rb) => {
+                let [g, db] = adj.get_disjoint_unchecked_mut([rg, rb]);
+                vjp_fixed(fixed, g, (x, y), (None, Some(db)))
+            }
+            (None, None) => true,
+            _ => false,
+        }
     }
 }
 
