@@ -821,6 +821,41 @@ mod tests {
         }
     }
 
+    /// The unrolled lists are the term tables' own, in their order: the shapes the term table
+    /// lists are recognised, and any other order or coefficient keeps the term loop.
+    #[test]
+    fn fixed_shapes_are_exactly_the_term_tables() {
+        let flat = |op: TensorOp, na: usize, nb: usize| {
+            let mut terms = Vec::new();
+            op.terms(na, nb, &mut terms);
+            let t: Vec<FlatTerm<f64>> = terms.iter().map(|t| (t.o, t.i, t.j, t.coeff)).collect();
+            t
+        };
+        let cases = [
+            (
+                TensorOp::MatMul { m: 2, k: 2, n: 2 },
+                (4, 4, 4),
+                Fixed::MatMul22,
+            ),
+            (TensorOp::MatVec { m: 2, n: 2 }, (2, 4, 2), Fixed::MatVec22),
+            (TensorOp::Dot, (1, 2, 2), Fixed::Dot2),
+        ];
+        for (op, (n_out, na, nb), want) in cases {
+            let t = flat(op, na as usize, nb as usize);
+            assert_eq!(Fixed::of(&t, &t, (n_out, na, nb)), want, "{op:?}");
+            let mut swapped = t.clone();
+            swapped.swap(0, 1);
+            assert_eq!(Fixed::of(&swapped, &t, (n_out, na, nb)), Fixed::No);
+            assert_eq!(Fixed::of(&t, &swapped, (n_out, na, nb)), Fixed::No);
+            let mut scaled = t.clone();
+            scaled[0].3 = -1.0;
+            assert_eq!(Fixed::of(&t, &scaled, (n_out, na, nb)), Fixed::No);
+        }
+        // A 3-element dot is not a 2-element one.
+        let t = flat(TensorOp::Dot, 3, 3);
+        assert_eq!(Fixed::of(&t, &t, (1, 3, 3)), Fixed::No);
+    }
+
     /// The bound the unchecked accesses stand on: a step is compiled only when every range it
     /// touches lies in the arena and every term indexes within its operands.
     #[test]
