@@ -387,7 +387,8 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Vec<Suit
     }
     if matches!(cfg.selection, Selection::Cosearch | Selection::All) {
         let threads: Vec<usize> = (1..=machine.nproc.max(1)).collect();
-        let rows = cosearch::replay(&threads, cfg.quick.then_some(16), progress)?;
+        let passes = if cfg.quick { 1 } else { cosearch::PASSES };
+        let rows = cosearch::replay(&threads, cfg.quick.then_some(16), passes, progress)?;
         let file = CosearchFile {
             suite: "cosearch",
             command: format!("ndvm-search bench cosearch{quick_flag}"),
