@@ -180,7 +180,10 @@ mod tests {
         let m = median_pass(runs.to_vec());
         assert_eq!(m.calibrations_per_s, 290.0);
         assert_eq!(m.elapsed_s, 192.0 / 290.0);
-        assert_eq!(m.passes_calibrations_per_s, [300.0, 250.0, 310.0, 290.0, 200.0]);
+        assert_eq!(
+            m.passes_calibrations_per_s,
+            [300.0, 250.0, 310.0, 290.0, 200.0]
+        );
     }
 
     #[test]
