@@ -568,6 +568,15 @@ fn faults_of_many_lanes_name_exactly_the_bad_lanes() {
 /// zeros, infinities, NaN, overflow; every NaN as one).
 #[test]
 fn small_tensor_products_replay_bit_for_bit_at_one_lane() {
+    small_tensor_products_replay_bit_for_bit_at_one_lane_in(Precision::F64);
+}
+
+#[test]
+fn small_tensor_products_replay_bit_for_bit_at_one_lane_in_f32() {
+    small_tensor_products_replay_bit_for_bit_at_one_lane_in(Precision::F32);
+}
+
+fn small_tensor_products_replay_bit_for_bit_at_one_lane_in(precision: Precision) {
     let src = "(let* ((A (mat (vec a b) (vec c d)))
                       (B (mat (vec x y) (vec b a)))
                       (W (mat (vec x y) (vec y x)))
@@ -610,9 +619,9 @@ fn small_tensor_products_replay_bit_for_bit_at_one_lane() {
             seq.push(point([-1.2, s, 0.5, t]));
         }
         let r = check_sequence_as(
-            &format!("small products, data #{k}"),
+            &format!("small products ({precision:?}), data #{k}"),
             src,
-            opts(Dialect::Default, 1),
+            opts(Dialect::Default, 1).with_precision(precision),
             &seq,
             nan_as_one,
         );
