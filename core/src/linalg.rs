@@ -1328,6 +1328,15 @@ fn det_family<R: Real, const FRESH: bool>(
         TensorOp::Det { m } | TensorOp::LogDet { m, .. } => {
             let m = m as usize;
             let det = matches!(op, TensorOp::Det { .. });
+            if m == 2 && !crate::planted::is_planted(crate::planted::Bug::DetVjp) {
+                if det {
+                    det2_lanes::<_, FRESH, true>(inv_or_z, z, g, da, b);
+                    singular_det_lanes(m, a, inv_or_z, g, da, b, s);
+                } else {
+                    det2_lanes::<_, FRESH, false>(inv_or_z, z, g, da, b);
+                }
+                return;
+            }
             let g = &g[..b];
             for i in 0..m {
                 for j in 0..m {
@@ -1410,6 +1419,40 @@ fn det_family<R: Real, const FRESH: bool>(
             }
         }
         _ => {}
+    }
+}
+
+/// The 2×2 det (`DET`) or logdet adjoint of [`det_family`] in one pass over the lanes: element
+/// `(i, j)` gets `g·z·t[j,i]` (zero where `t[j,i]` is not finite), or `g·t[j,i]`, each element's
+/// expression as the per-element passes form it (`g·z` is their common first product).
+#[inline(always)]
+fn det2_lanes<R: Real, const FRESH: bool, const DET: bool>(
+    inv_or_z: &[R],
+    z: &[R],
+    g: &[R],
+    da: &mut [R],
+    b: usize,
+) {
+    let (g, z) = (&g[..b], &z[..if DET { b } else { 0 }]);
+    let t: [&[R]; 4] = std::array::from_fn(|k| &inv_or_z[k * b..][..b]);
+    let (d0, rest) = da[..4 * b].split_at_mut(b);
+    let (d1, rest) = rest.split_at_mut(b);
+    let (d2, d3) = rest.split_at_mut(b);
+    // Element i·2 + j reads t[j·2 + i].
+    let (t00, t01, t10, t11) = (t[0], t[2], t[1], t[3]);
+    for l in 0..b {
+        let term = |tv: R| {
+            if DET {
+                let term = g[l] * z[l] * tv;
+                if tv.is_finite() { term } else { R::ZERO }
+            } else {
+                g[l] * tv
+            }
+        };
+        d0[l] = stale_or::<_, FRESH>(d0[l]) + term(t00[l]);
+        d1[l] = stale_or::<_, FRESH>(d1[l]) + term(t01[l]);
+        d2[l] = stale_or::<_, FRESH>(d2[l]) + term(t10[l]);
+        d3[l] = stale_or::<_, FRESH>(d3[l]) + term(t11[l]);
     }
 }
 

@@ -77,10 +77,13 @@ fn elems<R: Real, const E: usize>(x: &[R], nl: usize) -> [&[R]; E] {
 /// `nl`.
 #[inline(always)]
 fn elems_mut<R: Real, const E: usize>(x: &mut [R], nl: usize) -> [&mut [R]; E] {
-    let mut it = x[..E * nl].chunks_exact_mut(nl.max(1));
-    std::array::from_fn(|_| match it.next() {
-        Some(e) => &mut e[..nl],
-        None => &mut [],
+    // Split off one element at a time, so each view's length is `nl` by construction (and the
+    // lane loops over them need no bounds checks).
+    let mut rest = &mut x[..E * nl];
+    std::array::from_fn(|_| {
+        let (e, tail) = std::mem::take(&mut rest).split_at_mut(nl);
+        rest = tail;
+        e
     })
 }
 

@@ -585,6 +585,26 @@ impl<R: Real> Tape<R> {
                     binary_lanes(op, adj, go..go + len, ra, rb, [fa, fb], [x, y, z], len);
                     return;
                 }
+                if lanes_path && (2..=4).contains(&n_out) {
+                    // A one-element varying operand taking the gradient, the other uniform and
+                    // taking none (`scale q (eye 2)`): its adjoint sums the elements' terms per
+                    // lane in one pass, in the order of the per-element passes below.
+                    let z = &data[mo.off as usize..][..n_out * b];
+                    let uni = |m: Meta| &data[m.off as usize..][..m.n as usize];
+                    match (sa, sb, ia, ib) {
+                        (1, 0, Some(i), None) if ma.n == 1 && mb.n == mo.n => {
+                            let xs = &data[ma.off as usize..][..b];
+                            let [g, d] = regions(adj, [go..go + n_out * b, i..i + b]);
+                            return binary_uni_sum(op, g, d, fa, (false, uni(mb)), xs, z);
+                        }
+                        (0, 1, None, Some(j)) if mb.n == 1 && ma.n == mo.n => {
+                            let ys = &data[mb.off as usize..][..b];
+                            let [g, d] = regions(adj, [go..go + n_out * b, j..j + b]);
+                            return binary_uni_sum(op, g, d, fb, (true, uni(ma)), ys, z);
+                        }
+                        _ => {}
+                    }
+                }
                 for e in 0..n_out {
                     let ea = if ma.n == 1 { 0 } else { e };
                     let eb = if mb.n == 1 { 0 } else { e };
@@ -1353,6 +1373,69 @@ fn binary_uni_k<R: Real, const F: bool, const UA: bool>(
             let (dx, dy) = op.partials(x, y, z[l]);
             let t = adjoint_term(g[l], if UA { dy } else { dx });
             d[l] = if F { zero } else { d[l] } + t;
+        }
+    });
+}
+
+/// [`binary_uni`] of every element of an output of `n` = 2 … 4 elements at once, where the
+/// varying operand is one element broadcast over them: the uniform operand's `n` values `vs`
+/// (`ua`: it is a), the adjoint `g` and output `z` of `n` elements of `b` lanes, the varying
+/// operand's lanes `xs` and its one-element adjoint `d` (`first`: not yet written). Per lane
+/// `d = (((d + t₀) + t₁) + …)`, the terms in element order: the per-element passes' sums.
+#[inline]
+fn binary_uni_sum<R: Real>(
+    op: Binary,
+    g: &[R],
+    d: &mut [R],
+    first: bool,
+    (ua, vs): (bool, &[R]),
+    xs: &[R],
+    z: &[R],
+) {
+    macro_rules! go {
+        ($n:literal) => {
+            match (first, ua) {
+                (false, false) => binary_uni_sum_k::<_, false, false, $n>(op, g, d, vs, xs, z),
+                (true, false) => binary_uni_sum_k::<_, true, false, $n>(op, g, d, vs, xs, z),
+                (false, true) => binary_uni_sum_k::<_, false, true, $n>(op, g, d, vs, xs, z),
+                (true, true) => binary_uni_sum_k::<_, true, true, $n>(op, g, d, vs, xs, z),
+            }
+        };
+    }
+    match vs.len() {
+        2 => go!(2),
+        3 => go!(3),
+        4 => go!(4),
+        _ => {}
+    }
+}
+
+/// [`binary_uni_sum`] with its flags and element count fixed.
+#[inline(always)]
+fn binary_uni_sum_k<R: Real, const F: bool, const UA: bool, const N: usize>(
+    op: Binary,
+    g: &[R],
+    d: &mut [R],
+    vs: &[R],
+    xs: &[R],
+    z: &[R],
+) {
+    let b = d.len();
+    let vs: [R; N] = std::array::from_fn(|e| vs[e]);
+    let g: [&[R]; N] = std::array::from_fn(|e| &g[e * b..][..b]);
+    let z: [&[R]; N] = std::array::from_fn(|e| &z[e * b..][..b]);
+    let xs = &xs[..b];
+    // As in `binary_lanes_k`: a zero the optimiser cannot see through.
+    let zero = std::hint::black_box(R::ZERO);
+    each_binary!(op, op => {
+        for l in 0..b {
+            let mut acc = if F { zero } else { d[l] };
+            for e in 0..N {
+                let (x, y) = if UA { (vs[e], xs[l]) } else { (xs[l], vs[e]) };
+                let (dx, dy) = op.partials(x, y, z[e][l]);
+                acc += adjoint_term(g[e][l], if UA { dy } else { dx });
+            }
+            d[l] = acc;
         }
     });
 }
