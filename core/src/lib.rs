@@ -7,6 +7,7 @@
 
 pub mod api;
 mod decode;
+pub mod elementary;
 pub mod error;
 pub mod eval;
 mod flat;

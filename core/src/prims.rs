@@ -9,6 +9,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
 
 use crate::api::Dialect;
+use crate::elementary::Elementary;
 use crate::real::Real;
 use crate::vocab::Group;
 
@@ -121,6 +122,19 @@ impl Unary {
             Unary::Square => R::of(2.0) * x,
             Unary::Sigmoid => y * (one - y),
             Unary::Floor | Unary::Ceiling | Unary::Round | Unary::Truncate => zero,
+        }
+    }
+
+    /// The elementary function this op is, when it has a vectorised lane kernel
+    /// ([`Real::elementary_lanes`]).
+    #[inline]
+    pub(crate) const fn elementary(self) -> Option<Elementary> {
+        match self {
+            Unary::Exp => Some(Elementary::Exp),
+            Unary::Log => Some(Elementary::Ln),
+            Unary::Sin => Some(Elementary::Sin),
+            Unary::Cos => Some(Elementary::Cos),
+            _ => None,
         }
     }
 

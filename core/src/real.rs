@@ -1,4 +1,4 @@
-//! `Real`: the element type of the lanes (`f64` or `f32`), with the arithmetic and the `libm`
+//! `Real`: the element type of the lanes (`f64` or `f32`), with the arithmetic and the elementary
 //! functions the kernels, the tape and the tensor ops are written against.
 //!
 //! Everything numeric in the runtime is generic over `Real`, so one source gives an `f64` and an
@@ -10,8 +10,11 @@ use std::fmt::Debug;
 use std::iter::Sum;
 use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Rem, Sub, SubAssign};
 
-/// A lane element: `f64` or `f32`. Each method is the type's own (`f32::sin` for `f32`): the
-/// trait only names them for generic code.
+use crate::elementary::{self, Elementary};
+
+/// A lane element: `f64` or `f32`. Each method is the type's own (`f32::sin` for `f32`), except
+/// f64's `exp`, `ln`, `sin` and `cos`, which are `elementary`'s: the trait names them for generic
+/// code.
 pub(crate) trait Real:
     Copy
     + Default
@@ -50,6 +53,10 @@ pub(crate) trait Real:
     /// The bits, widened to 64 (for bit-for-bit comparisons and hashing).
     fn bits(self) -> u64;
 
+    /// `out[i] = f(xs[i])` over the shorter length, bit for bit the one-element method (`sin`,
+    /// `exp`, …): the f64 lanes run `elementary::lanes`' vector copies.
+    fn elementary_lanes(f: Elementary, xs: &[Self], out: &mut [Self]);
+
     fn sin(self) -> Self;
     fn cos(self) -> Self;
     fn tan(self) -> Self;
@@ -74,7 +81,7 @@ pub(crate) trait Real:
 }
 
 macro_rules! real_impl {
-    ($t:ident) => {
+    ($t:ident, sin: $sin:path, cos: $cos:path, exp: $exp:path, ln: $ln:path, lanes: $lanes:path) => {
         impl Real for $t {
             const BYTES: usize = std::mem::size_of::<$t>();
             const ZERO: Self = 0.0;
@@ -99,12 +106,16 @@ macro_rules! real_impl {
                 self.to_bits() as u64
             }
             #[inline(always)]
+            fn elementary_lanes(f: Elementary, xs: &[Self], out: &mut [Self]) {
+                $lanes(f, xs, out)
+            }
+            #[inline(always)]
             fn sin(self) -> Self {
-                $t::sin(self)
+                $sin(self)
             }
             #[inline(always)]
             fn cos(self) -> Self {
-                $t::cos(self)
+                $cos(self)
             }
             #[inline(always)]
             fn tan(self) -> Self {
@@ -112,11 +123,11 @@ macro_rules! real_impl {
             }
             #[inline(always)]
             fn exp(self) -> Self {
-                $t::exp(self)
+                $exp(self)
             }
             #[inline(always)]
             fn ln(self) -> Self {
-                $t::ln(self)
+                $ln(self)
             }
             #[inline(always)]
             fn sqrt(self) -> Self {
@@ -186,8 +197,35 @@ macro_rules! real_impl {
     };
 }
 
-real_impl!(f64);
-real_impl!(f32);
+// f64's exp, ln, sin and cos are this crate's (the same bits on every machine, vectorised); f32's
+// are the C library's.
+real_impl!(
+    f64,
+    sin: elementary::sin,
+    cos: elementary::cos,
+    exp: elementary::exp,
+    ln: elementary::ln,
+    lanes: elementary::lanes
+);
+real_impl!(
+    f32,
+    sin: f32::sin,
+    cos: f32::cos,
+    exp: f32::exp,
+    ln: f32::ln,
+    lanes: f32_lanes
+);
+
+/// [`Real::elementary_lanes`] of f32: the C library's, one element at a time.
+fn f32_lanes(f: Elementary, xs: &[f32], out: &mut [f32]) {
+    let g = match f {
+        Elementary::Exp => f32::exp,
+        Elementary::Ln => f32::ln,
+        Elementary::Sin => f32::sin,
+        Elementary::Cos => f32::cos,
+    };
+    out.iter_mut().zip(xs).for_each(|(o, &x)| *o = g(x));
+}
 
 #[cfg(test)]
 mod tests {
@@ -208,10 +246,19 @@ mod tests {
     }
 
     #[test]
-    fn functions_are_the_types_own() {
+    fn functions_are_the_types_own_or_elementarys() {
         let x = 0.7f32;
         assert_eq!(Real::sin(x), x.sin());
         assert_eq!(Real::powf(x, 1.3), x.powf(1.3));
-        assert_eq!(Real::exp(0.7f64), 0.7f64.exp());
+        assert_eq!(Real::exp(0.7f64), elementary::exp(0.7));
+        assert_eq!(Real::sin(0.7f64), elementary::sin(0.7));
+        assert_eq!(Real::ln(0.7f64), elementary::ln(0.7));
+        assert_eq!(Real::cos(0.7f64), elementary::cos(0.7));
+        assert_eq!(Real::cos(x), x.cos());
+        assert_eq!(Real::ln(x), x.ln());
+        let xs = [0.5f32, -3.0, 7.0];
+        let mut out = [0.0f32; 3];
+        f32::elementary_lanes(Elementary::Exp, &xs, &mut out);
+        assert_eq!(out, xs.map(f32::exp));
     }
 }

@@ -6,6 +6,7 @@
 
 use std::cell::Cell;
 
+use crate::elementary::Elementary;
 use crate::flat::{Fixed, FlatTape, FlatTerm, Step, at, span, vjp_fixed};
 use crate::lanes::{Lanes, Meta, PayloadId};
 use crate::linalg::TermCache;
@@ -1504,6 +1505,25 @@ fn unary_lanes<R: Real, const FRESH: bool>(op: Unary, g: &[R], x: &[R], z: &[R],
     // As in `binary_lanes_k`: a zero the optimiser cannot see through, so `zero + t` is the add
     // it stands for.
     let zero = std::hint::black_box(R::ZERO);
+    // sin′ = cos and cos′ = −sin through the vectorised lane kernels, a block at a time.
+    let trig = match op {
+        Unary::Sin => Some((Elementary::Cos, false)),
+        Unary::Cos => Some((Elementary::Sin, true)),
+        _ => None,
+    };
+    if let Some((f, negate)) = trig {
+        let mut dv = [R::ZERO; DERIV_BLOCK];
+        for s in (0..n).step_by(DERIV_BLOCK) {
+            let m = DERIV_BLOCK.min(n - s);
+            R::elementary_lanes(f, &x[s..s + m], &mut dv[..m]);
+            for l in 0..m {
+                let v = if negate { -dv[l] } else { dv[l] };
+                let t = adjoint_term(g[s + l], v);
+                d[s + l] = if FRESH { zero } else { d[s + l] } + t;
+            }
+        }
+        return;
+    }
     each_unary!(op, op => {
         for l in 0..n {
             let t = adjoint_term(g[l], op.deriv(x[l], z[l]));
@@ -1511,6 +1531,9 @@ fn unary_lanes<R: Real, const FRESH: bool>(op: Unary, g: &[R], x: &[R], z: &[R],
         }
     });
 }
+
+/// Lanes per block of the derivatives computed apart in [`unary_lanes`].
+const DERIV_BLOCK: usize = 64;
 
 /// Adjoint storage of one reverse sweep. A payload's region (its `n` elements of B lanes) is
 /// allocated, zeroed, the first time something accumulates into it, so a payload no path reaches

@@ -44,6 +44,10 @@ pub(crate) fn unary<R: Real>(
             dst[e] = op.apply(src[e]);
         }
     } else if mask == MaskId::FULL {
+        if let Some(f) = op.elementary() {
+            R::elementary_lanes(f, &src[..n * b], &mut dst[..n * b]);
+            return;
+        }
         each_unary!(op, op => {
             for (d, s) in dst[..n * b].iter_mut().zip(&src[..n * b]) {
                 *d = op.apply(*s);
