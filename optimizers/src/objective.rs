@@ -30,6 +30,8 @@ pub(crate) struct Objective {
     target: Vec<f64>,
     weights: Vec<f64>,
     weight_sum: f64,
+    /// Per point: its weight ÷ `weight_sum`.
+    weight_frac: Vec<f64>,
     /// K×N: dLoss/dpred per lane at the last evaluated point.
     coef: Vec<f64>,
     /// K: scratch for one parameter's per-start gradient sums.
@@ -84,7 +86,8 @@ impl Objective {
             inputs.push(name, value, false);
         }
         let weights = data.weights.clone().unwrap_or_else(|| vec![1.0; n_points]);
-        let weight_sum = weights.iter().sum();
+        let weight_sum: f64 = weights.iter().sum();
+        let weight_frac = weights.iter().map(|w| w / weight_sum).collect();
         let p = names.len();
         Objective {
             evaluator,
@@ -97,6 +100,7 @@ impl Objective {
             target: data.target.clone().unwrap_or_default(),
             weights,
             weight_sum,
+            weight_frac,
             coef: vec![0.0; b],
             acc: vec![0.0; n_starts],
             u: vec![0.0; n_starts * p],
@@ -221,9 +225,8 @@ impl Objective {
     }
 
     /// Reduces the last run to every start's loss and gradient. Each sum runs over its start's
-    /// points in order, as one chain per start; the chains of all starts advance together (point
-    /// by point), so they overlap in the pipeline and every sum keeps the bits of a start reduced
-    /// alone.
+    /// points in a fixed order of four partial sums ([`PARTS`]); a few starts advance together,
+    /// so they overlap in the pipeline, and every sum keeps the bits of a start reduced alone.
     fn reduce(&mut self, grad: bool) -> Result<()> {
         let (k_n, n, p) = (self.n_starts, self.n_points, self.n_params());
         let preds = match &self.out.value {
@@ -238,6 +241,7 @@ impl Objective {
             target: &self.target,
             weights: &self.weights,
             weight_sum: self.weight_sum,
+            weight_frac: &self.weight_frac,
             n,
         };
         sums.losses(preds, &mut self.losses, &mut self.coef);
@@ -271,78 +275,96 @@ impl Objective {
     }
 }
 
-/// `acc[k] = Σ_i coef[k·n + i] · g[k·n + i]` (g uniform when it has one element), each sum
-/// from 0 over i in order.
+/// `acc[k] = Σ_i coef[k·n + i] · g[k·n + i]` (g uniform when it has one element), each sum in
+/// the partials' order ([`PARTS`]).
 fn dot_per_start(coef: &[f64], g: &[f64], n: usize, acc: &mut [f64]) {
     if g.len() == 1 {
         let g0 = g[0];
-        chain_sums(n, acc, |row, i| coef[row + i] * g0);
+        start_sums(n, acc, |k, i| coef[k * n + i] * g0);
     } else {
-        let k_n = acc.len();
-        chain_rows(n, acc, &coef[..k_n * n], &g[..k_n * n], |c, x, _| c * x);
+        row_sums(n, acc, (coef, g), (coef, coef), |c, x, _, _| c * x);
     }
 }
 
-/// Starts whose sums advance together: as many independent chains as the pipeline overlaps.
-const CHAINS: usize = 8;
+/// How a start's sum over its points runs: point i goes into partial `i % PARTS`, and the
+/// partials are added as `(p0 + p1) + (p2 + p3)` at the end. The order is fixed, so a sum has the
+/// same bits however many starts are reduced together and at any vector width; four partials let
+/// the compiler use vectors within a start and keep each add's latency off the critical path.
+const PARTS: usize = 4;
 
-/// `out[k] = Σ_i term(a[k·n + i], b[k·n + i], i)` for every start k, each sum from 0 over i in
-/// order; `CHAINS` starts advance together, point by point, in registers.
+/// Starts reduced together, their partials in registers.
+const GROUP: usize = 4;
+
+/// `out[s] = Σ_i term(s, i)` for each of the group's `G` starts, in the partials' order.
 #[inline(always)]
-fn chain_rows(
+fn group_sums<const G: usize>(n: usize, out: &mut [f64], term: impl Fn(usize, usize) -> f64) {
+    let mut acc = [[0.0f64; PARTS]; G];
+    let full = n - n % PARTS;
+    for i in (0..full).step_by(PARTS) {
+        for (s, a) in acc.iter_mut().enumerate() {
+            for (j, p) in a.iter_mut().enumerate() {
+                *p += term(s, i + j);
+            }
+        }
+    }
+    for i in full..n {
+        for (s, a) in acc.iter_mut().enumerate() {
+            a[i - full] += term(s, i);
+        }
+    }
+    for (o, a) in out.iter_mut().zip(&acc) {
+        *o = (a[0] + a[1]) + (a[2] + a[3]);
+    }
+}
+
+/// `out[k] = Σ_i term(k, i)` for every start k, each in the partials' order (see [`PARTS`]),
+/// [`GROUP`] starts at a time.
+#[inline(always)]
+fn start_sums(n: usize, out: &mut [f64], term: impl Fn(usize, usize) -> f64) {
+    let mut groups = out.chunks_exact_mut(GROUP);
+    let mut k0 = 0;
+    for g in &mut groups {
+        let base = k0;
+        group_sums::<GROUP>(n, g, |s, i| term(base + s, i));
+        k0 += GROUP;
+    }
+    for (s, o) in groups.into_remainder().iter_mut().enumerate() {
+        group_sums::<1>(n, std::slice::from_mut(o), |_, i| term(k0 + s, i));
+    }
+}
+
+/// `out[k] = Σ_i term(a[k·n + i], b[k·n + i], c[i], d[i])` for every start k, in the partials'
+/// order ([`PARTS`]): each row's terms four at a time from exact chunks of the rows, which the
+/// compiler turns into vector operations. `c` and `d` are per point (shared by the starts).
+#[inline(always)]
+fn row_sums(
     n: usize,
     out: &mut [f64],
-    a: &[f64],
-    b: &[f64],
-    term: impl Fn(f64, f64, usize) -> f64,
+    (a, b): (&[f64], &[f64]),
+    (c, d): (&[f64], &[f64]),
+    term: impl Fn(f64, f64, f64, f64) -> f64,
 ) {
-    let mut blocks = out.chunks_exact_mut(CHAINS);
-    let mut k0 = 0;
-    for block in &mut blocks {
-        let ra: [&[f64]; CHAINS] = std::array::from_fn(|s| &a[(k0 + s) * n..(k0 + s + 1) * n]);
-        let rb: [&[f64]; CHAINS] = std::array::from_fn(|s| &b[(k0 + s) * n..(k0 + s + 1) * n]);
-        let mut acc = [0.0f64; CHAINS];
-        for i in 0..n {
-            for s in 0..CHAINS {
-                acc[s] += term(ra[s][i], rb[s][i], i);
+    let (c, d) = (&c[..n], &d[..n]);
+    for (k, o) in out.iter_mut().enumerate() {
+        let (ra, rb) = (&a[k * n..][..n], &b[k * n..][..n]);
+        let mut p = [0.0f64; PARTS];
+        let (ca, cb) = (ra.chunks_exact(PARTS), rb.chunks_exact(PARTS));
+        let (cc, cd) = (c.chunks_exact(PARTS), d.chunks_exact(PARTS));
+        let tails = (
+            ca.remainder(),
+            cb.remainder(),
+            cc.remainder(),
+            cd.remainder(),
+        );
+        for (((x, y), z), w) in ca.zip(cb).zip(cc).zip(cd) {
+            for j in 0..PARTS {
+                p[j] += term(x[j], y[j], z[j], w[j]);
             }
         }
-        block.copy_from_slice(&acc);
-        k0 += CHAINS;
-    }
-    for (s, x) in blocks.into_remainder().iter_mut().enumerate() {
-        let r = (k0 + s) * n..(k0 + s + 1) * n;
-        let mut acc = 0.0;
-        for (i, (&p, &q)) in a[r.clone()].iter().zip(&b[r]).enumerate() {
-            acc += term(p, q, i);
+        for (j, p) in p.iter_mut().enumerate().take(tails.0.len()) {
+            *p += term(tails.0[j], tails.1[j], tails.2[j], tails.3[j]);
         }
-        *x = acc;
-    }
-}
-
-/// `out[k] = Σ_i term(k·n, i)` for every start k, each sum from 0 over i in order (so with
-/// the bits of a plain loop); `CHAINS` starts advance together, point by point, in registers.
-#[inline(always)]
-fn chain_sums(n: usize, out: &mut [f64], term: impl Fn(usize, usize) -> f64) {
-    let mut blocks = out.chunks_exact_mut(CHAINS);
-    let mut k0 = 0;
-    for block in &mut blocks {
-        let mut a = [0.0f64; CHAINS];
-        for i in 0..n {
-            for (s, x) in a.iter_mut().enumerate() {
-                *x += term((k0 + s) * n, i);
-            }
-        }
-        block.copy_from_slice(&a);
-        k0 += CHAINS;
-    }
-    for (s, x) in blocks.into_remainder().iter_mut().enumerate() {
-        let row = (k0 + s) * n;
-        let mut acc = 0.0;
-        for i in 0..n {
-            acc += term(row, i);
-        }
-        *x = acc;
+        *o = (p[0] + p[1]) + (p[2] + p[3]);
     }
 }
 
@@ -352,6 +374,7 @@ struct Sums<'a> {
     target: &'a [f64],
     weights: &'a [f64],
     weight_sum: f64,
+    weight_frac: &'a [f64],
     n: usize,
 }
 
@@ -373,9 +396,9 @@ impl Sums<'_> {
         };
         if self.loss == Loss::ProgramLoss {
             if uniform {
-                chain_sums(n, losses, |_, _| preds[0]);
+                start_sums(n, losses, |_, _| preds[0]);
             } else {
-                chain_rows(n, losses, preds, preds, |x, _, _| x);
+                row_sums(n, losses, (preds, preds), (preds, preds), |x, _, _, _| x);
             }
             coef[..k_n * n].fill(1.0);
             return;
@@ -386,9 +409,18 @@ impl Sums<'_> {
             weights[i] * r * r
         };
         if uniform {
-            chain_sums(n, losses, |_, i| sq(preds[0], i));
+            start_sums(n, losses, |_, i| sq(preds[0], i));
         } else {
-            chain_rows(n, losses, preds, preds, |x, _, i| sq(x, i));
+            row_sums(
+                n,
+                losses,
+                (preds, preds),
+                (target, weights),
+                |x, _, y, w| {
+                    let r = x - y;
+                    w * r * r
+                },
+            );
         }
         for (k, l) in losses.iter_mut().enumerate() {
             let mse = *l / self.weight_sum;
@@ -398,9 +430,9 @@ impl Sums<'_> {
             };
             let row = &mut coef[k * n..(k + 1) * n];
             load(row, k);
-            for ((c, &y), &w) in row.iter_mut().zip(target).zip(weights) {
+            for ((c, &y), &f) in row.iter_mut().zip(target).zip(&self.weight_frac[..n]) {
                 let r = *c - y;
-                *c = scale * w * r / self.weight_sum;
+                *c = (scale * f) * r;
             }
             *l = match self.loss {
                 Loss::GaussianNll => {
@@ -426,18 +458,13 @@ fn loss_of(
 ) -> f64 {
     let n = coef.len();
     if loss == Loss::ProgramLoss {
-        let mut acc = 0.0;
-        for i in 0..n {
-            acc += at(preds, base + i);
-        }
         coef.fill(1.0);
-        return acc;
+        return partial_sum((0..n).map(|i| at(preds, base + i)));
     }
-    let mut sse = 0.0;
-    for i in 0..n {
+    let sse = partial_sum((0..n).map(|i| {
         let r = at(preds, base + i) - target[i];
-        sse += weights[i] * r * r;
-    }
+        weights[i] * r * r
+    }));
     let mse = sse / weight_sum;
     let scale = match loss {
         Loss::GaussianNll => 1.0 / mse.max(f64::MIN_POSITIVE),
@@ -445,7 +472,7 @@ fn loss_of(
     };
     for i in 0..n {
         let r = at(preds, base + i) - target[i];
-        coef[i] = scale * weights[i] * r / weight_sum;
+        coef[i] = (scale * (weights[i] / weight_sum)) * r;
     }
     match loss {
         Loss::GaussianNll => {
@@ -453,6 +480,17 @@ fn loss_of(
         }
         _ => mse,
     }
+}
+
+/// A sum as every start's is defined ([`PARTS`]): term i into partial `i % 4`, then
+/// `(p0 + p1) + (p2 + p3)`; one term at a time, as plainly as it can be written.
+#[cfg(test)]
+fn partial_sum(terms: impl Iterator<Item = f64>) -> f64 {
+    let mut p = [0.0f64; 4];
+    for (i, t) in terms.enumerate() {
+        p[i % 4] += t;
+    }
+    (p[0] + p[1]) + (p[2] + p[3])
 }
 
 #[cfg(test)]
@@ -490,10 +528,7 @@ mod tests {
             losses[k] = loss;
             for j in 0..p {
                 let g = &obj.out.grads[j].per_lane;
-                let mut acc = 0.0;
-                for (i, c) in coef.iter().enumerate() {
-                    acc += c * at(g, k * n + i);
-                }
+                let acc = partial_sum(coef.iter().enumerate().map(|(i, c)| c * at(g, k * n + i)));
                 let gt = if loss.is_finite() { acc } else { f64::NAN };
                 grad_theta[k * p + j] = gt;
                 grad_u[k * p + j] = gt * transform::slope(obj.kinds[j], obj.u[k * p + j]);
