@@ -57,6 +57,29 @@ impl Elementary {
     }
 }
 
+/// `c[0] + c[1] x + … + c[N−1] x^(N−1)` by Estrin's scheme: pairs `c[i] + c[i+1] x`, then pairs
+/// of those with x², and so on. The same operations as Horner's rule in number, but a dependency
+/// chain of ⌈log₂ N⌉ steps instead of N, which is what a one-lane (scalar) call waits for.
+#[inline(always)]
+fn estrin<const N: usize>(x: f64, c: [f64; N]) -> f64 {
+    let mut v = c;
+    let mut len = N;
+    let mut power = x;
+    while len > 1 {
+        let half = len.div_ceil(2);
+        for i in 0..half {
+            v[i] = if 2 * i + 1 < len {
+                v[2 * i] + v[2 * i + 1] * power
+            } else {
+                v[2 * i]
+            };
+        }
+        len = half;
+        power = power * power;
+    }
+    v[0]
+}
+
 /// eˣ, faithfully rounded; +∞ above 709.78…, +0 below −745.13…, NaN for a NaN.
 #[inline(always)]
 pub fn exp(x: f64) -> f64 {
@@ -68,17 +91,22 @@ pub fn exp(x: f64) -> f64 {
     // x = n ln 2 + r, |r| ≤ ln 2 / 2.
     let r = (xc - n * LN2_HI) - n * LN2_LO;
     // eʳ = 1 + r + r² Q(r).
-    let q = 2.091_468_696_808_687_7e-9;
-    let q = q * r + 2.510_521_700_472_074_5e-8;
-    let q = q * r + 2.755_727_364_311_03e-7;
-    let q = q * r + 2.755_725_540_020_642_4e-6;
-    let q = q * r + 2.480_158_732_554_774_2e-5;
-    let q = q * r + 1.984_126_987_482_062_5e-4;
-    let q = q * r + 1.388_888_888_888_374_8e-3;
-    let q = q * r + 8.333_333_333_326_135e-3;
-    let q = q * r + 0.041_666_666_666_666_67;
-    let q = q * r + 0.166_666_666_666_666_7;
-    let q = q * r + 0.5;
+    let q = estrin(
+        r,
+        [
+            0.5,
+            0.166_666_666_666_666_7,
+            0.041_666_666_666_666_67,
+            8.333_333_333_326_135e-3,
+            1.388_888_888_888_374_8e-3,
+            1.984_126_987_482_062_5e-4,
+            2.480_158_732_554_774_2e-5,
+            2.755_725_540_020_642_4e-6,
+            2.755_727_364_311_03e-7,
+            2.510_521_700_472_074_5e-8,
+            2.091_468_696_808_687_7e-9,
+        ],
+    );
     let p = 1.0 + (r + (r * r) * q);
     // 2ⁿ as 2ⁿ¹ · 2ⁿ², both normal for n in [−1076, 1024]: the first product is exact, the
     // second rounds once (to a subnormal, or overflows to ∞).
@@ -111,14 +139,19 @@ pub fn ln(x: f64) -> f64 {
     let f = m - 1.0;
     let s = f / (2.0 + f);
     let z = s * s;
-    let r = 0.130_869_078_879_650_27;
-    let r = r * z + 0.132_687_461_955_965_95;
-    let r = r * z + 0.153_862_407_089_696_64;
-    let r = r * z + 0.181_817_956_216_327_83;
-    let r = r * z + 0.222_222_223_918_870_66;
-    let r = r * z + 0.285_714_285_708_028_5;
-    let r = r * z + 0.400_000_000_000_008_8;
-    let r = r * z + 0.666_666_666_666_666_7;
+    let r = estrin(
+        z,
+        [
+            0.666_666_666_666_666_7,
+            0.400_000_000_000_008_8,
+            0.285_714_285_708_028_5,
+            0.222_222_223_918_870_66,
+            0.181_817_956_216_327_83,
+            0.153_862_407_089_696_64,
+            0.132_687_461_955_965_95,
+            0.130_869_078_879_650_27,
+        ],
+    );
     let hfsq = 0.5 * f * f;
     let v = e * LN2_HI + (f - (hfsq - (s * (hfsq + z * r) + e * LN2_LO)));
     let v = if x == f64::INFINITY { x } else { v };
