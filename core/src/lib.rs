@@ -26,6 +26,7 @@ pub mod symbol;
 mod tape;
 mod value;
 mod vocab;
+pub mod widest;
 
 pub use api::{
     ChoiceMode, ChoiceReadout, Dialect, EvalOptions, Evaluation, Gradient, Input, InputValue,

@@ -350,6 +350,7 @@ fn block<T: Elem, const W: usize, const GRAD: bool>(
     }
 }
 
+#[inline(always)]
 fn run<T: Elem, const W: usize>(
     obs: &[[f64; 2]],
     q: &[f64],
@@ -381,6 +382,43 @@ pub fn kalman_lanes_f64(obs: &[[f64; 2]], q: &[f64], r: &[f64], grad: bool, out:
 /// As [`kalman_lanes_f64`], every operation in f32 (`LANES_F32` lanes per block).
 pub fn kalman_lanes_f32(obs: &[[f64; 2]], q: &[f64], r: &[f64], grad: bool, out: &mut LaneResults) {
     run::<f32, LANES_F32>(obs, q, r, grad, out);
+}
+
+/// [`kalman_lanes_f64`] compiled for the widest vectors this processor has (AVX-512F or AVX2,
+/// chosen at run time by `ndvm_core::widest`; the build's target elsewhere): what a
+/// `-C target-cpu=native` build of this ceiling gives, in the default build. Same operations,
+/// nothing fused: the same results, bit for bit.
+pub fn kalman_lanes_f64_widest(
+    obs: &[[f64; 2]],
+    q: &[f64],
+    r: &[f64],
+    grad: bool,
+    out: &mut LaneResults,
+) {
+    ndvm_core::widest::with_widest_vectors(LanesF64 {
+        obs,
+        q,
+        r,
+        grad,
+        out,
+    });
+}
+
+/// [`kalman_lanes_f64`]'s arguments, as the kernel `ndvm_core::widest` compiles in wider vectors.
+struct LanesF64<'a> {
+    obs: &'a [[f64; 2]],
+    q: &'a [f64],
+    r: &'a [f64],
+    grad: bool,
+    out: &'a mut LaneResults,
+}
+
+impl ndvm_core::widest::WideKernel for LanesF64<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        run::<f64, LANES_F64>(self.obs, self.q, self.r, self.grad, self.out);
+    }
 }
 
 /// A lane count at a given block width, for the width experiment of the bench's documentation.
@@ -522,6 +560,29 @@ mod tests {
         let mut nan = [f32::NAN, 2.0];
         f32::ln_lanes(&mut nan);
         assert!(nan[0].is_nan() && nan[1] == 2f32.ln());
+    }
+
+    #[test]
+    fn the_widest_build_gives_the_same_results() {
+        // Same operations in wider vectors, nothing fused: the same bits, forward and with
+        // tangents.
+        let case = case();
+        let (q, r) = points();
+        let bits = |r: &LaneResults| -> Vec<u64> {
+            let grads = r.grad.iter().flatten();
+            r.value.iter().chain(grads).map(|x| x.to_bits()).collect()
+        };
+        for grad in [false, true] {
+            let (mut want, mut got) = (LaneResults::default(), LaneResults::default());
+            kalman_lanes_f64(&case.obs, &q, &r, grad, &mut want);
+            kalman_lanes_f64_widest(&case.obs, &q, &r, grad, &mut got);
+            assert_eq!(
+                bits(&got),
+                bits(&want),
+                "{}",
+                ndvm_core::widest::widest_vectors()
+            );
+        }
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The Kalman per-lane sweep: `kalman2d_T80` forward and forward+gradient through the interpreter
 //! at B = 1 … 1024 lanes, beside two compiled ceilings on the same `(q, r)` values, in one process:
 //! the scalar one ([`ceiling`], one lane after another) and the lane-batched one ([`ceiling_lanes`],
-//! blocks of lanes in vectorised loops; f64, and f32 for reference). Every ratio is given against both.
+//! blocks of lanes in vectorised loops; f64, and f32 for reference). Every ratio is given against both,
+//! and forward+gradient also against the lane-batched ceiling in the widest vectors the processor
+//! has (`ceiling_lanes::kalman_lanes_f64_widest`).
 //!
 //! Also home of [`KalmanCase`] (the program and its 80×2 observations, read from the seed data) and
 //! [`KalmanRunner`] (one warmed-up evaluator whose inputs are changed in place between runs).
@@ -258,6 +260,11 @@ pub struct SweepRow {
     pub ratio_fwd_lanes: f64,
     /// `lanes_f32_grad_us / lanes_grad_us`: what f32 saves the compiled code.
     pub lanes_f32_over_f64_grad: f64,
+    /// The f64 lane-batched ceiling compiled for the widest vectors the processor has
+    /// (`ndvm_core::widest`), forward and gradient, per lane (µs).
+    pub lanes_wide_grad_us: f64,
+    /// `interp_grad_us / lanes_wide_grad_us`.
+    pub ratio_grad_lanes_wide: f64,
     /// Interpreter in f32 lanes, forward and gradient, replayed, per lane (µs).
     pub interp_f32_grad_us: f64,
     /// `interp_f32_grad_us / interp_grad_us`: what f32 lanes save the interpreter.
@@ -293,6 +300,8 @@ pub struct SweepRow {
     pub lanes_grad: Timing,
     /// Raw lane-batched f64 forward-only timing.
     pub lanes_fwd: Timing,
+    /// Raw timing of the lane-batched f64 ceiling in the widest vectors, forward+gradient.
+    pub lanes_wide_grad: Timing,
     /// Raw lane-batched f32 forward+gradient timing.
     pub lanes_f32_grad: Timing,
     /// Raw lane-batched f32 forward-only timing.
@@ -336,6 +345,12 @@ pub fn sweep(
         ceiling_lanes::kalman_lanes_f32(&case.obs, &q2, &r2, true, &mut lanes32);
         let (max_rel_diff_lanes, max_rel_diff_lanes_f32) =
             lanes_diffs(&runner, &lanes64, &lanes32, n_lanes);
+        let mut lanes_wide = LaneResults::default();
+        ceiling_lanes::kalman_lanes_f64_widest(&case.obs, &q2, &r2, true, &mut lanes_wide);
+        assert!(
+            lanes_wide.value == lanes64.value && lanes_wide.grad == lanes64.grad,
+            "the widest-vector lane ceiling differs from its baseline build at B = {n_lanes}"
+        );
         assert!(
             max_rel_diff_lanes <= 1e-9 && max_rel_diff_lanes_f32 <= 1e-4,
             "interpreter and lane-batched ceilings disagree at B = {n_lanes}: \
@@ -403,6 +418,17 @@ pub fn sweep(
             black_box(&lanes64.value);
             Ok(())
         };
+        let mut lanes_wide_grad = || {
+            ceiling_lanes::kalman_lanes_f64_widest(
+                black_box(&case.obs),
+                &q,
+                &r,
+                true,
+                &mut lanes_wide,
+            );
+            black_box(&lanes_wide.value);
+            Ok(())
+        };
         let mut lanes_fwd = || {
             ceiling_lanes::kalman_lanes_f64(black_box(&case.obs), &q, &r, false, &mut b1);
             black_box(&b1.value);
@@ -432,14 +458,16 @@ pub fn sweep(
                 &mut lanes_f32_grad,
                 &mut lanes_f32_fwd,
                 &mut interp_f32_grad,
+                &mut lanes_wide_grad,
             ],
         )?
         .into_iter();
-        let mut next = || timings.next().expect("ten timings");
+        let mut next = || timings.next().expect("eleven timings");
         let (interp_grad, interp_grad_walk, interp_fwd, ceiling_grad, ceiling_fwd) =
             (next(), next(), next(), next(), next());
         let (lanes_grad, lanes_fwd, lanes_f32_grad, lanes_f32_fwd, interp_f32_grad) =
             (next(), next(), next(), next(), next());
+        let lanes_wide_grad = next();
         let per = |t: &Timing| t.median_us / n_lanes as f64;
         rows.push(SweepRow {
             n_lanes,
@@ -459,6 +487,8 @@ pub fn sweep(
             ratio_grad_walk_lanes: interp_grad_walk.median_us / lanes_grad.median_us,
             ratio_fwd_lanes: interp_fwd.median_us / lanes_fwd.median_us,
             lanes_f32_over_f64_grad: lanes_f32_grad.median_us / lanes_grad.median_us,
+            lanes_wide_grad_us: per(&lanes_wide_grad),
+            ratio_grad_lanes_wide: interp_grad.median_us / lanes_wide_grad.median_us,
             interp_f32_grad_us: per(&interp_f32_grad),
             interp_f32_over_f64_grad: interp_f32_grad.median_us / interp_grad.median_us,
             ratio_f32_grad_lanes_f32: interp_f32_grad.median_us / lanes_f32_grad.median_us,
@@ -475,6 +505,7 @@ pub fn sweep(
             ceiling_fwd,
             lanes_grad,
             lanes_fwd,
+            lanes_wide_grad,
             lanes_f32_grad,
             lanes_f32_fwd,
             interp_f32_grad,
@@ -539,11 +570,12 @@ pub fn table(rows: &[SweepRow]) -> String {
         "kalman2d_T80, reference dialect: median µs per lane (interpreter) and per evaluation (ceiling);\n\
          replay: the recorded trace re-run with new (q, r); walk: the program walked every run;\n\
          lanes: the lane-batched ceiling (f64, blocks of lanes in vectorised loops), ratios ÷ it in [];\n\
+         lanesW: the same ceiling in the widest vectors the processor has, the replay ÷ it in {};\n\
          f32: the interpreter's replay in f32 lanes, [÷ the f32 lane-batched ceiling];\n\
          tape MiB: payload arena after a forward+gradient run\n",
     );
     s += &format!(
-        "{:>6} | {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} | {:>9} {:>9} {:>8} {:>8} {:>8} | {:>8} {:>7} {:>8} {:>7} | {:>8}\n",
+        "{:>6} | {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} | {:>9} {:>9} {:>8} {:>8} {:>8} | {:>8} {:>7} {:>8} {:>7} | {:>8}\n",
         "B",
         "replay",
         "walk",
@@ -552,6 +584,8 @@ pub fn table(rows: &[SweepRow]) -> String {
         "ratio",
         "[ratio]",
         "[(walk)]",
+        "lanesW",
+        "{ratio}",
         "fwd only",
         "ceiling",
         "lanes",
@@ -565,7 +599,7 @@ pub fn table(rows: &[SweepRow]) -> String {
     );
     for row in rows {
         s += &format!(
-            "{:>6} | {:>9.3} {:>9.3} {:>9.3} {:>8.3} {:>7.1}x {:>7.1}x {:>7.1}x | {:>9.3} {:>9.3} {:>8.3} {:>7.1}x {:>7.1}x | {:>8.3} {:>7.2} {:>7.1}x {:>7.2} | {:>8.2}\n",
+            "{:>6} | {:>9.3} {:>9.3} {:>9.3} {:>8.3} {:>7.1}x {:>7.1}x {:>7.1}x {:>8.3} {:>7.1}x | {:>9.3} {:>9.3} {:>8.3} {:>7.1}x {:>7.1}x | {:>8.3} {:>7.2} {:>7.1}x {:>7.2} | {:>8.2}\n",
             row.n_lanes,
             row.interp_grad_us,
             row.interp_grad_walk_us,
@@ -574,6 +608,8 @@ pub fn table(rows: &[SweepRow]) -> String {
             row.ratio_grad,
             row.ratio_grad_lanes,
             row.ratio_grad_walk_lanes,
+            row.lanes_wide_grad_us,
+            row.ratio_grad_lanes_wide,
             row.interp_fwd_us,
             row.ceiling_fwd_us,
             row.lanes_fwd_us,

@@ -219,6 +219,9 @@ struct KalmanFile<'a> {
     ceiling: &'static str,
     /// The lane-batched ceiling: layout, block widths and the SIMD the build's target enables.
     ceiling_lanes: String,
+    /// The same ceiling compiled at run time for the widest vectors the processor has
+    /// (`lanes_wide_*` in the rows).
+    ceiling_lanes_wide: String,
     machine: &'a Machine,
     /// `/proc/loadavg` when the suite finished (with `machine.loadavg_at_start`: was it quiet?).
     loadavg_at_end: Option<String>,
@@ -331,6 +334,11 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Vec<Suit
                 ceiling_lanes::LANES_F64,
                 ceiling_lanes::LANES_F32,
                 ceiling_lanes::simd_target()
+            ),
+            ceiling_lanes_wide: format!(
+                "the f64 lane-batched ceiling compiled at run time for the widest vectors this \
+                 processor has ({}; ndvm_core::widest), the same results bit for bit",
+                ndvm_core::widest::widest_vectors()
             ),
             machine: &machine,
             loadavg_at_end: loadavg(),

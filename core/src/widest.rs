@@ -1,0 +1,112 @@
+//! Running numeric code in the widest vectors the processor has: AVX-512F or AVX2 on x86-64,
+//! detected once per process, the build's own target elsewhere.
+//!
+//! The build targets the baseline of its architecture (SSE2 on x86-64), so its loops use the
+//! narrowest vectors. [`with_widest_vectors`] runs a [`WideKernel`] from inside a copy of itself
+//! compiled for a wider instruction set; the kernel's `run`, being `#[inline(always)]`, is compiled
+//! into that copy, with everything it inlines in turn. Rust never fuses a multiply and an add
+//! unless asked, and every IEEE operation rounds the same in any vector width, so such code gives
+//! the same bits as its baseline build.
+
+/// The instruction sets a closure can run under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Width {
+    Baseline,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+fn width() -> Width {
+    static WIDTH: std::sync::OnceLock<Width> = std::sync::OnceLock::new();
+    *WIDTH.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                return Width::Avx512;
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                return Width::Avx2;
+            }
+        }
+        Width::Baseline
+    })
+}
+
+/// The instruction set [`with_widest_vectors`] compiles for on this processor: `"avx512f"`,
+/// `"avx2"` or `"baseline"`.
+pub fn widest_vectors() -> &'static str {
+    match width() {
+        Width::Baseline => "baseline",
+        #[cfg(target_arch = "x86_64")]
+        Width::Avx2 => "avx2",
+        #[cfg(target_arch = "x86_64")]
+        Width::Avx512 => "avx512f",
+    }
+}
+
+/// Numeric code to compile in wider vectors: implement [`WideKernel::run`] with
+/// `#[inline(always)]` (and the functions it calls likewise), so that it is compiled into each
+/// copy of [`with_widest_vectors`].
+pub trait WideKernel {
+    /// What the kernel returns.
+    type Output;
+    /// The work; mark the implementation `#[inline(always)]`.
+    fn run(self) -> Self::Output;
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn run_avx2<K: WideKernel>(k: K) -> K::Output {
+    k.run()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn run_avx512<K: WideKernel>(k: K) -> K::Output {
+    k.run()
+}
+
+/// `kernel.run()`, compiled for the widest vectors the processor has (see the module's
+/// documentation).
+pub fn with_widest_vectors<K: WideKernel>(kernel: K) -> K::Output {
+    match width() {
+        Width::Baseline => kernel.run(),
+        // SAFETY: `width()` returns `Avx2` only after detecting AVX2 on this processor.
+        #[cfg(target_arch = "x86_64")]
+        Width::Avx2 => unsafe { run_avx2(kernel) },
+        // SAFETY: `width()` returns `Avx512` only after detecting AVX-512F on this processor.
+        #[cfg(target_arch = "x86_64")]
+        Width::Avx512 => unsafe { run_avx512(kernel) },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Roots<'a>(&'a [f64], &'a mut [f64]);
+
+    impl WideKernel for Roots<'_> {
+        type Output = f64;
+        #[inline(always)]
+        fn run(self) -> f64 {
+            for (o, &x) in self.1.iter_mut().zip(self.0) {
+                *o = x.sqrt() * 0.5 + x / 3.0;
+            }
+            self.1.iter().sum()
+        }
+    }
+
+    #[test]
+    fn a_kernel_gives_its_baseline_bits() {
+        let xs: Vec<f64> = (0..1001).map(|i| i as f64 * 0.731).collect();
+        let (mut wide, mut base) = (vec![0.0; xs.len()], vec![0.0; xs.len()]);
+        let s_wide = with_widest_vectors(Roots(&xs, &mut wide));
+        let s_base = Roots(&xs, &mut base).run();
+        assert_eq!(s_wide.to_bits(), s_base.to_bits());
+        assert_eq!(wide, base);
+        assert!(["avx512f", "avx2", "baseline"].contains(&widest_vectors()));
+    }
+}
