@@ -1320,12 +1320,51 @@ fn binary_lanes<R: Real>(
     xyz: [&[R]; 3],
     b: usize,
 ) {
-    // The flags as constants, so the lane loops carry no per-lane select.
-    match first {
-        [false, false] => binary_lanes_k::<_, false, false>(op, adj, gr, ra, rb, xyz, b),
-        [true, false] => binary_lanes_k::<_, true, false>(op, adj, gr, ra, rb, xyz, b),
-        [false, true] => binary_lanes_k::<_, false, true>(op, adj, gr, ra, rb, xyz, b),
-        [true, true] => binary_lanes_k::<_, true, true>(op, adj, gr, ra, rb, xyz, b),
+    crate::widest::with_widest_vectors(BinaryLanes {
+        op,
+        adj,
+        gr,
+        ra,
+        rb,
+        first,
+        xyz,
+        b,
+    });
+}
+
+/// [`binary_lanes`]' arguments, run in the widest vectors (`widest`).
+struct BinaryLanes<'a, R: Real> {
+    op: Binary,
+    adj: &'a mut [R],
+    gr: std::ops::Range<usize>,
+    ra: Option<std::ops::Range<usize>>,
+    rb: Option<std::ops::Range<usize>>,
+    first: [bool; 2],
+    xyz: [&'a [R]; 3],
+    b: usize,
+}
+
+impl<R: Real> crate::widest::WideKernel for BinaryLanes<'_, R> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let BinaryLanes {
+            op,
+            adj,
+            gr,
+            ra,
+            rb,
+            first,
+            xyz,
+            b,
+        } = self;
+        // The flags as constants, so the lane loops carry no per-lane select.
+        match first {
+            [false, false] => binary_lanes_k::<_, false, false>(op, adj, gr, ra, rb, xyz, b),
+            [true, false] => binary_lanes_k::<_, true, false>(op, adj, gr, ra, rb, xyz, b),
+            [false, true] => binary_lanes_k::<_, false, true>(op, adj, gr, ra, rb, xyz, b),
+            [true, true] => binary_lanes_k::<_, true, true>(op, adj, gr, ra, rb, xyz, b),
+        }
     }
 }
 
