@@ -138,6 +138,29 @@ impl Unary {
         }
     }
 
+    /// `dst[i] = self.apply(src[i])` through the elementary lane kernels when the op is one of
+    /// them, or a clamped logarithm where those are vectorised (the clamp applied first, a block
+    /// at a time), with the bits of `apply`; `false` (nothing written) for any other op.
+    #[inline]
+    pub(crate) fn apply_elementary_lanes<R: Real>(self, src: &[R], dst: &mut [R]) -> bool {
+        if let Some(f) = self.elementary() {
+            R::elementary_lanes(f, src, dst);
+            return true;
+        }
+        if self != Unary::LogClamped || !R::VECTOR_ELEMENTARY {
+            return false;
+        }
+        const BLOCK: usize = 64;
+        let mut clamped = [R::ZERO; BLOCK];
+        for (xs, out) in src.chunks(BLOCK).zip(dst.chunks_mut(BLOCK)) {
+            for (c, &x) in clamped.iter_mut().zip(xs) {
+                *c = x.max(R::of(CLAMP));
+            }
+            R::elementary_lanes(Elementary::Ln, &clamped[..xs.len()], out);
+        }
+        true
+    }
+
     /// Whether the op has a nonzero derivative anywhere (piecewise-constant ops record nothing).
     pub(crate) const fn differentiable(self) -> bool {
         !matches!(

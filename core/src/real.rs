@@ -56,6 +56,8 @@ pub(crate) trait Real:
     /// `out[i] = f(xs[i])` over the shorter length, bit for bit the one-element method (`sin`,
     /// `exp`, …): the f64 lanes run `elementary::lanes`' vector copies.
     fn elementary_lanes(f: Elementary, xs: &[Self], out: &mut [Self]);
+    /// Whether [`Real::elementary_lanes`] is vectorised (worth an extra pass to reach).
+    const VECTOR_ELEMENTARY: bool;
 
     fn sin(self) -> Self;
     fn cos(self) -> Self;
@@ -81,8 +83,9 @@ pub(crate) trait Real:
 }
 
 macro_rules! real_impl {
-    ($t:ident, sin: $sin:path, cos: $cos:path, exp: $exp:path, ln: $ln:path, lanes: $lanes:path) => {
+    ($t:ident, sin: $sin:path, cos: $cos:path, exp: $exp:path, ln: $ln:path, lanes: $lanes:path, vector: $vector:expr) => {
         impl Real for $t {
+            const VECTOR_ELEMENTARY: bool = $vector;
             const BYTES: usize = std::mem::size_of::<$t>();
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
@@ -205,7 +208,8 @@ real_impl!(
     cos: elementary::cos,
     exp: elementary::exp,
     ln: elementary::ln,
-    lanes: elementary::lanes
+    lanes: elementary::lanes,
+    vector: true
 );
 real_impl!(
     f32,
@@ -213,7 +217,8 @@ real_impl!(
     cos: f32::cos,
     exp: f32::exp,
     ln: f32::ln,
-    lanes: f32_lanes
+    lanes: f32_lanes,
+    vector: false
 );
 
 /// [`Real::elementary_lanes`] of f32: the C library's, one element at a time.

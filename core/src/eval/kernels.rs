@@ -44,8 +44,7 @@ pub(crate) fn unary<R: Real>(
             dst[e] = op.apply(src[e]);
         }
     } else if mask == MaskId::FULL {
-        if let Some(f) = op.elementary() {
-            R::elementary_lanes(f, &src[..n * b], &mut dst[..n * b]);
+        if op.apply_elementary_lanes(&src[..n * b], &mut dst[..n * b]) {
             return;
         }
         each_unary!(op, op => {
