@@ -2,7 +2,7 @@
 //! the C library: straight-line code (no branches, tables or fused multiply-adds) that the
 //! compiler vectorises over lanes, so that one definition gives the same bits one element at a
 //! time, at any vector width, and on every machine; [`lanes`] runs it over a slice in the widest
-//! vector copy the processor has (AVX-512, AVX2, or the baseline target's).
+//! vectors the processor has (AVX-512, AVX2, or the baseline target's; `widest`).
 //!
 //! Accuracy: every result is one of the two doubles around the exact value (error < 1 ulp,
 //! "faithful"), checked against correctly rounded values computed at 80 digits (mpmath) in
@@ -274,60 +274,26 @@ fn trig_blocks(xs: &[f64], out: &mut [f64], near: fn(f64) -> f64, far: fn(f64) -
     }
 }
 
-/// The widest vector copy of [`lanes_portable`] this processor runs, detected once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Width {
-    Portable,
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-    #[cfg(target_arch = "x86_64")]
-    Avx512,
+/// [`lanes`]' arguments, as the kernel `widest` compiles in the processor's widest vectors.
+struct Lanes<'a> {
+    f: Elementary,
+    xs: &'a [f64],
+    out: &'a mut [f64],
 }
 
-fn width() -> Width {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            return Width::Avx512;
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            return Width::Avx2;
-        }
+impl crate::widest::WideKernel for Lanes<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        lanes_portable(self.f, self.xs, self.out)
     }
-    Width::Portable
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn lanes_avx2(f: Elementary, xs: &[f64], out: &mut [f64]) {
-    lanes_portable(f, xs, out)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-fn lanes_avx512(f: Elementary, xs: &[f64], out: &mut [f64]) {
-    lanes_portable(f, xs, out)
-}
-
-/// `out[i] = f(xs[i])` for i below the shorter length, in the widest vectors the processor has:
-/// the same bits as [`Elementary::at`] at every point (the copies differ only in vector width,
-/// and none contracts a multiply and an add).
+/// `out[i] = f(xs[i])` for i below the shorter length, in the widest vectors the processor has
+/// (`widest`): the same bits as [`Elementary::at`] at every point (the copies differ only in
+/// vector width, and none contracts a multiply and an add).
 pub fn lanes(f: Elementary, xs: &[f64], out: &mut [f64]) {
-    static WIDTH: std::sync::OnceLock<Width> = std::sync::OnceLock::new();
-    lanes_as(*WIDTH.get_or_init(width), f, xs, out)
-}
-
-fn lanes_as(w: Width, f: Elementary, xs: &[f64], out: &mut [f64]) {
-    match w {
-        Width::Portable => lanes_portable(f, xs, out),
-        // SAFETY: `Width::Avx2` comes only from `width()` after detecting AVX2 (or from the tests,
-        // which check for it first).
-        #[cfg(target_arch = "x86_64")]
-        Width::Avx2 => unsafe { lanes_avx2(f, xs, out) },
-        // SAFETY: as above, for AVX-512F.
-        #[cfg(target_arch = "x86_64")]
-        Width::Avx512 => unsafe { lanes_avx512(f, xs, out) },
-    }
+    crate::widest::with_widest_vectors(Lanes { f, xs, out })
 }
 
 #[cfg(test)]
@@ -398,21 +364,17 @@ mod tests {
     #[test]
     fn every_vector_width_gives_the_bits_of_one_point_at_a_time() {
         let xs = points(20_000, 0x5eed);
-        let mut widths = vec![Width::Portable];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx2") {
-                widths.push(Width::Avx2);
-            }
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                widths.push(Width::Avx512);
-            }
-        }
         let mut out = vec![0.0; xs.len()];
         for f in ALL {
-            for &w in &widths {
+            for w in crate::widest::available_widths() {
                 out.fill(0.5);
-                lanes_as(w, f, &xs, &mut out);
+                let kernel = Lanes {
+                    f,
+                    xs: &xs,
+                    out: &mut out,
+                };
+                // SAFETY: `available_widths` lists only what this processor has.
+                unsafe { crate::widest::run_as(w, kernel) };
                 for (&x, &y) in xs.iter().zip(&out) {
                     assert_eq!(y.to_bits(), f.at(x).to_bits(), "{f:?} at {x:e} ({w:?})");
                 }

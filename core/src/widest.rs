@@ -8,9 +8,9 @@
 //! unless asked, and every IEEE operation rounds the same in any vector width, so such code gives
 //! the same bits as its baseline build.
 
-/// The instruction sets a closure can run under.
+/// The instruction sets a kernel can run under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Width {
+pub(crate) enum Width {
     Baseline,
     #[cfg(target_arch = "x86_64")]
     Avx2,
@@ -71,15 +71,41 @@ fn run_avx512<K: WideKernel>(k: K) -> K::Output {
 /// `kernel.run()`, compiled for the widest vectors the processor has (see the module's
 /// documentation).
 pub fn with_widest_vectors<K: WideKernel>(kernel: K) -> K::Output {
-    match width() {
+    // SAFETY: `width()` names only an instruction set it detected on this processor.
+    unsafe { run_as(width(), kernel) }
+}
+
+/// `kernel.run()` compiled for `w`.
+///
+/// # Safety
+/// The processor must have `w`'s instruction set: `w` comes from `width()` or
+/// [`available_widths`].
+pub(crate) unsafe fn run_as<K: WideKernel>(w: Width, kernel: K) -> K::Output {
+    match w {
         Width::Baseline => kernel.run(),
-        // SAFETY: `width()` returns `Avx2` only after detecting AVX2 on this processor.
+        // SAFETY: the processor has AVX2 (this function's contract).
         #[cfg(target_arch = "x86_64")]
         Width::Avx2 => unsafe { run_avx2(kernel) },
-        // SAFETY: `width()` returns `Avx512` only after detecting AVX-512F on this processor.
+        // SAFETY: the processor has AVX-512F (this function's contract).
         #[cfg(target_arch = "x86_64")]
         Width::Avx512 => unsafe { run_avx512(kernel) },
     }
+}
+
+/// Every instruction set this processor can run a kernel under, the baseline first.
+#[cfg(test)]
+pub(crate) fn available_widths() -> Vec<Width> {
+    let mut widths = vec![Width::Baseline];
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            widths.push(Width::Avx2);
+        }
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            widths.push(Width::Avx512);
+        }
+    }
+    widths
 }
 
 #[cfg(test)]
@@ -103,10 +129,15 @@ mod tests {
     fn a_kernel_gives_its_baseline_bits() {
         let xs: Vec<f64> = (0..1001).map(|i| i as f64 * 0.731).collect();
         let (mut wide, mut base) = (vec![0.0; xs.len()], vec![0.0; xs.len()]);
-        let s_wide = with_widest_vectors(Roots(&xs, &mut wide));
         let s_base = Roots(&xs, &mut base).run();
+        let s_wide = with_widest_vectors(Roots(&xs, &mut wide));
         assert_eq!(s_wide.to_bits(), s_base.to_bits());
         assert_eq!(wide, base);
+        for w in available_widths() {
+            // SAFETY: `available_widths` lists only what this processor has.
+            let s_w = unsafe { run_as(w, Roots(&xs, &mut wide)) };
+            assert_eq!((s_w.to_bits(), &wide), (s_base.to_bits(), &base), "{w:?}");
+        }
         assert!(["avx512f", "avx2", "baseline"].contains(&widest_vectors()));
     }
 }
