@@ -34,7 +34,7 @@ pub(crate) struct Objective {
     weight_frac: Vec<f64>,
     /// K×N: dLoss/dpred per lane at the last evaluated point.
     coef: Vec<f64>,
-    /// K: scratch for one parameter's per-start gradient sums.
+    /// P×K: every parameter's per-start gradient sums (parameter-major).
     acc: Vec<f64>,
     u: Vec<f64>,
     /// Per start: its loss at the last evaluated point (NaN when any of its lanes faulted).
@@ -102,7 +102,7 @@ impl Objective {
             weight_sum,
             weight_frac,
             coef: vec![0.0; b],
-            acc: vec![0.0; n_starts],
+            acc: vec![0.0; n_starts * p],
             u: vec![0.0; n_starts * p],
             losses: vec![f64::NAN; n_starts],
             theta: vec![0.0; n_starts * p],
@@ -244,7 +244,15 @@ impl Objective {
             weight_frac: &self.weight_frac,
             n,
         };
-        sums.losses(preds, &mut self.losses, &mut self.coef);
+        let grads = if grad { &self.out.grads[..p] } else { &[] };
+        ndvm_core::widest::with_widest_vectors(RunSums {
+            sums: &sums,
+            preds,
+            losses: &mut self.losses,
+            coef: &mut self.coef,
+            grads,
+            acc: &mut self.acc,
+        });
         for (k, loss) in self.losses.iter_mut().enumerate() {
             let faulted = self
                 .out
@@ -259,11 +267,10 @@ impl Objective {
             return Ok(());
         }
         for j in 0..p {
-            let g = &self.out.grads[j].per_lane;
-            dot_per_start(&self.coef, g, n, &mut self.acc);
+            let acc = &self.acc[j * k_n..(j + 1) * k_n];
             for k in 0..k_n {
                 let gt = if self.losses[k].is_finite() {
-                    self.acc[k]
+                    acc[k]
                 } else {
                     f64::NAN
                 };
@@ -275,8 +282,33 @@ impl Objective {
     }
 }
 
+/// One run's sums in the widest vectors: every start's loss and dLoss/dpred ([`Sums::losses`]),
+/// then each gradient's per-start dot with them ([`dot_per_start`]) into its row of `acc`.
+struct RunSums<'a> {
+    sums: &'a Sums<'a>,
+    preds: &'a [f64],
+    losses: &'a mut [f64],
+    coef: &'a mut [f64],
+    grads: &'a [ndvm_core::Gradient],
+    acc: &'a mut [f64],
+}
+
+impl ndvm_core::widest::WideKernel for RunSums<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        self.sums.losses(self.preds, self.losses, self.coef);
+        let k_n = self.losses.len();
+        for (g, acc) in self.grads.iter().zip(self.acc.chunks_exact_mut(k_n)) {
+            dot_per_start(self.coef, &g.per_lane, self.sums.n, acc);
+        }
+    }
+}
+
 /// `acc[k] = Σ_i coef[k·n + i] · g[k·n + i]` (g uniform when it has one element), each sum in
 /// the partials' order ([`PARTS`]).
+#[inline(always)]
 fn dot_per_start(coef: &[f64], g: &[f64], n: usize, acc: &mut [f64]) {
     if g.len() == 1 {
         let g0 = g[0];
@@ -381,6 +413,7 @@ struct Sums<'a> {
 impl Sums<'_> {
     /// Every start's loss into `losses` and its dLoss/dpred per point into its row of `coef`
     /// (K×N); the same sums, in the same order, as [`loss_of`] on each start.
+    #[inline(always)]
     fn losses(&self, preds: &[f64], losses: &mut [f64], coef: &mut [f64]) {
         let n = self.n;
         let k_n = losses.len();
