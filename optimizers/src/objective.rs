@@ -266,11 +266,10 @@ impl Objective {
         if !grad {
             return Ok(());
         }
-        for j in 0..p {
-            let acc = &self.acc[j * k_n..(j + 1) * k_n];
-            for k in 0..k_n {
+        for (j, acc) in self.acc.chunks_exact(k_n).enumerate() {
+            for (k, &sum) in acc.iter().enumerate() {
                 let gt = if self.losses[k].is_finite() {
-                    acc[k]
+                    sum
                 } else {
                     f64::NAN
                 };
