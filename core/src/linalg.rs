@@ -1229,10 +1229,54 @@ pub(crate) fn det_family_vjp<R: Real>(
     );
     if b == 1 && two && !fresh {
         det_family_one2(op, a, inv_or_z, z, g, da, s);
-    } else if fresh {
-        det_family::<_, true>(op, a, inv_or_z, z, g, da, b, s);
     } else {
-        det_family::<_, false>(op, a, inv_or_z, z, g, da, b, s);
+        crate::widest::with_widest_vectors(DetFamily {
+            op,
+            a,
+            inv_or_z,
+            z,
+            g,
+            da,
+            fresh,
+            b,
+            s,
+        });
+    }
+}
+
+/// [`det_family_vjp`]'s lane loops, run in the widest vectors (`widest`).
+struct DetFamily<'a, R: Real> {
+    op: TensorOp,
+    a: &'a [R],
+    inv_or_z: &'a [R],
+    z: &'a [R],
+    g: &'a [R],
+    da: &'a mut [R],
+    fresh: bool,
+    b: usize,
+    s: &'a mut Vec<R>,
+}
+
+impl<R: Real> crate::widest::WideKernel for DetFamily<'_, R> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let DetFamily {
+            op,
+            a,
+            inv_or_z,
+            z,
+            g,
+            da,
+            fresh,
+            b,
+            s,
+        } = self;
+        if fresh {
+            det_family::<_, true>(op, a, inv_or_z, z, g, da, b, s);
+        } else {
+            det_family::<_, false>(op, a, inv_or_z, z, g, da, b, s);
+        }
     }
 }
 
@@ -1937,6 +1981,52 @@ mod direct_tests {
                         assert_eq!(bits(&ta), bits(&da), "{what} mode {mode} da");
                         assert_eq!(bits(&tb), bits(&db), "{what} mode {mode} db");
                     }
+                }
+            }
+        }
+    }
+
+    /// The det/logdet/inv VJP lane loops give their baseline bits at every width (singular
+    /// lanes, non-finite adjoints, fresh and accumulating).
+    #[test]
+    fn det_family_vjp_gives_the_same_bits_at_every_width() {
+        use crate::widest::{Width, assert_every_width_same_bits, run_at, test_values};
+        let b = 37;
+        for m in [2u16, 3] {
+            let ops = [
+                TensorOp::Det { m },
+                TensorOp::LogDet { m, abs: false },
+                TensorOp::LogDet { m, abs: true },
+                TensorOp::Inv { m },
+            ];
+            let n = (m * m) as usize;
+            let (a, inv, z, g) = (
+                test_values(n * b, 11),
+                test_values(n * b, 12),
+                test_values(b, 13),
+                test_values(n * b, 14),
+            );
+            let old = test_values(n * b, 15);
+            for op in ops {
+                for fresh in [false, true] {
+                    assert_every_width_same_bits(&format!("{op:?} fresh {fresh}"), |w: Width| {
+                        let (mut da, mut s) = (old.clone(), Vec::new());
+                        run_at(
+                            w,
+                            DetFamily {
+                                op,
+                                a: &a,
+                                inv_or_z: &inv,
+                                z: &z,
+                                g: &g,
+                                da: &mut da,
+                                fresh,
+                                b,
+                                s: &mut s,
+                            },
+                        );
+                        da
+                    });
                 }
             }
         }

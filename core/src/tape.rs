@@ -1383,11 +1383,47 @@ fn binary_uni<R: Real>(
     xs: &[R],
     z: &[R],
 ) {
-    match (first, ua) {
-        (false, false) => binary_uni_k::<_, false, false>(op, adj, gr, r, v, xs, z),
-        (true, false) => binary_uni_k::<_, true, false>(op, adj, gr, r, v, xs, z),
-        (false, true) => binary_uni_k::<_, false, true>(op, adj, gr, r, v, xs, z),
-        (true, true) => binary_uni_k::<_, true, true>(op, adj, gr, r, v, xs, z),
+    crate::widest::with_widest_vectors(BinaryUni {
+        op,
+        adj,
+        regions: (gr, r),
+        first,
+        uniform: (ua, v),
+        xs,
+        z,
+    });
+}
+
+/// [`binary_uni`]'s arguments, run in the widest vectors (`widest`).
+struct BinaryUni<'a, R: Real> {
+    op: Binary,
+    adj: &'a mut [R],
+    regions: (std::ops::Range<usize>, std::ops::Range<usize>),
+    first: bool,
+    uniform: (bool, R),
+    xs: &'a [R],
+    z: &'a [R],
+}
+
+impl<R: Real> crate::widest::WideKernel for BinaryUni<'_, R> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let BinaryUni {
+            op,
+            adj,
+            regions: (gr, r),
+            first,
+            uniform: (ua, v),
+            xs,
+            z,
+        } = self;
+        match (first, ua) {
+            (false, false) => binary_uni_k::<_, false, false>(op, adj, gr, r, v, xs, z),
+            (true, false) => binary_uni_k::<_, true, false>(op, adj, gr, r, v, xs, z),
+            (false, true) => binary_uni_k::<_, false, true>(op, adj, gr, r, v, xs, z),
+            (true, true) => binary_uni_k::<_, true, true>(op, adj, gr, r, v, xs, z),
+        }
     }
 }
 
@@ -1424,6 +1460,56 @@ fn binary_uni_k<R: Real, const F: bool, const UA: bool>(
 /// `d = (((d + t₀) + t₁) + …)`, the terms in element order: the per-element passes' sums.
 #[inline]
 fn binary_uni_sum<R: Real>(
+    op: Binary,
+    g: &[R],
+    d: &mut [R],
+    first: bool,
+    (ua, vs): (bool, &[R]),
+    xs: &[R],
+    z: &[R],
+) {
+    crate::widest::with_widest_vectors(BinaryUniSum {
+        op,
+        g,
+        d,
+        first,
+        uniform: (ua, vs),
+        xs,
+        z,
+    });
+}
+
+/// [`binary_uni_sum`]'s arguments, run in the widest vectors (`widest`).
+struct BinaryUniSum<'a, R: Real> {
+    op: Binary,
+    g: &'a [R],
+    d: &'a mut [R],
+    first: bool,
+    uniform: (bool, &'a [R]),
+    xs: &'a [R],
+    z: &'a [R],
+}
+
+impl<R: Real> crate::widest::WideKernel for BinaryUniSum<'_, R> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let BinaryUniSum {
+            op,
+            g,
+            d,
+            first,
+            uniform: (ua, vs),
+            xs,
+            z,
+        } = self;
+        binary_uni_sum_n(op, g, d, first, (ua, vs), xs, z);
+    }
+}
+
+/// [`binary_uni_sum`] with its flags and element count made constants.
+#[inline(always)]
+fn binary_uni_sum_n<R: Real>(
     op: Binary,
     g: &[R],
     d: &mut [R],
@@ -2224,6 +2310,95 @@ impl<R: Real> Tape<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::widest::{Width, assert_every_width_same_bits, run_at, test_values};
+
+    const BINARIES: [Binary; 11] = [
+        Binary::Add,
+        Binary::Sub,
+        Binary::Mul,
+        Binary::Div,
+        Binary::Pow,
+        Binary::Min,
+        Binary::Max,
+        Binary::Atan2,
+        Binary::FloorMod,
+        Binary::TruncMod,
+        Binary::Quotient,
+    ];
+
+    /// The binary VJP kernels that run in the widest vectors give their baseline bits at every
+    /// width: every op, fresh and accumulating regions, either operand uniform, 2–4 elements.
+    #[test]
+    fn binary_vjp_kernels_give_the_same_bits_at_every_width() {
+        let b = 37;
+        let (x, y, z, g) = (
+            test_values(b, 1),
+            test_values(b, 2),
+            test_values(4 * b, 3),
+            test_values(4 * b, 4),
+        );
+        let old = test_values(3 * b, 5);
+        for op in BINARIES {
+            for first in [[false, false], [true, false], [false, true], [true, true]] {
+                let what = format!("binary_lanes {op:?} {first:?}");
+                assert_every_width_same_bits(&what, |w: Width| {
+                    let mut adj = [&g[..b], &old[..2 * b]].concat();
+                    run_at(
+                        w,
+                        BinaryLanes {
+                            op,
+                            adj: &mut adj,
+                            gr: 0..b,
+                            ra: Some(b..2 * b),
+                            rb: Some(2 * b..3 * b),
+                            first,
+                            xyz: [&x, &y, &z[..b]],
+                            b,
+                        },
+                    );
+                    adj
+                });
+            }
+            for (fresh, ua) in [(false, false), (true, false), (false, true), (true, true)] {
+                let what = format!("binary_uni {op:?} fresh {fresh} a uniform {ua}");
+                assert_every_width_same_bits(&what, |w: Width| {
+                    let mut adj = [&g[..b], &old[..b]].concat();
+                    run_at(
+                        w,
+                        BinaryUni {
+                            op,
+                            adj: &mut adj,
+                            regions: (0..b, b..2 * b),
+                            first: fresh,
+                            uniform: (ua, y[3]),
+                            xs: &x,
+                            z: &z[..b],
+                        },
+                    );
+                    adj
+                });
+                for n in 2..=4 {
+                    let what = format!("binary_uni_sum {op:?} n {n} fresh {fresh} a uniform {ua}");
+                    assert_every_width_same_bits(&what, |w: Width| {
+                        let mut d = old[..b].to_vec();
+                        run_at(
+                            w,
+                            BinaryUniSum {
+                                op,
+                                g: &g[..n * b],
+                                d: &mut d,
+                                first: fresh,
+                                uniform: (ua, &y[..n]),
+                                xs: &x,
+                                z: &z[..n * b],
+                            },
+                        );
+                        d
+                    });
+                }
+            }
+        }
+    }
 
     /// The hand-written term loops visit the terms in the order of `TensorOp::terms`, which the
     /// one-lane sweep relies on to add in the same order as the lane-parallel one.

@@ -108,6 +108,51 @@ pub(crate) fn available_widths() -> Vec<Width> {
     widths
 }
 
+/// `kernel.run()` compiled for `w`, for tests; panics unless this processor has `w`.
+#[cfg(test)]
+pub(crate) fn run_at<K: WideKernel>(w: Width, kernel: K) -> K::Output {
+    assert!(available_widths().contains(&w), "{w:?} is not available");
+    // SAFETY: the processor has `w` (asserted above).
+    unsafe { run_as(w, kernel) }
+}
+
+/// Asserts that `run` (a kernel run under the width it is given, returning its outputs) gives
+/// the baseline's bits under every width this processor has (any NaN as any other: where two
+/// NaNs meet, which one's sign survives depends on the operand order the compiler chose).
+#[cfg(test)]
+pub(crate) fn assert_every_width_same_bits(what: &str, run: impl Fn(Width) -> Vec<f64>) {
+    let bits = |v: Vec<f64>| {
+        v.into_iter()
+            .map(|x| if x.is_nan() { u64::MAX } else { x.to_bits() })
+            .collect::<Vec<_>>()
+    };
+    let base = bits(run(Width::Baseline));
+    for w in available_widths() {
+        assert_eq!(
+            bits(run(w)),
+            base,
+            "{what}: {w:?} differs from the baseline"
+        );
+    }
+}
+
+/// Kernel test inputs: `n` values of mixed signs and magnitudes, with ±0, ±∞, NaN and a
+/// subnormal among them, different for each `seed`.
+#[cfg(test)]
+pub(crate) fn test_values(n: usize, seed: u64) -> Vec<f64> {
+    (0..n)
+        .map(|k| match (k as u64 * 7 + seed) % 23 {
+            3 => -0.0,
+            5 => 0.0,
+            7 => f64::INFINITY,
+            11 => f64::NEG_INFINITY,
+            13 => f64::NAN,
+            17 => 3e-310,
+            _ => (seed as f64 + 0.37 * k as f64).sin() * 10f64.powi((k % 7) as i32 - 3),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -378,12 +378,11 @@ pub(crate) fn det_inv<R: Real>(
         let (i0, inv) = inv.split_at_mut(nl);
         let (i1, inv) = inv.split_at_mut(nl);
         let (i2, i3) = inv.split_at_mut(nl);
-        let (a3, i3) = (&a3[..nl], &mut i3[..nl]);
-        for l in 0..nl {
-            let (inv, d) = linalg::inv2([a0[l], a1[l], a2[l], a3[l]]);
-            [i0[l], i1[l], i2[l], i3[l]] = inv;
-            det[l] = d;
-        }
+        crate::widest::with_widest_vectors(Inv2Lanes {
+            a: [a0, a1, a2, a3],
+            inv: [i0, i1, i2, i3],
+            det,
+        });
     } else {
         for &l in compute_lanes(masks, mask, ma.varying) {
             let l = l as usize;
@@ -395,6 +394,30 @@ pub(crate) fn det_inv<R: Real>(
                 lanes.put(inv, e, l, x);
             }
             lanes.put(det, 0, l, d);
+        }
+    }
+}
+
+/// [`det_inv`]'s closed-form 2×2 loop over contiguous lanes (element-major), run in the widest
+/// vectors (`widest`).
+struct Inv2Lanes<'a, R: Real> {
+    a: [&'a [R]; 4],
+    inv: [&'a mut [R]; 4],
+    det: &'a mut [R],
+}
+
+impl<R: Real> crate::widest::WideKernel for Inv2Lanes<'_, R> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let Inv2Lanes { a, inv, det } = self;
+        let nl = det.len();
+        let [a0, a1, a2, a3] = a.map(|x| &x[..nl]);
+        let [i0, i1, i2, i3] = inv.map(|x| &mut x[..nl]);
+        for l in 0..nl {
+            let (inv, d) = linalg::inv2([a0[l], a1[l], a2[l], a3[l]]);
+            [i0[l], i1[l], i2[l], i3[l]] = inv;
+            det[l] = d;
         }
     }
 }
@@ -484,4 +507,35 @@ pub(crate) fn choice<R: Real>(
 fn first_elem<R: Real>(data: &[R], meta: &[crate::lanes::Meta], p: PayloadId, l: usize) -> R {
     let m = meta[p.0 as usize];
     data[m.off as usize + if m.varying { l } else { 0 }]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::widest::{Width, assert_every_width_same_bits, run_at, test_values};
+
+    /// The closed-form 2×2 inverse over lanes gives its baseline bits at every width.
+    #[test]
+    fn inverse_lanes_give_the_same_bits_at_every_width() {
+        let nl = 37;
+        let a = test_values(4 * nl, 21);
+        assert_every_width_same_bits("inv2 lanes", |w: Width| {
+            let (mut inv, mut det) = (vec![0.0; 4 * nl], vec![0.0; nl]);
+            let [i0, i1, i2, i3] = inv
+                .chunks_exact_mut(nl)
+                .collect::<Vec<_>>()
+                .try_into()
+                .unwrap();
+            let a = [0, 1, 2, 3].map(|e| &a[e * nl..(e + 1) * nl]);
+            run_at(
+                w,
+                Inv2Lanes {
+                    a,
+                    inv: [i0, i1, i2, i3],
+                    det: &mut det,
+                },
+            );
+            [inv, det].concat()
+        });
+    }
 }
