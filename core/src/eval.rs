@@ -333,17 +333,30 @@ fn write_rounded<R: Real>(lanes: &mut Lanes<R>, p: PayloadId, xs: &[f64]) {
 /// True only when every number of `xs` is finite (a cheap test before the lane-by-lane one): a
 /// non-finite number makes its running sum non-finite for good (`±inf + finite = ±inf`,
 /// `inf - inf = NaN`, NaN stays NaN), so finite sums prove every number finite; finite numbers
-/// whose sum overflows only send the caller to the exact per-lane scan. Eight independent sums
-/// (no early exit) vectorise.
+/// whose sum overflows only send the caller to the exact per-lane scan. Independent sums (no
+/// early exit) in the widest vectors, enough of them that the adds' latency stays off the path.
 fn provably_finite(xs: &[f64]) -> bool {
-    let mut acc = [0.0f64; 8];
-    let mut chunks = xs.chunks_exact(8);
-    for c in &mut chunks {
-        for (a, &x) in acc.iter_mut().zip(c) {
-            *a += x;
+    crate::widest::with_widest_vectors(ProvablyFinite(xs))
+}
+
+/// [`provably_finite`]'s sums.
+struct ProvablyFinite<'a>(&'a [f64]);
+
+impl crate::widest::WideKernel for ProvablyFinite<'_> {
+    type Output = bool;
+    #[inline(always)]
+    fn run(self) -> bool {
+        const SUMS: usize = 32;
+        let mut acc = [0.0f64; SUMS];
+        let mut chunks = self.0.chunks_exact(SUMS);
+        for c in &mut chunks {
+            for (a, &x) in acc.iter_mut().zip(c) {
+                *a += x;
+            }
         }
+        let rest = chunks.remainder().iter().all(|x| x.is_finite());
+        rest && acc.iter().all(|a| a.is_finite())
     }
-    chunks.remainder().iter().all(|x| x.is_finite()) && acc.iter().all(|a| a.is_finite())
 }
 
 impl<R: Real> Machine<R> {
@@ -1610,7 +1623,8 @@ mod finite_tests {
 
     #[test]
     fn provably_finite_sees_one_non_finite_number_anywhere() {
-        let xs: Vec<f64> = (0..29).map(|i| i as f64 * 1e300 - 3e301).collect();
+        // Three chunks of the sums and a remainder.
+        let xs: Vec<f64> = (0..101).map(|i| (i % 29) as f64 * 1e300 - 3e301).collect();
         assert!(provably_finite(&xs) && provably_finite(&[]));
         for i in 0..xs.len() {
             for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
@@ -1627,6 +1641,6 @@ mod finite_tests {
         ]));
         // Finite numbers whose sum overflows: reported as not all finite (the caller then scans
         // lane by lane, which flags none).
-        assert!(!provably_finite(&[f64::MAX; 16]));
+        assert!(!provably_finite(&[f64::MAX; 64]));
     }
 }
