@@ -4,6 +4,7 @@
 //! uniform payload stores each element once; a varying payload stores B lanes per element,
 //! element-major (`data[off + e*B + lane]`), so lane loops are contiguous.
 
+use crate::aligned::AlignedVec;
 use crate::real::Real;
 
 /// Index of one payload in a [`Lanes`] arena.
@@ -37,13 +38,26 @@ impl LanesMark {
     }
 }
 
+/// Where a payload of `n_lanes` lanes per element goes in a line-aligned arena whose free space
+/// begins at `top`: a varying payload of a line's worth of lanes or more starts on the next
+/// 64-byte line (its lane loops then load whole lines), anything else at `top`.
+#[inline]
+pub(crate) fn line_start<R: Real>(top: usize, varying: bool, n_lanes: usize) -> usize {
+    let line = AlignedVec::<R>::LINE;
+    if varying && n_lanes >= line {
+        top.next_multiple_of(line)
+    } else {
+        top
+    }
+}
+
 /// The payload arena of one evaluator, in its lane precision `R`.
 #[derive(Clone, Debug)]
 pub(crate) struct Lanes<R: Real = f64> {
     n_lanes: usize,
     /// Floats `[0, top)` are in use; the rest is capacity kept from earlier runs (stale values,
     /// never read: every kernel writes the lanes it later reads).
-    pub(crate) data: Vec<R>,
+    pub(crate) data: AlignedVec<R>,
     top: usize,
     pub(crate) meta: Vec<Meta>,
 }
@@ -53,7 +67,7 @@ impl<R: Real> Lanes<R> {
     pub(crate) fn new(n_lanes: usize) -> Self {
         Lanes {
             n_lanes,
-            data: Vec::new(),
+            data: AlignedVec::new(),
             top: 0,
             meta: Vec::new(),
         }
@@ -97,7 +111,7 @@ impl<R: Real> Lanes<R> {
     /// without clearing): the caller writes every lane it, or anyone after it, will read.
     #[inline]
     pub(crate) fn alloc(&mut self, n: usize, varying: bool, grad: bool) -> PayloadId {
-        let off = self.top;
+        let off = line_start::<R>(self.top, varying, self.n_lanes);
         let w = if varying { self.n_lanes } else { 1 };
         self.top = off + n * w;
         if self.top > self.data.len() {

@@ -6,6 +6,7 @@
 //! gradients with respect to every differentiable input.
 
 pub mod api;
+mod aligned;
 mod decode;
 pub mod elementary;
 pub mod error;

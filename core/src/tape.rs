@@ -6,6 +6,7 @@
 
 use std::cell::Cell;
 
+use crate::aligned::AlignedVec;
 use crate::elementary::Elementary;
 use crate::flat::{Fixed, FlatTape, FlatTerm, Step, at, span, vjp_fixed};
 use crate::lanes::{Lanes, Meta, PayloadId};
@@ -1668,7 +1669,7 @@ const DERIV_BLOCK: usize = 64;
 /// stay few and cache-resident whatever the tape length.
 #[derive(Clone, Debug, Default)]
 struct Adjoints<R: Real = f64> {
-    buf: Vec<R>,
+    buf: AlignedVec<R>,
     /// Per payload: first float of its region, or `NO_ADJ` while it has none.
     off: Vec<u32>,
     /// End of the bump-allocated part of `buf`.
@@ -1792,8 +1793,8 @@ impl<R: Real> Adjoints<R> {
         let o = match self.free.get_mut(n).and_then(Vec::pop) {
             Some(o) => o as usize,
             None => {
-                let o = self.top;
-                self.top += len;
+                let o = crate::lanes::line_start::<R>(self.top, true, self.b);
+                self.top = o + len;
                 if self.top > self.buf.len() {
                     self.buf.resize(self.top, R::ZERO);
                 }

@@ -267,7 +267,10 @@ impl<R: Real> Machine<R> {
                 v.shrink_to(keep);
             }
         }
-        trim(&mut self.lanes.data);
+        let keep = KEEP_AFTER_LIMIT / R::BYTES;
+        if self.lanes.data.capacity() > keep {
+            self.lanes.data.shrink_to(keep);
+        }
         trim(&mut self.lanes.meta);
         trim(&mut self.tape.nodes);
         trim(&mut self.tape.extra);
