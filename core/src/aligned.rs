@@ -63,7 +63,8 @@ impl<R: Real> AlignedVec<R> {
             let old = self.len;
             self.len = have;
             self[old..].fill(value);
-            self.blocks.resize(len.div_ceil(BLOCK), Block([value; BLOCK]));
+            self.blocks
+                .resize(len.div_ceil(BLOCK), Block([value; BLOCK]));
         }
         self.len = len;
     }
@@ -98,7 +99,10 @@ mod tests {
         let mut a = AlignedVec::<R>::new();
         let mut v: Vec<R> = Vec::new();
         // Growing, shrinking (stale floats stay behind) and growing again over them.
-        for (k, len) in [0, 5, 16, 17, 3, 40, 1, 33, 100, 0, 64].into_iter().enumerate() {
+        for (k, len) in [0, 5, 16, 17, 3, 40, 1, 33, 100, 0, 64]
+            .into_iter()
+            .enumerate()
+        {
             let x = R::of(k as f64 + 0.5);
             a.resize(len, x);
             v.resize(len, x);
@@ -118,7 +122,7 @@ mod tests {
         // Giving back capacity keeps what fits, aligned.
         a.shrink_to(20);
         assert_eq!(&a[..], &v[..32]);
-        assert!(a.capacity() < 64 && a.as_ptr() as usize % 64 == 0);
+        assert!(a.capacity() < 64 && (a.as_ptr() as usize).is_multiple_of(64));
         a.resize(50, R::ZERO);
         v.truncate(32);
         v.resize(50, R::ZERO);

@@ -234,3 +234,40 @@ impl<R: Real> Lanes<R> {
         self.data[i] = R::of(x);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every varying payload of a line's worth of lanes or more starts on a 64-byte line, however
+    /// the uniform payloads between them fall; smaller ones and uniform ones are packed.
+    fn payloads_start_on_lines<R: Real>() {
+        let line = AlignedVec::<R>::LINE;
+        for n_lanes in [1, 3, line - 1, line, line + 1, 37, 256] {
+            let mut lanes = Lanes::<R>::new(n_lanes);
+            let mut ids = Vec::new();
+            for (k, n) in [1, 3, 4, 1, 2, 9, 1].into_iter().enumerate() {
+                ids.push((lanes.scalar(k as f64), false));
+                ids.push((lanes.alloc(n, true, k % 2 == 0), true));
+            }
+            let mut end = 0;
+            for (id, varying) in ids {
+                let m = lanes.meta(id);
+                let addr = lanes.data.as_ptr() as usize + m.off as usize * R::BYTES;
+                if varying && n_lanes >= line {
+                    assert_eq!(addr % 64, 0, "B = {n_lanes}: payload {id:?} at {}", m.off);
+                } else {
+                    assert_eq!(m.off as usize, end, "B = {n_lanes}: payload {id:?} is packed");
+                }
+                end = m.off as usize + m.n as usize * if varying { n_lanes } else { 1 };
+            }
+            assert_eq!(lanes.n_floats(), end);
+        }
+    }
+
+    #[test]
+    fn wide_payloads_start_on_cache_lines() {
+        payloads_start_on_lines::<f64>();
+        payloads_start_on_lines::<f32>();
+    }
+}

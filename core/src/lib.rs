@@ -5,8 +5,8 @@
 //! lanes (or one value when uniform). Recording a tape along the executed trace gives exact per-lane
 //! gradients with respect to every differentiable input.
 
-pub mod api;
 mod aligned;
+pub mod api;
 mod decode;
 pub mod elementary;
 pub mod error;

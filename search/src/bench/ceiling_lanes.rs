@@ -147,6 +147,7 @@ impl Elem for f32 {
 
 /// One quantity over the `W` lanes of a block; every operation is a loop over the lanes.
 #[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
 struct L<T, const W: usize>([T; W]);
 
 macro_rules! lane_op {
