@@ -257,7 +257,10 @@ mod tests {
                 if varying && n_lanes >= line {
                     assert_eq!(addr % 64, 0, "B = {n_lanes}: payload {id:?} at {}", m.off);
                 } else {
-                    assert_eq!(m.off as usize, end, "B = {n_lanes}: payload {id:?} is packed");
+                    assert_eq!(
+                        m.off as usize, end,
+                        "B = {n_lanes}: payload {id:?} is packed"
+                    );
                 }
                 end = m.off as usize + m.n as usize * if varying { n_lanes } else { 1 };
             }
