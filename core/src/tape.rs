@@ -2313,20 +2313,6 @@ mod tests {
     use super::*;
     use crate::widest::{Width, assert_every_width_same_bits, run_at, test_values};
 
-    const BINARIES: [Binary; 11] = [
-        Binary::Add,
-        Binary::Sub,
-        Binary::Mul,
-        Binary::Div,
-        Binary::Pow,
-        Binary::Min,
-        Binary::Max,
-        Binary::Atan2,
-        Binary::FloorMod,
-        Binary::TruncMod,
-        Binary::Quotient,
-    ];
-
     /// The binary VJP kernels that run in the widest vectors give their baseline bits at every
     /// width: every op, fresh and accumulating regions, either operand uniform, 2–4 elements.
     #[test]
@@ -2339,7 +2325,7 @@ mod tests {
             test_values(4 * b, 4),
         );
         let old = test_values(3 * b, 5);
-        for op in BINARIES {
+        for op in Binary::ALL {
             for first in [[false, false], [true, false], [false, true], [true, true]] {
                 let what = format!("binary_lanes {op:?} {first:?}");
                 assert_every_width_same_bits(&what, |w: Width| {
