@@ -70,7 +70,11 @@ macro_rules! by_shape {
 /// `E` consecutive elements of `nl` lanes each from `x`, each sliced to exactly `nl`.
 #[inline(always)]
 fn elems<R: Real, const E: usize>(x: &[R], nl: usize) -> [&[R]; E] {
-    std::array::from_fn(|e| &x[e * nl..][..nl])
+    let mut out = [&x[..0]; E];
+    for (e, o) in out.iter_mut().enumerate() {
+        *o = &x[e * nl..][..nl];
+    }
+    out
 }
 
 /// `E` consecutive elements of `nl` lanes each from `x`, as disjoint mutable slices of exactly
@@ -80,20 +84,40 @@ fn elems_mut<R: Real, const E: usize>(x: &mut [R], nl: usize) -> [&mut [R]; E] {
     // Split off one element at a time, so each view's length is `nl` by construction (and the
     // lane loops over them need no bounds checks).
     let mut rest = &mut x[..E * nl];
-    std::array::from_fn(|_| {
+    let mut out: [&mut [R]; E] = [(); E].map(|()| <&mut [R]>::default());
+    for o in out.iter_mut() {
         let (e, tail) = std::mem::take(&mut rest).split_at_mut(nl);
         rest = tail;
-        e
-    })
+        *o = e;
+    }
+    out
 }
 
 /// The forward of the product `d` over `nl` lanes: `a` holds `M·K` elements, `b` `K·N`, `out`
 /// `M·N`, each `nl` lanes wide.
 pub(crate) fn forward<R: Real>(d: Dims, a: &[R], b: &[R], out: &mut [R], nl: usize) {
-    by_shape!(d, forward_k::<R>(a, b, out, nl));
+    crate::widest::with_widest_vectors(Forward { d, a, b, out, nl });
 }
 
-#[inline(never)]
+/// [`forward`]'s arguments, run in the widest vectors (`widest`).
+struct Forward<'a, R: Real> {
+    d: Dims,
+    a: &'a [R],
+    b: &'a [R],
+    out: &'a mut [R],
+    nl: usize,
+}
+
+impl<R: Real> crate::widest::WideKernel for Forward<'_, R> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let Forward { d, a, b, out, nl } = self;
+        by_shape!(d, forward_k::<R>(a, b, out, nl));
+    }
+}
+
+#[inline(always)]
 fn forward_k<
     R: Real,
     const M: usize,
@@ -137,6 +161,61 @@ pub(crate) fn vjp<R: Real>(
     nl: usize,
     fresh: [bool; 2],
 ) {
+    crate::widest::with_widest_vectors(Vjp {
+        d,
+        a,
+        b,
+        g,
+        da,
+        db,
+        nl,
+        fresh,
+    });
+}
+
+/// [`vjp`]'s arguments, run in the widest vectors (`widest`).
+struct Vjp<'a, R: Real> {
+    d: Dims,
+    a: &'a [R],
+    b: &'a [R],
+    g: &'a [R],
+    da: Option<&'a mut [R]>,
+    db: Option<&'a mut [R]>,
+    nl: usize,
+    fresh: [bool; 2],
+}
+
+impl<R: Real> crate::widest::WideKernel for Vjp<'_, R> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let Vjp {
+            d,
+            a,
+            b,
+            g,
+            da,
+            db,
+            nl,
+            fresh,
+        } = self;
+        vjp_shapes(d, a, b, g, da, db, nl, fresh);
+    }
+}
+
+/// [`vjp`] with the shape and flags made constants.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)] // as vjp
+fn vjp_shapes<R: Real>(
+    d: Dims,
+    a: &[R],
+    b: &[R],
+    g: &[R],
+    da: Option<&mut [R]>,
+    db: Option<&mut [R]>,
+    nl: usize,
+    fresh: [bool; 2],
+) {
     if let Some(da) = da {
         if fresh[0] {
             by_shape!(d, vjp_a::<R, true>(b, g, da, nl));
@@ -154,7 +233,7 @@ pub(crate) fn vjp<R: Real>(
 }
 
 /// `da[r,s] (+)= Σ_c g[r,c] · b[s,c]`, `c` ascending (the terms of `a[r,s]` in term order).
-#[inline(never)]
+#[inline(always)]
 fn vjp_a<
     R: Real,
     const FRESH: bool,
@@ -187,7 +266,7 @@ fn vjp_a<
 }
 
 /// `db[s,c] (+)= Σ_r g[r,c] · a[r,s]`, `r` ascending (the terms of `b[s,c]` in term order).
-#[inline(never)]
+#[inline(always)]
 fn vjp_b<
     R: Real,
     const FRESH: bool,
@@ -315,6 +394,55 @@ mod tests {
     fn products_equal_the_term_kernels_bit_for_bit() {
         same_as_terms::<f64>();
         same_as_terms::<f32>();
+    }
+
+    /// Every shape's forward and VJPs give the baseline's bits at every vector width.
+    #[test]
+    fn products_give_the_same_bits_at_every_width() {
+        use crate::widest::{Width, assert_every_width_same_bits, run_at, test_values};
+        let nl = 37;
+        for d in [(2, 2, 2), (2, 2, 1), (1, 2, 1), (2, 1, 2)].map(|(m, k, n)| Dims { m, k, n }) {
+            let (a, b) = (
+                test_values(d.m * d.k * nl, 31),
+                test_values(d.k * d.n * nl, 32),
+            );
+            let g = test_values(d.m * d.n * nl, 33);
+            let (old_a, old_b) = (test_values(a.len(), 34), test_values(b.len(), 35));
+            assert_every_width_same_bits(&format!("{d:?} forward"), |w: Width| {
+                let mut out = vec![0.0; g.len()];
+                let (a, b, out_ref) = (&a[..], &b[..], &mut out[..]);
+                run_at(
+                    w,
+                    Forward {
+                        d,
+                        a,
+                        b,
+                        out: out_ref,
+                        nl,
+                    },
+                );
+                out
+            });
+            for fresh in [[false, false], [true, true]] {
+                assert_every_width_same_bits(&format!("{d:?} vjp {fresh:?}"), |w: Width| {
+                    let (mut da, mut db) = (old_a.clone(), old_b.clone());
+                    run_at(
+                        w,
+                        Vjp {
+                            d,
+                            a: &a,
+                            b: &b,
+                            g: &g,
+                            da: Some(&mut da),
+                            db: Some(&mut db),
+                            nl,
+                            fresh,
+                        },
+                    );
+                    [da, db].concat()
+                });
+            }
+        }
     }
 
     #[test]
