@@ -1418,12 +1418,14 @@ fn det_family<R: Real, const FRESH: bool>(
         TensorOp::Inv { m: 2 } => {
             // All four elements in one pass over lanes, each summed as the general case does:
             // s = 0 + Σ_p Σ_q Zᵀ[i,p] G[p,q] Zᵀ[q,j], then d −= s.
-            fn el<R: Real>(x: &[R], k: usize, b: usize) -> &[R] {
-                &x[k * b..(k + 1) * b]
-            }
-            let zs = [0, 1, 2, 3].map(|k| el(inv_or_z, k, b));
-            let gs = [0, 1, 2, 3].map(|k| el(g, k, b));
-            let ([z0, z1, z2, z3], [g0, g1, g2, g3]) = (zs, gs);
+            // Plain slicing (no closures), so the wide copies see every length.
+            let (z0, z1, z2, z3) = (
+                &inv_or_z[..b],
+                &inv_or_z[b..2 * b],
+                &inv_or_z[2 * b..3 * b],
+                &inv_or_z[3 * b..4 * b],
+            );
+            let (g0, g1, g2, g3) = (&g[..b], &g[b..2 * b], &g[2 * b..3 * b], &g[3 * b..4 * b]);
             let (d0, rest) = da[..4 * b].split_at_mut(b);
             let (d1, rest) = rest.split_at_mut(b);
             let (d2, d3) = rest.split_at_mut(b);
@@ -1478,12 +1480,14 @@ fn det2_lanes<R: Real, const FRESH: bool, const DET: bool>(
     b: usize,
 ) {
     let (g, z) = (&g[..b], &z[..if DET { b } else { 0 }]);
-    let t: [&[R]; 4] = std::array::from_fn(|k| &inv_or_z[k * b..][..b]);
+    // Plain slicing (no closures), so the wide copies see every length.
+    let t = &inv_or_z[..4 * b];
+    let (t0, t1, t2, t3) = (&t[..b], &t[b..2 * b], &t[2 * b..3 * b], &t[3 * b..]);
     let (d0, rest) = da[..4 * b].split_at_mut(b);
     let (d1, rest) = rest.split_at_mut(b);
     let (d2, d3) = rest.split_at_mut(b);
     // Element i·2 + j reads t[j·2 + i].
-    let (t00, t01, t10, t11) = (t[0], t[2], t[1], t[3]);
+    let (t00, t01, t10, t11) = (t0, t2, t1, t3);
     for l in 0..b {
         let term = |tv: R| {
             if DET {

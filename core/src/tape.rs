@@ -1548,9 +1548,13 @@ fn binary_uni_sum_k<R: Real, const F: bool, const UA: bool, const N: usize>(
     z: &[R],
 ) {
     let b = d.len();
-    let vs: [R; N] = std::array::from_fn(|e| vs[e]);
-    let g: [&[R]; N] = std::array::from_fn(|e| &g[e * b..][..b]);
-    let z: [&[R]; N] = std::array::from_fn(|e| &z[e * b..][..b]);
+    // Plain loops rather than `array::from_fn`, which the wide copies need not inline (the lane
+    // loop would then keep a bounds check per lane).
+    let (mut vs_n, mut g_n, mut z_n) = ([R::ZERO; N], [&g[..0]; N], [&z[..0]; N]);
+    for e in 0..N {
+        (vs_n[e], g_n[e], z_n[e]) = (vs[e], &g[e * b..][..b], &z[e * b..][..b]);
+    }
+    let (vs, g, z) = (vs_n, g_n, z_n);
     let xs = &xs[..b];
     // As in `binary_lanes_k`: a zero the optimiser cannot see through.
     let zero = std::hint::black_box(R::ZERO);
