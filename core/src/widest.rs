@@ -18,7 +18,7 @@ pub(crate) enum Width {
     Avx512,
 }
 
-fn width() -> Width {
+pub(crate) fn width() -> Width {
     static WIDTH: std::sync::OnceLock<Width> = std::sync::OnceLock::new();
     *WIDTH.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
