@@ -228,6 +228,16 @@ fn ref_values(v: &Val) -> Option<Vec<f64>> {
     }
 }
 
+/// The two runs' values are the same bits (gradients and faults aside).
+fn value_bits_equal(a: &Evaluation, b: &Evaluation) -> bool {
+    let strip = |e: &Evaluation| Evaluation {
+        value: e.value.clone(),
+        grads: Vec::new(),
+        faults: Vec::new(),
+    };
+    bits_equal(&strip(a), &strip(b))
+}
+
 /// Bitwise equality of two runs' values, gradients and faults (NaN payloads compared as bits).
 fn bits_equal(a: &Evaluation, b: &Evaluation) -> bool {
     let vals = |e: &Evaluation| -> Vec<u64> {
@@ -372,15 +382,7 @@ pub fn check(case: &Case, pool: &mut Pool, only: Option<Oracle>) -> Outcome {
             // A forward-only run (no tape, payloads released per loop iteration) gives the
             // recording run's value bit for bit.
             let plain = fresh.eval(&mut heap, &program, &main_inputs);
-            let same = plain.as_ref().is_ok_and(|p| {
-                let strip = |e: &Evaluation| Evaluation {
-                    value: e.value.clone(),
-                    grads: Vec::new(),
-                    faults: Vec::new(),
-                };
-                bits_equal(&strip(p), &strip(m))
-            });
-            if !same {
+            if !plain.as_ref().is_ok_and(|p| value_bits_equal(p, m)) {
                 out.failures.push(fail(
                     Oracle::Forward,
                     format!(
@@ -665,7 +667,8 @@ fn f32_lanes(
         }
     };
     let plain = ev.eval(heap, program, &inputs(case, &all));
-    if !plain.as_ref().is_ok_and(|p| p.value == m32.value) {
+    // Bits, not `==`: a NaN value is the same NaN however it was computed.
+    if !plain.as_ref().is_ok_and(|p| value_bits_equal(p, &m32)) {
         out.failures.push(fail(
             Oracle::F32,
             format!("f32 forward-only {plain:?}, taped {:?}", m32.value),
@@ -803,6 +806,22 @@ mod tests {
             max_abs,
             cancel_scale: 0.0,
         }
+    }
+
+    /// A forward-only run and its taped run are compared by bits: the same NaN is the same value
+    /// (a plain `==` called every NaN result a failure), gradients and faults do not count.
+    #[test]
+    fn values_compare_by_bits() {
+        assert!(value_bits_equal(
+            &number(f64::NAN, 1.0),
+            &number(f64::NAN, 2.0)
+        ));
+        assert!(value_bits_equal(&number(2.5, 1.0), &number(2.5, f64::NAN)));
+        assert!(!value_bits_equal(
+            &number(f64::NAN, 1.0),
+            &number(-f64::NAN, 1.0)
+        ));
+        assert!(!value_bits_equal(&number(0.0, 1.0), &number(-0.0, 1.0)));
     }
 
     #[test]
