@@ -210,53 +210,41 @@ unsafe fn vjp_on<R: Real>(
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)] // as vjp
-fn vjp_avx512<R: Real>(
-    d: Dims,
-    a: &[R],
-    b: &[R],
-    g: &[R],
-    da: Option<&mut [R]>,
-    db: Option<&mut [R]>,
-    nl: usize,
-    fresh: [bool; 2],
-) {
-    vjp_shapes(d, a, b, g, da, db, nl, fresh);
+/// One copy of [`vjp_shapes`] as a function of its own, taking the slices as arguments, under
+/// the attributes given (an instruction set, or none).
+macro_rules! vjp_copy {
+    ($(#[$attr:meta])* $name:ident) => {
+        $(#[$attr])*
+        #[allow(clippy::too_many_arguments)] // as vjp
+        fn $name<R: Real>(
+            d: Dims,
+            a: &[R],
+            b: &[R],
+            g: &[R],
+            da: Option<&mut [R]>,
+            db: Option<&mut [R]>,
+            nl: usize,
+            fresh: [bool; 2],
+        ) {
+            vjp_shapes(d, a, b, g, da, db, nl, fresh);
+        }
+    };
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-#[allow(clippy::too_many_arguments)] // as vjp
-fn vjp_avx2<R: Real>(
-    d: Dims,
-    a: &[R],
-    b: &[R],
-    g: &[R],
-    da: Option<&mut [R]>,
-    db: Option<&mut [R]>,
-    nl: usize,
-    fresh: [bool; 2],
-) {
-    vjp_shapes(d, a, b, g, da, db, nl, fresh);
-}
-
-/// [`vjp_shapes`] in the build's own instruction set, as a function of its own.
-#[allow(clippy::too_many_arguments)] // as vjp
-#[inline(never)]
-fn vjp_baseline<R: Real>(
-    d: Dims,
-    a: &[R],
-    b: &[R],
-    g: &[R],
-    da: Option<&mut [R]>,
-    db: Option<&mut [R]>,
-    nl: usize,
-    fresh: [bool; 2],
-) {
-    vjp_shapes(d, a, b, g, da, db, nl, fresh);
-}
+vjp_copy!(
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    vjp_avx512
+);
+vjp_copy!(
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    vjp_avx2
+);
+vjp_copy!(
+    #[inline(never)]
+    vjp_baseline
+);
 
 /// [`vjp`] with the shape and flags made constants.
 #[inline(always)]
