@@ -632,6 +632,46 @@ fn refit_config(
     Ok(again)
 }
 
+/// `ev`'s program calibrated again on `table` with `starts` starts, the first from its fitted
+/// constants, without a racing screen (a finalist's refit before model selection): the fitted
+/// parameters and the training loss, `None` when the fit fails or is not finite.
+pub(crate) fn refit(
+    task: &Task,
+    ev: &Event,
+    table: &Table,
+    starts: usize,
+) -> Option<(BTreeMap<String, f64>, f64)> {
+    let mut heap = Heap::new();
+    let program = parse(task, &mut heap, &ev.frontend, &ev.src).ok()?;
+    let declared = ndvm_core::params::declarations(&heap, &program).ok()?;
+    let mut cfg = task.calibrate.clone();
+    cfg.params = ev
+        .params
+        .iter()
+        .filter_map(|(name, &value)| {
+            let mut spec = task
+                .params
+                .iter()
+                .find(|s| &s.name == name)
+                .cloned()
+                .or_else(|| {
+                    let d = declared.iter().find(|d| &d.name == name)?;
+                    Some(ParamSpec::new(&d.name, d.kind, d.init))
+                })?;
+            if spec.kind.admits(value) {
+                spec.init = value;
+            }
+            Some(spec)
+        })
+        .collect();
+    cfg.n_starts = starts;
+    cfg.race = Vec::new();
+    cfg.time_limit = Some(Duration::from_secs_f64(task.limits.seconds));
+    let fit = fit(&mut heap, &program, &cfg, &dataset(task, table)).ok()?;
+    let loss = finite(fit.loss)?;
+    Some((fit.names.into_iter().zip(fit.params).collect(), loss))
+}
+
 /// Forward predictions of a program with fixed parameters on a table.
 pub fn predict(
     task: &Task,

@@ -625,6 +625,9 @@ struct Pareto {
     axis: ErrorAxis,
     front: Vec<(f64, f64)>,
     others: Vec<(f64, f64)>,
+    /// The chosen model and the lowest-error one (when they are on the front).
+    chosen: Option<(f64, f64)>,
+    lowest: Option<(f64, f64)>,
 }
 
 impl Pareto {
@@ -641,11 +644,21 @@ impl Pareto {
             .filter(|p| !axis.log || p.1 > 0.0)
             .map(|(c, e)| (c, axis.y(e)))
             .collect();
+        let marked = |mark: &str| {
+            summary
+                .pareto
+                .iter()
+                .find(|p| p.selected.as_deref().is_some_and(|s| s.contains(mark)))
+                .map(|p| (p.complexity as f64, axis.y(p.error)))
+        };
+        let (chosen, lowest) = (marked("chosen"), marked("lowest-error"));
         let front = front.into_iter().map(|(c, e)| (c, axis.y(e))).collect();
         Pareto {
             axis,
             front,
             others,
+            chosen,
+            lowest,
         }
     }
 }
@@ -725,6 +738,19 @@ impl Plot for Pareto {
             .map_err(err)?
             .label("Pareto front")
             .legend(legend_dot(TRAIN));
+        let rings = [
+            (self.lowest, 9, VALIDATION, "lowest error"),
+            (self.chosen, 13, TESTS[2], "chosen"),
+        ];
+        for (point, size, color, label) in rings {
+            if let Some(p) = point {
+                chart
+                    .draw_series(std::iter::once(Circle::new(p, size, color.stroke_width(3))))
+                    .map_err(err)?
+                    .label(label)
+                    .legend(move |(x, y)| Circle::new((x + 10, y), 5, color.stroke_width(2)));
+            }
+        }
         legend(&mut chart, SeriesLabelPosition::UpperRight)
     }
 }

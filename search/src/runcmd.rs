@@ -149,6 +149,7 @@ pub fn run(args: &RunArgs, log: &mut dyn FnMut(&str)) -> Result<RunReport> {
     if let Some(note) = task.screen_note() {
         log(&note);
     }
+    log(&task.selection.note());
     if let Some(llm) = task.llm.as_mut() {
         llm.failure_log = Some(dir.join(crate::propose::LLM_FAILURES_FILE));
     }

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{self, Event, EventStatus, Outcome, Shard, StopKind, StreamStats};
+use crate::select::{self, SelectionReport};
 use crate::task::{MetricName, Task};
 
 /// How many leaderboard entries the summary keeps (each with its test scores).
@@ -18,7 +19,8 @@ pub const LEADERBOARD: usize = 10;
 /// `summary.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
-    /// The winner (the first leaderboard entry).
+    /// The answer: the model the task's `selection` rule chose (see [`crate::select`]), with the
+    /// finalists' refit; under `lowest-error`, the first leaderboard entry.
     pub best: Option<Entry>,
     /// Calibrations in the summary (this shard's, or all of them for a merge).
     pub calibrations: usize,
@@ -28,8 +30,12 @@ pub struct Summary {
     pub failures: BTreeMap<String, u64>,
     /// The first candidate that met the success threshold.
     pub first_success: Option<FirstSuccess>,
-    /// The best candidates, best first.
+    /// The best candidates by validation error (or training loss), best first, as calibrated.
     pub leaderboard: Vec<Entry>,
+    /// The lowest-error candidate (the leaderboard's first), reported as such whichever model the
+    /// rule chose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lowest_error: Option<Entry>,
     /// The complexity/error Pareto front, simplest first.
     pub pareto: Vec<ParetoPoint>,
     /// The proposer's name.
@@ -38,6 +44,9 @@ pub struct Summary {
     pub run: RunSection,
     /// The task's seed.
     pub seed: u64,
+    /// How `best` was chosen (absent in folders written before selection existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<SelectionReport>,
     /// The settings the run used.
     pub settings: Settings,
     /// Calibrations by status.
@@ -151,8 +160,21 @@ pub struct ParetoPoint {
     pub error: f64,
     /// Candidate id.
     pub id: u64,
+    /// Fitted parameters of the program.
+    #[serde(default)]
+    pub n_params: usize,
+    /// Its selection score when it was a finalist (see [`crate::select::Finalist::score`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+    /// How it stands in the selection: `chosen`, `lowest-error`, `chosen, lowest-error`, or
+    /// absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selected: Option<String>,
     /// Program text.
     pub src: String,
+    /// Constants that act as switches in it, when it was a finalist.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switches: Option<usize>,
 }
 
 /// `run`: the machine-dependent section.
@@ -206,13 +228,16 @@ impl RunSection {
     }
 }
 
+/// The scores of `e` on every test table.
+pub fn test_table(task: &Task, e: &Event) -> BTreeMap<String, TestScore> {
+    engine::test_scores(task, e)
+        .into_iter()
+        .map(|(k, (r2, nmse))| (k, TestScore { nmse, r2 }))
+        .collect()
+}
+
 fn entry(task: &Task, e: &Event) -> Entry {
-    let test = (!task.tests.is_empty()).then(|| {
-        engine::test_scores(task, e)
-            .into_iter()
-            .map(|(k, (r2, nmse))| (k, TestScore { nmse, r2 }))
-            .collect()
-    });
+    let test = (!task.tests.is_empty()).then(|| test_table(task, e));
     Entry {
         choices: e.choices.clone(),
         complexity: e.complexity,
@@ -246,35 +271,42 @@ fn ranked(outcome: &Outcome, metric: MetricName) -> Vec<&Event> {
     ranked
 }
 
-/// The Pareto front: by complexity, those with strictly lower error than every simpler one.
-fn pareto(ranked: &[&Event], metric: MetricName) -> Vec<ParetoPoint> {
-    let mut by_cx = ranked.to_vec();
-    by_cx.sort_by(|a, b| a.complexity.cmp(&b.complexity).then(a.index.cmp(&b.index)));
-    let mut front = Vec::new();
-    let mut best_err = f64::INFINITY;
-    for e in by_cx {
-        let score = e.score(metric).unwrap_or(f64::NAN);
-        let error = match metric {
-            MetricName::R2 => 1.0 - score,
-            MetricName::Loss => -score,
-        };
-        if error < best_err {
-            best_err = error;
-            front.push(ParetoPoint {
+/// The Pareto front, simplest first, with each point's standing in the selection.
+fn pareto(ranked: &[&Event], metric: MetricName, sel: &SelectionReport) -> Vec<ParetoPoint> {
+    select::front(ranked, metric)
+        .into_iter()
+        .map(|e| {
+            let score = e.score(metric).unwrap_or(f64::NAN);
+            let finalist = sel.finalists.iter().find(|f| f.id == e.id);
+            let marks: Vec<&str> = [
+                (sel.chosen == Some(e.id), "chosen"),
+                (sel.lowest_error == Some(e.id), "lowest-error"),
+            ]
+            .into_iter()
+            .filter_map(|(on, mark)| on.then_some(mark))
+            .collect();
+            ParetoPoint {
                 complexity: e.complexity,
-                error,
+                error: match metric {
+                    MetricName::R2 => 1.0 - score,
+                    MetricName::Loss => -score,
+                },
                 id: e.id,
+                n_params: e.params.len(),
+                score: finalist.map(|f| f.score),
+                selected: (!marks.is_empty()).then(|| marks.join(", ")),
                 src: e.src.clone(),
-            });
-        }
-    }
-    front
+                switches: finalist.map(|f| f.switches.len()),
+            }
+        })
+        .collect()
 }
 
 impl Summary {
     /// The summary of `outcome` with its `run` section.
     pub fn new(task: &Task, outcome: &Outcome, run: RunSection) -> Summary {
         let ranked = ranked(outcome, task.metric);
+        let choice = select::choose(task, &ranked);
         let leaderboard: Vec<Entry> = ranked
             .iter()
             .take(LEADERBOARD)
@@ -294,7 +326,7 @@ impl Summary {
             index: i,
         });
         Summary {
-            best: leaderboard.first().cloned(),
+            best: choice.chosen.as_ref().map(|e| entry(task, e)),
             calibrations: outcome.events.len(),
             data: DataSizes {
                 screen_rows: task.screen.as_ref().map(|s| s.rows()),
@@ -308,11 +340,13 @@ impl Summary {
             },
             failures,
             first_success,
-            pareto: pareto(&ranked, task.metric),
+            pareto: pareto(&ranked, task.metric, &choice.report),
+            lowest_error: leaderboard.first().cloned(),
             leaderboard,
             proposer: outcome.proposer.to_string(),
             run,
             seed: task.seed,
+            selection: Some(choice.report),
             settings: Settings {
                 batch: task.batch,
                 budget_calibrations: task.budget_calibrations,
@@ -380,6 +414,9 @@ impl Summary {
         if let Some(best) = &self.best {
             winner_markdown(&mut s, best);
         }
+        if let Some(sel) = &self.selection {
+            selection_markdown(&mut s, sel);
+        }
         self.tables_markdown(&mut s);
         self.run_markdown(&mut s);
         s
@@ -404,14 +441,19 @@ impl Summary {
         }
         let _ = writeln!(
             s,
-            "\n## Pareto front (complexity vs error)\n\n| complexity | error | program |\n|---|---|---|"
+            "\n## Pareto front (complexity vs error)\n\n| complexity | error | parameters | selection score | switches | selected | program |\n|---|---|---|---|---|---|---|"
         );
         for r in &self.pareto {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} |",
                 r.complexity,
                 fmt_opt(Some(r.error)),
+                r.n_params,
+                fmt_opt(r.score),
+                r.switches
+                    .map_or_else(|| "–".to_string(), |n| n.to_string()),
+                r.selected.as_deref().unwrap_or(""),
                 code_cell(&r.src)
             );
         }
@@ -488,6 +530,62 @@ fn winner_markdown(s: &mut String, best: &Entry) {
             code_cell(name),
             fmt_opt(m.r2),
             fmt_opt(m.nmse)
+        );
+    }
+    s.push('\n');
+}
+
+/// The selection's one line and its finalists.
+fn selection_markdown(s: &mut String, sel: &SelectionReport) {
+    let _ = writeln!(
+        s,
+        "## Model selection ({})\n\nChosen: {}. Why: {}.\n",
+        sel.rule.as_str(),
+        sel.chosen
+            .map_or_else(|| "–".to_string(), |id| format!("candidate {id}")),
+        sel.reason
+    );
+    if sel.finalists.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "| id | complexity | parameters | validation NMSE (refit) | standard errors | score | switches | equivalent | selected |\n|---|---|---|---|---|---|---|---|---|"
+    );
+    for f in &sel.finalists {
+        let switches: Vec<String> = f
+            .switches
+            .iter()
+            .map(|w| {
+                format!(
+                    "{}({}) spans {:.3e}",
+                    w.function,
+                    w.params.join(" "),
+                    w.spread
+                )
+            })
+            .collect();
+        let mark = match (f.chosen, f.lowest_error) {
+            (true, true) => "chosen, lowest error",
+            (true, false) => "chosen",
+            (false, true) => "lowest error",
+            (false, false) => "",
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {mark} |",
+            f.id,
+            f.complexity,
+            f.params.len(),
+            fmt_opt(Some(f.validation_nmse)),
+            f.z,
+            f.score,
+            if switches.is_empty() {
+                "–".to_string()
+            } else {
+                code_cell(&switches.join("; "))
+            },
+            if f.equivalent { "yes" } else { "no" },
         );
     }
     s.push('\n');

@@ -18,6 +18,7 @@ use serde::Deserialize;
 use serde_saphyr::{Location, Spanned};
 
 use crate::error::{CsvProblem, Result, SearchError};
+use crate::select::Selection;
 use crate::{matrix_csv, textfile, validate};
 
 /// Longest wall-clock budget, in seconds (one year): longer is surely a typo, and `Duration`
@@ -126,6 +127,10 @@ pub struct TaskSpec {
     /// What counts as a success.
     #[serde(default)]
     pub success: SuccessSpec,
+    /// How the run chooses its answer among the calibrated models: `simplest-equivalent`
+    /// (default) or `lowest-error` (see `crate::select`).
+    #[serde(default)]
+    pub selection: Selection,
     /// Per-calibration resource limits (defaults: [`Limits::default`]).
     #[serde(default)]
     pub limits: LimitsSpec,
@@ -935,6 +940,8 @@ pub struct Task {
     pub threshold: f64,
     /// Stop after the first successful round.
     pub stop_on_success: bool,
+    /// How the run chooses its answer.
+    pub selection: Selection,
     /// Per-calibration wall-clock limit (work, memory and depth are in `calibrate`).
     pub limits: Limits,
     /// Where calibrations run.
@@ -1984,6 +1991,7 @@ fn resolve(
         metric,
         threshold,
         stop_on_success: spec.success.stop,
+        selection: spec.selection,
         limits,
         isolation: spec.isolation,
         forbidden_forms: spec.forbidden_forms.clone(),
