@@ -33,6 +33,7 @@ pub mod propose;
 pub mod report;
 pub mod results;
 pub mod runcmd;
+pub mod secret;
 pub mod select;
 pub mod selfhost;
 pub mod summary;

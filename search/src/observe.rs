@@ -81,6 +81,7 @@ impl Observer for EventLog {
             message: e.to_string(),
         })?;
         line.push('\n');
+        let line = crate::secret::redact(&line);
         self.file
             .write_all(line.as_bytes())
             .and_then(|()| self.file.flush())

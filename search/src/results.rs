@@ -64,7 +64,10 @@ pub fn prepare(dir: &Path, task: &Task, meta: &RunMeta) -> Result<()> {
         ));
     }
     std::fs::create_dir_all(dir).map_err(io_err(dir))?;
-    write(&dir.join("task.yaml"), &task.text)?;
+    write(
+        &dir.join("task.yaml"),
+        &crate::secret::task_text(&task.text),
+    )?;
     write(&dir.join("run.json"), &(to_json(meta)? + "\n"))?;
     if let Some((table, labels)) = &task.generated {
         let path = dir.join("data.csv");
@@ -95,8 +98,10 @@ fn generated_csv(
     String::from_utf8(bytes).map_err(|e| e.to_string())
 }
 
-/// Writes a run-folder file atomically (see [`textfile::write_atomic`]).
+/// Writes a run-folder file atomically (see [`textfile::write_atomic`]), redacted: no secret
+/// reaches a run folder (see [`crate::secret`]).
 fn write(path: &Path, text: &str) -> Result<()> {
+    let text = &*crate::secret::redact(text);
     textfile::write_atomic(path, text.as_bytes())
 }
 

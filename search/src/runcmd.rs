@@ -71,7 +71,8 @@ fn apply_overrides(task: &mut Task, seconds: Option<f64>, calibrations: Option<u
 
 fn load_for(meta: &RunMeta, dir: &Path) -> Result<Task> {
     let mut task = task::load(&meta.task_path)?;
-    if task.text != meta.task_text {
+    // A folder's copy is redacted (folders written before redaction hold the text as it was).
+    if crate::secret::task_text(&task.text) != meta.task_text && task.text != meta.task_text {
         return Err(SearchError::RunFolder {
             path: dir.to_path_buf(),
             message: format!(
@@ -130,7 +131,7 @@ pub fn run(args: &RunArgs, log: &mut dyn FnMut(&str)) -> Result<RunReport> {
             let task_path = std::path::absolute(path).unwrap_or_else(|_| path.clone());
             let meta = RunMeta {
                 task_path,
-                task_text: task.text.clone(),
+                task_text: crate::secret::task_text(&task.text),
                 shard,
                 budget_seconds: args.budget_seconds,
                 budget_calibrations: args.budget_calibrations,

@@ -73,7 +73,7 @@ pub struct Rule {
     pub standard_errors: f64,
 }
 
-/// The rule's thresholds, chosen on the selection suite (`results/SELECTION.md`).
+/// The rule's thresholds, chosen on the selection suite (`results/selection/`).
 pub const RULE: Rule = Rule {
     tolerance: 0.25,
     standard_errors: 1.0,

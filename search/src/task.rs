@@ -1380,6 +1380,15 @@ fn resolve_llm(path: &Path, base: &Path, spec: &TaskSpec, no_vars: bool) -> Resu
         Some(t) => t.value,
         None => 1.0,
     };
+    // The secrets this task names, so that no path out of the process shows them.
+    crate::secret::register_url(&base_url.value);
+    if let Some(k) = &p.api_key {
+        crate::secret::register(k);
+    }
+    let key_env = p.api_key_env.as_ref().map(|v| v.value.as_str());
+    if let Ok(k) = std::env::var(key_env.unwrap_or("OPENAI_API_KEY")) {
+        crate::secret::register(&k);
+    }
     Ok(LlmConfig {
         base_url: base_url.value.trim_end_matches('/').to_string(),
         model: model.value.clone(),

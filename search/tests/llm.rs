@@ -131,6 +131,14 @@ fn serve(mut stream: TcpStream, state: &Mutex<MockState>) {
         None
     }
     .unwrap_or_else(|| ResponseTemplate::new(404));
+    // `{{authorization}}` in a body echoes the request's header value (as some servers do).
+    let auth = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("authorization"))
+        .map_or(String::new(), |(_, v)| v.trim().to_string());
+    let mut reply = reply;
+    reply.body = reply.body.replace("{{authorization}}", &auth);
     std::thread::sleep(reply.delay);
     let text = format!(
         "HTTP/1.1 {} Mock\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
@@ -1330,4 +1338,155 @@ fn llm_keys_are_checked_with_line_and_column() {
         e.starts_with("9:13: `proposer.base_url` only applies to `kind: llm`"),
         "{e}"
     );
+}
+
+/// Every file under `dir` (recursively), as (path, text).
+fn files_under(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).to_string();
+                out.push((path, text));
+            }
+        }
+    }
+    out
+}
+
+/// No `secret` in either output stream, the cache or any file of the run folder; returns how
+/// many run-folder files were checked.
+fn assert_no_secret(out: &std::process::Output, cache: &Path, run: &Path, secret: &str) -> usize {
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        !stdout.contains(secret),
+        "stdout shows the secret:\n{stdout}"
+    );
+    assert!(
+        !stderr.contains(secret),
+        "stderr shows the secret:\n{stderr}"
+    );
+    let cached = std::fs::read_to_string(cache).unwrap();
+    assert!(
+        !cached.contains(secret),
+        "the cache holds the secret:\n{cached}"
+    );
+    let files = files_under(run);
+    for (path, text) in &files {
+        assert!(
+            !text.contains(secret),
+            "{} holds the secret:\n{text}",
+            path.display()
+        );
+    }
+    files.len()
+}
+
+/// A task asking `base_url` with the proposer keys `keys` (a cache with one program).
+fn secret_task(dir: &Path, base_url: &str, keys: &str) -> (PathBuf, PathBuf) {
+    let cache = dir.join("cache.jsonl");
+    std::fs::write(&cache, "{\"src\": \"(+ (* a x) b)\"}\n").unwrap();
+    let task = dir.join("task.yaml");
+    let prompt = root().join("bootstrap/prompts/symreg.md");
+    std::fs::write(
+        &task,
+        task_yaml(&format!(
+            "  kind: llm\n  base_url: {base_url}\n  model: mock-model\n{keys}  concurrency: 1\n  \
+             max_requests: 2\n  timeout: 5\n  retries: 0\n  backoff: 0.01\n  prompt: {}\n  cache: cache.jsonl",
+            prompt.display()
+        )),
+    )
+    .unwrap();
+    (task, cache)
+}
+
+const CANARY: &str = "sk-canary-7f3a9c2e51d84b60";
+
+#[test]
+fn a_key_echoed_in_a_401_message_is_redacted_on_every_path() {
+    let m = Mocked::start();
+    m.answer(vec![ResponseTemplate::new(401).set_body_json(json!({
+        "error": {"message": "invalid key, you sent: {{authorization}}", "type": "auth"}
+    }))]);
+    let dir = scratch("secret-401");
+    let (task, cache) = secret_task(&dir, &m.base_url(), "  api_key_env: NDVM_TEST_CANARY_KEY\n");
+    let run = dir.join("run");
+    let out = ndvm_raw(
+        &["run", p(&task), "--out", p(&run)],
+        &[("NDVM_TEST_CANARY_KEY", CANARY)],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    // The server did receive the key, and its echo was seen and replaced.
+    assert!(err.contains("you sent: Bearer [redacted]"), "{err}");
+    let failed = std::fs::read_to_string(run.join("llm-failures.jsonl")).unwrap();
+    assert!(failed.contains("Bearer [redacted]"), "{failed}");
+    let n = assert_no_secret(&out, &cache, &run, CANARY);
+    assert!(
+        n >= 3,
+        "task.yaml, run.json and llm-failures.jsonl at least: {n}"
+    );
+}
+
+#[test]
+fn a_key_echoed_in_an_answer_or_its_model_name_is_redacted_before_it_is_stored() {
+    let m = Mocked::start();
+    let mut answer = ok("(+ (* a x) (* b (exp (* c x)))) ; authorized with {{authorization}}");
+    answer.body = answer
+        .body
+        .replace("mock-model-2", "echo {{authorization}}");
+    m.answer(vec![answer]);
+    let dir = scratch("secret-answer");
+    let (task, cache) = secret_task(&dir, &m.base_url(), &format!("  api_key: {CANARY}\n"));
+    let run = dir.join("run");
+    let out = ndvm_raw(&["run", p(&task), "--out", p(&run)], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(m.requests().len(), 2);
+    let lines = cache_lines(&cache);
+    assert_eq!(lines.len(), 3, "the seed line and two answers");
+    for line in &lines[1..] {
+        assert_eq!(line.model.as_deref(), Some("echo Bearer [redacted]"));
+        assert!(line.raw.as_deref().unwrap().contains("Bearer [redacted]"));
+    }
+    // The task copy keeps no inline key.
+    let copy = std::fs::read_to_string(run.join("task.yaml")).unwrap();
+    assert!(copy.contains("api_key: \"[redacted]\""), "{copy}");
+    let n = assert_no_secret(&out, &cache, &run, CANARY);
+    assert!(n >= 5, "{n} files");
+}
+
+#[test]
+fn a_password_in_base_url_is_redacted_on_every_path() {
+    let m = Mocked::start();
+    m.answer(vec![status(503)]);
+    let dir = scratch("secret-url");
+    let password = "pw-canary-51e0b7";
+    let url = m
+        .base_url()
+        .replace("http://", &format!("http://user:{password}@"));
+    let (task, cache) = secret_task(&dir, &url, "  api_key: \"\"\n");
+    let run = dir.join("run");
+    let out = ndvm_raw(&["run", p(&task), "--out", p(&run)], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("http://[redacted]@127.0.0.1"), "{err}");
+    let copy = std::fs::read_to_string(run.join("task.yaml")).unwrap();
+    assert!(
+        copy.contains("base_url: http://[redacted]@127.0.0.1"),
+        "{copy}"
+    );
+    assert_no_secret(&out, &cache, &run, password);
+    // The run folder still resumes: its redacted copy matches the task file.
+    let again = ndvm_raw(&["run", "--resume", p(&run)], &[]);
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(!err.contains("changed since this run started"), "{err}");
+    assert!(!err.contains(password), "{err}");
 }

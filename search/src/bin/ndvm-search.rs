@@ -503,7 +503,7 @@ fn run_task(args: RunCli) -> anyhow::Result<()> {
     let quiet = args.quiet;
     let mut log = |line: &str| {
         if !quiet {
-            eprintln!("{line}");
+            eprintln!("{}", redact(line));
         }
     };
     let interrupt = ndvm_search::interrupt::Interrupt::on_ctrl_c()?;
@@ -543,12 +543,14 @@ fn print_report(report: &ndvm_search::runcmd::RunReport) -> anyhow::Result<()> {
         stdout,
         "{}
 results in {}",
-        report.markdown,
+        redact(&report.markdown),
         report.dir.display()
     )
     .map_err(|source| SearchError::Write { source })?;
     Ok(())
 }
+
+use ndvm_search::secret::redact;
 
 fn main() -> ExitCode {
     let cli = Cli::parse_from(default_to_run(std::env::args_os().collect()));
@@ -556,11 +558,12 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
+            // Every error text leaves redacted (a server's message may echo a key).
             if is_diagnostic(&err) {
                 // Already `file:line:col: error[CODE]: …` with the source excerpt.
-                eprintln!("{err:#}");
+                eprintln!("{}", redact(&format!("{err:#}")));
             } else {
-                eprintln!("error: {err:#}");
+                eprintln!("error: {}", redact(&format!("{err:#}")));
             }
             if is_usage_error(&err) {
                 ExitCode::from(2)
@@ -612,7 +615,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 match ndvm_search::runcmd::check(f, frontend.as_deref()) {
                     Ok(line) => println!("{line}"),
                     Err(err) => {
-                        eprintln!("{err}");
+                        eprintln!("{}", redact(&err.to_string()));
                         failed += 1;
                     }
                 }

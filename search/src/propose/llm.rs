@@ -327,6 +327,7 @@ impl LlmProposer {
                 ))
             })?,
         };
+        crate::secret::register(&key);
         let mut warnings = Vec::new();
         let (cached, valid) = read_cached(&config.cache, &frontends, &frontend, &mut warnings)?;
         let cache = open_cache(&config.cache, &mut warnings)?;
@@ -471,6 +472,7 @@ impl LlmProposer {
     fn append(&mut self, line: &CacheLine) -> Result<()> {
         let mut text = serde_json::to_string(line).map_err(|e| proposer_err(e.to_string()))?;
         text.push('\n');
+        let text = crate::secret::redacted(&text);
         self.cache
             .write_all(text.as_bytes())
             .and_then(|()| self.cache.flush())
@@ -492,6 +494,7 @@ impl LlmProposer {
         }
         let mut text = serde_json::to_string(line).map_err(|e| proposer_err(e.to_string()))?;
         text.push('\n');
+        let text = crate::secret::redacted(&text);
         let file = self
             .failures
             .as_mut()
@@ -529,13 +532,13 @@ impl LlmProposer {
                 self.failed_in_a_row
             ),
         };
-        proposer_err(format!(
+        proposer_err(crate::secret::redacted(&format!(
             "POST {} failed: {} ({attempts} attempt{}); {hint}{}",
             self.endpoint.url(),
             failure.reason,
             if attempts == 1 { "" } else { "s" },
             self.failure_log_note()
-        ))
+        )))
     }
 
     fn push(&mut self, out: &mut Vec<Candidate>, src: String, frontend: String) {

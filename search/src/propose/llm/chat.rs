@@ -232,13 +232,18 @@ impl Endpoint {
             return Err(Failure {
                 class: FailureClass::of_status(status),
                 status: Some(status),
-                reason: format!("http {status}: {}", error_message(&text)),
+                reason: crate::secret::redacted(&format!(
+                    "http {status}: {}",
+                    error_message(&text)
+                )),
             });
         }
         let parsed: ChatResponse = serde_json::from_str(&text).map_err(|e| Failure {
             class: FailureClass::BadResponse,
             status: Some(status),
-            reason: format!("http {status} but not a chat completion (failed to deserialize: {e})"),
+            reason: crate::secret::redacted(&format!(
+                "http {status} but not a chat completion (failed to deserialize: {e})"
+            )),
         })?;
         let text = parsed
             .choices
@@ -246,9 +251,10 @@ impl Endpoint {
             .next()
             .and_then(|c| c.message.content.or(c.message.refusal))
             .unwrap_or_default();
+        // An echoed key in the answer or the model's name is removed before anything stores it.
         Ok(Answered {
-            text,
-            model: parsed.model,
+            text: crate::secret::redacted(&text),
+            model: crate::secret::redacted(&parsed.model),
         })
     }
 }
@@ -282,7 +288,7 @@ fn transport_failure(e: ureq::Error) -> Failure {
     Failure {
         class,
         status: None,
-        reason,
+        reason: crate::secret::redacted(&reason),
     }
 }
 
