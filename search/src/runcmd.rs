@@ -91,6 +91,54 @@ fn load_for(meta: &RunMeta, dir: &Path) -> Result<Task> {
     Ok(task)
 }
 
+/// Everything `run` checks of a fresh run before its first calibration, writing nothing: the
+/// proposer's inputs (a cache read whole, as the proposer reads it) and the run folder (each
+/// missing folder of `run_dir` made and removed again, so a name the file system refuses is
+/// refused here). `check` and `run` both call it.
+pub fn preflight(task: &Task, run_dir: &Path) -> Result<()> {
+    match &task.llm {
+        // The llm proposer opens its cache for appending and needs its key: only the cache's
+        // lines are read here.
+        Some(llm) if llm.cache.is_file() => {
+            crate::propose::replay::read_cache(&llm.cache)?;
+        }
+        Some(_) => {}
+        None => drop(crate::propose::for_task(task)?),
+    }
+    probe_folder(run_dir)
+}
+
+/// Makes each missing folder of `dir` and removes them again; the first refusal is the error
+/// `run` would give.
+fn probe_folder(dir: &Path) -> Result<()> {
+    let mut missing = Vec::new();
+    let mut p = dir.to_path_buf();
+    while !p.as_os_str().is_empty() && !p.exists() {
+        missing.push(p.clone());
+        if !p.pop() {
+            break;
+        }
+    }
+    let mut made = Vec::new();
+    let mut outcome = Ok(());
+    for m in missing.iter().rev() {
+        match std::fs::create_dir(m) {
+            Ok(()) => made.push(m),
+            Err(e) => {
+                outcome = Err(SearchError::RunFolder {
+                    path: dir.to_path_buf(),
+                    message: format!("cannot create the run folder: {e}"),
+                });
+                break;
+            }
+        }
+    }
+    for m in made.iter().rev() {
+        let _ = std::fs::remove_dir(m);
+    }
+    outcome
+}
+
 /// Runs (or resumes) a task; progress lines go to `log`.
 pub fn run(args: &RunArgs, log: &mut dyn FnMut(&str)) -> Result<RunReport> {
     let (mut task, dir, meta, known) = match (&args.resume, &args.task) {
@@ -128,6 +176,7 @@ pub fn run(args: &RunArgs, log: &mut dyn FnMut(&str)) -> Result<RunReport> {
                 ),
                 None => results::new_run_dir(&task.output, &task.name),
             };
+            preflight(&task, &dir)?;
             let task_path = std::path::absolute(path).unwrap_or_else(|_| path.clone());
             let meta = RunMeta {
                 task_path,
@@ -325,6 +374,7 @@ pub fn check(path: &Path, frontend: Option<&str>) -> Result<String> {
         });
     }
     let t = task::load_to_check(path)?;
+    preflight(&t, &results::new_run_dir(&t.output, &t.name))?;
     let unbuilt = if t.llm.is_some() && !cfg!(feature = "llm") {
         " (running it needs a build with the `llm` feature: cargo install --path search --features llm)"
     } else {

@@ -3,15 +3,35 @@
 //! stated success), never a panic, an abort (exit 101 or a signal) or a hang.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
-/// One case: a folder, the command lines to run, and what they must print.
+/// One case: a folder, the command lines to run (each in a working folder, when it has one),
+/// and what they must print.
 struct Case {
     name: String,
     dir: PathBuf,
-    commands: Vec<Vec<String>>,
+    commands: Vec<Command>,
     expect: Expect,
+}
+
+/// One command line of a case.
+struct Command {
+    args: Vec<String>,
+    /// The working folder (a fresh one, so a task's `output:` lands there), else the test's.
+    cwd: Option<PathBuf>,
+    /// For an accepted task: exit 0 is enough (the expected text is another command's output).
+    success_only: bool,
+}
+
+impl Command {
+    fn plain(args: Vec<String>) -> Command {
+        Command {
+            args,
+            cwd: None,
+            success_only: false,
+        }
+    }
 }
 
 enum Expect {
@@ -174,19 +194,35 @@ fn cases() -> Vec<Case> {
                 .collect()
         };
         let commands = if let Some(args) = read("args.txt") {
-            vec![split(args.trim())]
+            vec![Command::plain(split(args.trim()))]
         } else if dir.join("task.yaml").is_file() {
-            let check = split("check {dir}/task.yaml");
+            // `check` and `run` agree on every task: refused by both with the same error (before
+            // anything is written), or accepted by both. `run` works in a fresh folder without
+            // `--out`, so the task's own output folder is made as a user's run makes it.
+            let check = Command::plain(split("check {dir}/task.yaml"));
+            let work = root.join("work").join(&name);
+            let _ = std::fs::remove_dir_all(&work);
+            std::fs::create_dir_all(&work).unwrap();
+            let run = Command {
+                args: split("run {dir}/task.yaml -q --threads 1 --budget-calibrations 4"),
+                cwd: Some(work),
+                success_only: matches!(expect, Expect::Ok(_)),
+            };
             match expect {
-                // A task that is refused is refused by `run` too, before anything is written.
-                Expect::Error(_) => vec![check, split("run {dir}/task.yaml --out {out} -q")],
+                Expect::Error(_) => vec![check, run],
                 Expect::Ok(_) if name.starts_with("replay") => {
-                    vec![split("run {dir}/task.yaml --out {out} -q --threads 1")]
+                    vec![
+                        Command {
+                            success_only: true,
+                            ..check
+                        },
+                        Command::plain(split("run {dir}/task.yaml --out {out} -q --threads 1")),
+                    ]
                 }
-                Expect::Ok(_) => vec![check],
+                Expect::Ok(_) => vec![check, run],
             }
         } else {
-            vec![split("check {dir}/cache.jsonl")]
+            vec![Command::plain(split("check {dir}/cache.jsonl"))]
         };
         cases.push(Case {
             name,
@@ -200,7 +236,16 @@ fn cases() -> Vec<Case> {
 
 /// Runs `ndvm-search` with `args`, killed after a minute (a hang fails the test).
 fn ndvm(args: &[String]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
+    ndvm_in(args, None)
+}
+
+/// [`ndvm`] in the working folder `cwd` (the test's own when `None`).
+fn ndvm_in(args: &[String], cwd: Option<&Path>) -> Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_ndvm-search"));
+    if let Some(dir) = cwd {
+        command.current_dir(dir);
+    }
+    let mut child = command
         .args(args)
         .env_remove("OPENAI_API_KEY")
         .stdout(std::process::Stdio::piped())
@@ -223,8 +268,9 @@ fn every_bad_input_is_a_located_error_and_never_a_panic() {
     let mut transcript = String::new();
     let mut failures = Vec::new();
     for case in cases() {
-        for args in &case.commands {
-            let out = ndvm(args);
+        for command in &case.commands {
+            let args = &command.args;
+            let out = ndvm_in(args, command.cwd.as_deref());
             let stdout = String::from_utf8_lossy(&out.stdout);
             let stderr = String::from_utf8_lossy(&out.stderr);
             let code = out.status.code();
@@ -236,8 +282,16 @@ fn every_bad_input_is_a_located_error_and_never_a_panic() {
                 Expect::Error(text) => {
                     code.is_some_and(|c| c != 0 && c != 101) && stderr.contains(text.as_str())
                 }
+                Expect::Ok(_) if command.success_only => code == Some(0),
                 Expect::Ok(text) => code == Some(0) && stdout.contains(text.as_str()),
             };
+            // A refused task left no run folder behind.
+            if let (Expect::Error(_), Some(cwd)) = (&case.expect, &command.cwd) {
+                let left = std::fs::read_dir(cwd).unwrap().count();
+                if left != 0 {
+                    failures.push(format!("{}: a refused run left {left} entries", case.name));
+                }
+            }
             if !verdict || stderr.contains("panicked") {
                 failures.push(format!(
                     "{} ({}) {args:?}: exit {code:?}\nstdout: {stdout}\nstderr: {stderr}",

@@ -615,7 +615,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 match ndvm_search::runcmd::check(f, frontend.as_deref()) {
                     Ok(line) => println!("{line}"),
                     Err(err) => {
-                        eprintln!("{}", redact(&err.to_string()));
+                        // With its causes (an OS reason), as `run` prints it.
+                        eprintln!("{}", redact(&format!("{:#}", anyhow::Error::from(err))));
                         failed += 1;
                     }
                 }
