@@ -241,6 +241,19 @@ pub enum CsvProblem {
 /// Result alias for this crate.
 pub type Result<T, E = SearchError> = std::result::Result<T, E>;
 
+/// `e`'s message followed by each of its causes (`cannot read data.csv: No such file or
+/// directory (os error 2)`), for messages that carry an error as text.
+pub fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -49,6 +49,26 @@ pub struct RunReport {
     pub outcome: Outcome,
 }
 
+impl RunReport {
+    /// The line a run whose every candidate was rejected before calibration ends with (counts by
+    /// reason, and the first example), `None` otherwise.
+    pub fn all_rejected(&self) -> Option<String> {
+        let s = &self.outcome.stream;
+        let rejected: u64 = s.rejected.values().sum();
+        if !self.outcome.events.is_empty() || rejected == 0 {
+            return None;
+        }
+        let counts: Vec<String> = s.rejected.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        Some(format!(
+            "warning: every one of the {rejected} candidates was rejected before calibration ({}){}",
+            counts.join(", "),
+            s.rejection_examples
+                .first()
+                .map_or_else(String::new, |e| format!("; the first: {e}"))
+        ))
+    }
+}
+
 /// The shard named by `SLURM_ARRAY_TASK_ID` and `SLURM_ARRAY_TASK_COUNT`, when both are set.
 pub fn shard_from_env() -> Result<Option<Shard>> {
     match (
@@ -200,6 +220,9 @@ pub fn run(args: &RunArgs, log: &mut dyn FnMut(&str)) -> Result<RunReport> {
         log(&note);
     }
     log(&task.selection.note());
+    for w in &task.warnings {
+        log(&format!("warning: {w}"));
+    }
     if let Some(llm) = task.llm.as_mut() {
         llm.failure_log = Some(dir.join(crate::propose::LLM_FAILURES_FILE));
     }

@@ -57,7 +57,7 @@ pub struct Summary {
     pub stream: StreamStats,
     /// The task's name.
     pub task: String,
-    /// Proposer warnings.
+    /// The task's warnings (an undefined validation score), then the proposer's.
     pub warnings: Vec<String>,
 }
 
@@ -362,7 +362,12 @@ impl Summary {
             stop: outcome.stop,
             stream: outcome.stream.clone(),
             task: task.name.clone(),
-            warnings: outcome.warnings.clone(),
+            warnings: task
+                .warnings
+                .iter()
+                .chain(&outcome.warnings)
+                .cloned()
+                .collect(),
         }
     }
 

@@ -968,6 +968,8 @@ pub struct Task {
     pub shared: Vec<(String, ndvm_optimizers::Shared)>,
     /// The generated table (all rows, with their split), to be written into the run folder.
     pub generated: Option<(Table, Vec<&'static str>)>,
+    /// What the run should say about the task at its start (and record in `summary.json`).
+    pub warnings: Vec<String>,
 }
 
 fn task_err(path: &Path, loc: Option<Location>, message: impl Into<String>) -> SearchError {
@@ -987,9 +989,19 @@ pub fn parse_spec(path: &Path, text: &str) -> Result<TaskSpec> {
         let full = e.to_string();
         // The crate's rendering may add a source excerpt after the first line; keep the message.
         let message = full.lines().next().unwrap_or("invalid task").to_string();
-        let message = strip_location_prefix(&message);
+        let message = plain_words(&strip_location_prefix(&message));
         task_err(path, loc, message)
     })
+}
+
+/// The YAML library's messages in a user's words: its advice to a programmer (`set
+/// DuplicateKeyPolicy in Options`) becomes what to change in the file.
+fn plain_words(message: &str) -> String {
+    if let Some(rest) = message.strip_prefix("duplicate mapping key: ") {
+        let key = rest.split(',').next().unwrap_or(rest).trim();
+        return format!("`{key}` is given twice in this mapping; keep one");
+    }
+    message.to_string()
 }
 
 /// serde-saphyr may prefix `line N column M:`; we print our own `file:line:col:` instead.
@@ -1536,7 +1548,7 @@ fn resolve(
             return Err(err(file.referenced, "a table needs `target`".into()));
         };
         read_table(&rel(&file.value), &inputs, &target.value, csv_opts)
-            .map_err(|e| err(file.referenced, e.to_string()))
+            .map_err(|e| err(file.referenced, crate::error::with_causes(&e)))
     };
     let mut generated = None;
     let mut shared = Vec::new();
@@ -1547,7 +1559,7 @@ fn resolve(
             RAISE_CSV_LIMIT,
             csv_opts.delimiter,
         )
-        .map_err(|e| err(s.csv.referenced, e.to_string()))?;
+        .map_err(|e| err(s.csv.referenced, crate::error::with_causes(&e)))?;
         shared.push((
             s.name.clone(),
             ndvm_optimizers::Shared::Matrix {
@@ -1967,6 +1979,7 @@ fn resolve(
             "`success.metric: r2` needs a target; use `loss`",
         ));
     }
+    let warnings = check_scores(path, &spec, &train, &validation, &tests, metric)?;
     let threshold = match (&spec.success.threshold, metric) {
         (Some(t), _) if !t.value.is_finite() => {
             return Err(err(
@@ -2014,7 +2027,80 @@ fn resolve(
         tests,
         shared,
         generated,
+        warnings,
     })
+}
+
+/// Refuses data on which the ranking score is undefined: a constant target (at `target:`), or,
+/// ranking by validation R², a validation part of fewer than 2 rows or with a constant target.
+/// Ranking by the training loss (`success.metric: loss`), such a validation part only warns.
+fn check_scores(
+    path: &Path,
+    spec: &TaskSpec,
+    train: &Table,
+    validation: &Table,
+    tests: &[(String, Table)],
+    metric: MetricName,
+) -> Result<Vec<String>> {
+    let Some(target) = &spec.target else {
+        return Ok(Vec::new());
+    };
+    let split_rows = tests.iter().filter(|(n, _)| n == "test");
+    let all = train
+        .target
+        .iter()
+        .chain(&validation.target)
+        .chain(split_rows.flat_map(|(_, t)| &t.target));
+    if let Some(value) = constant(all) {
+        return Err(task_err(
+            path,
+            Some(target.referenced),
+            format!(
+                "the target column `{}` holds the same value, {value}, in every row: no model can \
+                 be scored against it (R² and NMSE are undefined)",
+                target.value
+            ),
+        ));
+    }
+    let n = validation.n_rows();
+    let problem = if n < 2 {
+        Some(format!(
+            "the validation part has {n} row(s): R² and NMSE need at least 2"
+        ))
+    } else {
+        constant(validation.target.iter()).map(|v| {
+            format!(
+                "the validation part's target is {v} in each of its {n} rows: R² and NMSE are \
+                 undefined on it"
+            )
+        })
+    };
+    let Some(problem) = problem else {
+        return Ok(Vec::new());
+    };
+    let at = spec
+        .split
+        .as_ref()
+        .map_or(target.referenced, |s| s.validation.referenced);
+    match metric {
+        MetricName::R2 => Err(task_err(
+            path,
+            Some(at),
+            format!(
+                "{problem}; give `split:` a larger validation part, or rank by the training loss \
+                 with `success: {{metric: loss}}`"
+            ),
+        )),
+        MetricName::Loss => Ok(vec![format!(
+            "{problem}; candidates are ranked by the training loss (success.metric: loss)"
+        )]),
+    }
+}
+
+/// The one value every item equals (none for an empty sequence or two different values).
+fn constant<'a>(mut values: impl Iterator<Item = &'a f64>) -> Option<f64> {
+    let first = *values.next()?;
+    values.all(|v| *v == first).then_some(first)
 }
 
 impl Task {
@@ -2281,7 +2367,7 @@ mod tests {
     fn soft_choice_keys_resolve_or_name_their_line() {
         let spec = |sc: &str| {
             let text = format!(
-                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 3}}\ninputs: [x]\ntarget: y\ncalibrator:\n  soft_choice: {sc}\n"
+                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 8}}\ninputs: [x]\ntarget: y\ncalibrator:\n  soft_choice: {sc}\n"
             );
             parse_spec(Path::new("t.yaml"), &text)
         };
@@ -2331,7 +2417,7 @@ mod tests {
         let load_with = |calibrator: &str| {
             let path = dir.join("t.yaml");
             let text = format!(
-                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 3}}\ninputs: [x]\ntarget: y\nparams: [{{name: a}}]\ncalibrator:\n  starts: 16\n  race: {calibrator}\n"
+                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 8}}\ninputs: [x]\ntarget: y\nparams: [{{name: a}}]\ncalibrator:\n  starts: 16\n  race: {calibrator}\n"
             );
             std::fs::write(&path, text).unwrap();
             load(&path)
@@ -2380,7 +2466,7 @@ mod tests {
         let load_with = |calibrator: &str| {
             let path = dir.join("t.yaml");
             let text = format!(
-                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 3}}\ninputs: [x]\ntarget: y\nparams: [{{name: a}}]\ncalibrator: {calibrator}\n"
+                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 8}}\ninputs: [x]\ntarget: y\nparams: [{{name: a}}]\ncalibrator: {calibrator}\n"
             );
             std::fs::write(&path, text).unwrap();
             load(&path)
@@ -2412,7 +2498,7 @@ mod tests {
         let load_with = |extra: &str| {
             let path = dir.join("t.yaml");
             let text = format!(
-                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 3}}\ninputs: [x]\ntarget: y\nparams: [{{name: a}}]\n{extra}"
+                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 8}}\ninputs: [x]\ntarget: y\nparams: [{{name: a}}]\n{extra}"
             );
             std::fs::write(&path, text).unwrap();
             load(&path)
@@ -2430,7 +2516,7 @@ mod tests {
 
     #[test]
     fn unknown_key_names_line_and_column() {
-        let text = "name: t\ndata:\n  generate: {formula: x, from: 0, to: 1, n: 3}\ninputs: [x]\ntarget: y\nbudgit: {seconds: 3}\n";
+        let text = "name: t\ndata:\n  generate: {formula: x, from: 0, to: 1, n: 8}\ninputs: [x]\ntarget: y\nbudgit: {seconds: 3}\n";
         let e = parse_spec(Path::new("t.yaml"), text).unwrap_err();
         let msg = e.to_string();
         assert!(msg.starts_with("t.yaml:6:1: "), "{msg}");
@@ -2442,7 +2528,7 @@ mod tests {
         let registry = Registry::default();
         let spec = |extra: &str| {
             let text = format!(
-                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 3}}\ninputs: [x]\ntarget: y\n{extra}"
+                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 8}}\ninputs: [x]\ntarget: y\n{extra}"
             );
             parse_spec(Path::new("t.yaml"), &text).unwrap()
         };
@@ -2471,7 +2557,7 @@ mod tests {
         let load_text = |extra: &str| {
             let path = dir.join("t.yaml");
             let text = format!(
-                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 3}}\ninputs: [x]\ntarget: y\nparams: [{{name: a}}]\n{extra}"
+                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 8}}\ninputs: [x]\ntarget: y\nparams: [{{name: a}}]\n{extra}"
             );
             std::fs::write(&path, text).unwrap();
             load(&path)
@@ -2558,7 +2644,7 @@ mod tests {
 
     #[test]
     fn kind_llm_without_the_feature_is_refused_at_its_line_with_the_rebuild_command() {
-        let text = "name: t\ndata:\n  generate: {formula: x, from: 0, to: 1, n: 3}\ninputs: [x]\n\
+        let text = "name: t\ndata:\n  generate: {formula: x, from: 0, to: 1, n: 8}\ninputs: [x]\n\
                     target: y\nproposer:\n  kind: llm\n  model: m\n";
         let spec = parse_spec(Path::new("t.yaml"), text).unwrap();
         let loc = spec.proposer.kind.as_ref().map(|k| k.referenced);
@@ -2583,7 +2669,7 @@ mod tests {
         let load_text = |proposer: &str| {
             let path = dir.join("t.yaml");
             let text = format!(
-                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 3}}\ninputs: [x]\ntarget: y\nparams: [{{name: a}}]\nproposer: {proposer}\n"
+                "name: t\ndata:\n  generate: {{formula: x, from: 0, to: 1, n: 8}}\ninputs: [x]\ntarget: y\nparams: [{{name: a}}]\nproposer: {proposer}\n"
             );
             std::fs::write(&path, text).unwrap();
             load(&path)
@@ -2679,7 +2765,7 @@ mod tests {
         for op in DEFAULT_OPERATORS {
             assert!(unary.contains(op), "{op}");
         }
-        let text = "name: t\ndata:\n  generate: {formula: x, from: 0, to: 1, n: 3}\ninputs: [x]\n\
+        let text = "name: t\ndata:\n  generate: {formula: x, from: 0, to: 1, n: 8}\ninputs: [x]\n\
                     target: y\nproposer:\n  kind: grammar\n  operators: [exp, sigmoid, frob]\n";
         let spec = parse_spec(Path::new("t.yaml"), text).unwrap();
         let ops = spec.proposer.operators.as_deref().unwrap_or_default();

@@ -338,3 +338,90 @@ fn every_bad_input_is_a_located_error_and_never_a_panic() {
     assert!(!transcript.contains("exit None"), "{transcript}");
     assert!(!transcript.contains("panicked at"), "{transcript}");
 }
+
+#[test]
+fn an_undefined_validation_score_ranked_by_the_training_loss_is_said_out_loud() {
+    let dir = scratch().join("undefined-validation-loss");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("data.csv"), CSV).unwrap();
+    let task = dir.join("task.yaml");
+    std::fs::write(
+        &task,
+        "name: one-validation-row\ndata:\n  csv: data.csv\ninputs: [x]\ntarget: y\n\
+         split: {train: 5, validation: 1}\nparams:\n  - {name: a}\n  - {name: b}\n\
+         proposer: {kind: grammar, max_terms: 1}\nsuccess: {metric: loss}\n",
+    )
+    .unwrap();
+    let out_dir = dir.join("run");
+    let args: Vec<String> = [
+        "run",
+        task.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--budget-calibrations",
+        "6",
+        "--threads",
+        "1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let out = ndvm(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let warning = "the validation part has 1 row(s): R² and NMSE need at least 2; candidates are \
+                   ranked by the training loss (success.metric: loss)";
+    assert!(stderr.contains(&format!("warning: {warning}")), "{stderr}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["warnings"][0], warning, "{summary}");
+    // The winner is the lowest training loss, not the first candidate.
+    let best = summary["best"]["train_loss"].as_f64().unwrap();
+    let board: Vec<f64> = summary["leaderboard"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["train_loss"].as_f64().unwrap())
+        .collect();
+    assert!(board.len() >= 2, "{board:?}");
+    assert!(board.iter().all(|&l| l >= best), "{best} {board:?}");
+}
+
+#[test]
+fn a_run_whose_every_candidate_is_rejected_says_so_even_when_quiet() {
+    let dir = scratch().join("all-rejected");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("data.csv"), CSV).unwrap();
+    std::fs::write(
+        dir.join("cache.jsonl"),
+        "{\"src\": \"(* a z)\"}\n{\"src\": \"(+ a w)\"}\n{\"src\": \"(* a (\"}\n",
+    )
+    .unwrap();
+    let path = dir.join("task.yaml");
+    std::fs::write(
+        &path,
+        task("all-rejected", "  csv: data.csv\n") + "proposer: {cache: cache.jsonl}\n",
+    )
+    .unwrap();
+    let out_dir = dir.join("run");
+    let args: Vec<String> = [
+        "run",
+        path.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+        "-q",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let out = ndvm(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("warning: every one of the 3 candidates was rejected before calibration (2 free-variable, 1 parse); the first: 0: free-variable: free variable `z`"),
+        "{stderr}"
+    );
+}

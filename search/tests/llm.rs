@@ -277,6 +277,19 @@ fn assert_provenance(line: &CacheLine) {
     assert_eq!(line.frontend.as_deref(), Some("scheme"), "{line:?}");
 }
 
+/// Drains a proposer whose service answers no request: no candidate, and the error that ends
+/// the run (a service that failed every request is never silent).
+fn drain_unanswered(p: &mut LlmProposer) -> String {
+    match p.propose(64) {
+        Ok(c) => panic!("expected the no-answer error, got {c:?}"),
+        Err(e) => {
+            let e = e.to_string();
+            assert!(e.contains("the service answered none of the"), "{e}");
+            e
+        }
+    }
+}
+
 fn drain(p: &mut LlmProposer) -> Vec<Candidate> {
     let mut all = Vec::new();
     loop {
@@ -478,7 +491,7 @@ fn server_error_then_success_and_persistent_errors_are_bounded() {
     c.max_requests = 1;
     c.retries = 2;
     let mut p = proposer(c);
-    assert!(drain(&mut p).is_empty());
+    drain_unanswered(&mut p);
     assert_eq!(cache_lines(&cache).len(), 0, "the cache keeps answers only");
     let failed = failure_lines(&failure_log(&cache));
     assert_eq!(failed.len(), 1);
@@ -517,7 +530,7 @@ fn server_error_then_success_and_persistent_errors_are_bounded() {
     let cache = dir.join("cache-html.jsonl");
     let mut c = config(&m.base_url(), &cache);
     c.max_requests = 1;
-    assert!(drain(&mut proposer(c)).is_empty());
+    drain_unanswered(&mut proposer(c));
     assert_eq!(cache_lines(&cache).len(), 0);
     let failed = failure_lines(&failure_log(&cache));
     assert_eq!(failed[0].class, FailureClass::BadResponse);
@@ -530,7 +543,7 @@ fn server_error_then_success_and_persistent_errors_are_bounded() {
     let cache = dir.join("cache-400.jsonl");
     let mut c = config(&m.base_url(), &cache);
     c.max_requests = 1;
-    assert!(drain(&mut proposer(c)).is_empty());
+    drain_unanswered(&mut proposer(c));
     assert_eq!(cache_lines(&cache).len(), 0);
     let failed = failure_lines(&failure_log(&cache));
     assert_eq!(failed[0].class, FailureClass::Refused);
@@ -644,7 +657,7 @@ fn a_slow_answer_times_out_is_retried_and_then_recorded() {
     c.timeout_s = 0.2;
     c.retries = 1;
     let t0 = Instant::now();
-    assert!(drain(&mut proposer(c)).is_empty());
+    drain_unanswered(&mut proposer(c));
     assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
     assert_eq!(cache_lines(&cache).len(), 0);
     let failed = failure_lines(&failure_log(&cache));
@@ -1489,4 +1502,30 @@ fn a_password_in_base_url_is_redacted_on_every_path() {
     let err = String::from_utf8_lossy(&again.stderr);
     assert!(!err.contains("changed since this run started"), "{err}");
     assert!(!err.contains(password), "{err}");
+}
+
+#[test]
+fn a_service_that_answers_no_request_ends_the_run_with_an_error_naming_it() {
+    let m = Mocked::start();
+    m.answer(vec![status(429)]);
+    let dir = scratch("no-answer");
+    // Two requests, each failing once (no retries), below the in-a-row limit of 4.
+    let (task, _cache) = secret_task(&dir, &m.base_url(), "  api_key: \"\"\n");
+    let text = std::fs::read_to_string(&task)
+        .unwrap()
+        .replace("concurrency: 1", "concurrency: 4");
+    std::fs::write(&task, text).unwrap();
+    let run = dir.join("run");
+    let out = ndvm_raw(&["run", p(&task), "--out", p(&run), "-q"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let url = format!("{}/chat/completions", m.base_url());
+    assert!(
+        err.contains(&format!(
+            "error: llm proposer: POST {url} failed: the service answered none of the 2 requests"
+        )) && err.contains("http 429"),
+        "{err}"
+    );
+    assert_eq!(m.requests().len(), 2);
+    assert_eq!(failure_lines(&run.join("llm-failures.jsonl")).len(), 2);
 }

@@ -526,6 +526,10 @@ fn run_task(args: RunCli) -> anyhow::Result<()> {
         &mut log,
     )?;
     print_report(&report)?;
+    if let Some(line) = report.all_rejected() {
+        // Shown even with -q: the run answered nothing.
+        eprintln!("{}", redact(&line));
+    }
     if report.outcome.stop == ndvm_search::engine::StopKind::Interrupted {
         // Shown even with -q: the run is unfinished and this is how to finish it.
         eprintln!("{}", ndvm_search::interrupt::resume_hint(&report.dir));

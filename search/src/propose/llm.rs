@@ -210,6 +210,10 @@ pub struct LlmProposer {
     stats: RequestStats,
     /// Requests that failed since the last answer.
     failed_in_a_row: usize,
+    /// Requests the service answered.
+    answered: usize,
+    /// Why the last failed request failed.
+    last_failure: Option<String>,
     cache: File,
     /// The failure log, opened at the first failure.
     failures: Option<File>,
@@ -347,6 +351,8 @@ impl LlmProposer {
             next_id: 0,
             stats: RequestStats::default(),
             failed_in_a_row: 0,
+            answered: 0,
+            last_failure: None,
             cache,
             failures: None,
             warnings,
@@ -512,6 +518,18 @@ impl LlmProposer {
         }
     }
 
+    /// The error that ends a run whose every request failed (below the in-a-row limit).
+    fn no_answer_error(&self) -> SearchError {
+        proposer_err(crate::secret::redacted(&format!(
+            "POST {} failed: the service answered none of the {} requests (`max_requests`); the \
+             last failed with {}; is the server healthy?{}",
+            self.endpoint.url(),
+            self.stats.sent,
+            self.last_failure.as_deref().unwrap_or("no reason given"),
+            self.failure_log_note()
+        )))
+    }
+
     /// The error that ends the run after `failure` (fatal, or the last of too many in a row).
     fn fatal_error(&self, failure: &Failure, attempts: u32) -> SearchError {
         let c = &self.config;
@@ -572,6 +590,7 @@ impl LlmProposer {
         let failure = match reply.result {
             Ok(answered) => {
                 self.failed_in_a_row = 0;
+                self.answered += 1;
                 let line = self.judge(answered, reply.attempts, hash);
                 self.append(&line)?;
                 if let Some(src) = line.src {
@@ -587,6 +606,7 @@ impl LlmProposer {
         };
         self.stats.failed += 1;
         self.failed_in_a_row += 1;
+        self.last_failure = Some(failure.reason.clone());
         let fatal = failure.class.is_fatal()
             || self.failed_in_a_row >= max_failures_in_a_row(self.config.concurrency);
         self.log_failure(&FailureLine {
@@ -694,6 +714,10 @@ impl Proposer for LlmProposer {
         }
         while out.is_empty() && self.stats.sent < self.config.max_requests {
             self.wave(&mut out, report)?;
+        }
+        if self.stats.sent > 0 && self.stats.sent >= self.config.max_requests && self.answered == 0
+        {
+            return Err(self.no_answer_error());
         }
         Ok(out)
     }

@@ -142,6 +142,16 @@ pub fn parse_cache(path: &Path, text: &str) -> Result<(Vec<Cached>, Vec<String>)
             continue;
         }
         let is_last_unterminated = i + 1 == n;
+        // serde reads a struct from a JSON array too (`["src"]` would be the program `src`):
+        // a cache line is an object.
+        if !line.trim_start().starts_with('{') {
+            return Err(SearchError::CacheLine {
+                path: PathBuf::from(path),
+                line: i + 1,
+                message: "not a cache line: a line is a JSON object such as {\"src\": \"(* a x)\"}"
+                    .into(),
+            });
+        }
         match serde_json::from_str::<CacheLine>(line) {
             // A rejected answer is never a candidate, whatever the line holds.
             Ok(CacheLine {
