@@ -1,0 +1,473 @@
+//! The proposer section: the kind with only its own keys (replay, grammar, evolve, llm), the
+//! operator and tree vocabulary, the factor shapes and the batch.
+
+use super::*;
+
+/// Most additive terms of a grammar candidate.
+pub const MAX_TERMS: usize = 64;
+
+/// Largest `proposer.max_depth` (nesting of a tree grammar's factor).
+pub const MAX_TREE_DEPTH: usize = 16;
+
+/// Largest `proposer.max_size` (nodes of an evolved program; the validator refuses past 256
+/// levels or 20,000 cells anyway).
+pub const MAX_TREE_SIZE: usize = 2_000;
+
+/// Largest `proposer.population`.
+pub const MAX_POPULATION: usize = 100_000;
+
+/// The proposer a task uses, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ProposerConfig {
+    /// Replay a JSONL cache in file order.
+    Replay {
+        /// The cache file.
+        cache: PathBuf,
+    },
+    /// Seeded random programs.
+    Grammar {
+        /// Unary operators.
+        operators: Vec<String>,
+        /// Most additive terms.
+        max_terms: usize,
+        /// The tree grammar (`max_depth` or `factors` given): its shape; `None` is the sum-of-terms grammar.
+        tree: Option<TreeShape>,
+    },
+    /// Evolution of calibrated programs, seeded from random programs of the tree grammar, the
+    /// cache (replayed first) or an LLM (`Task::llm`).
+    Evolve {
+        /// Unary operators.
+        operators: Vec<String>,
+        /// The tree grammar's shape.
+        tree: TreeShape,
+        /// Population and islands.
+        population: usize,
+        /// Subpopulations.
+        islands: usize,
+        /// A cache whose programs are proposed first and join the population.
+        seeds: Option<PathBuf>,
+    },
+}
+
+/// The tree grammar's shape (`binary`, `max_terms`, `max_depth`, `max_size`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TreeShape {
+    /// Two-argument operators by name (`+ - * / pow`).
+    pub binary: Vec<String>,
+    /// Most additive terms of a random program.
+    pub max_terms: usize,
+    /// Most levels of nesting of a term's factor.
+    pub max_depth: usize,
+    /// Most nodes of an evolved program.
+    pub max_size: usize,
+    /// The shaped factors named by `factors:` (`None`: the default draw, fresh constants).
+    pub factors: Option<Vec<FactorShape>>,
+}
+
+/// A shaped factor of one input `u` the tree grammar draws (`proposer.factors:`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FactorShape {
+    /// `u / (u + p)` (needs `/`).
+    Saturating,
+    /// `exp(p·(u + q)²)` (needs `exp`).
+    Bell,
+    /// `1 / (1 + exp(p·(u + q)))` (needs `/` and `exp`).
+    Switch,
+    /// `u²` or `u³`.
+    Power,
+    /// `exp(p·|u + q|)`, a peak with exponential tails (needs `exp`).
+    Cusp,
+    /// `1 / ((1 + exp(p·(u + q)))·(1 + exp(r·(u + s))))`, a rising and a falling switch: an
+    /// asymmetric plateau (needs `/` and `exp`).
+    Bump,
+}
+
+impl FactorShape {
+    /// Every shape, by its name in a task file.
+    pub const ALL: [(&'static str, FactorShape); 6] = [
+        ("saturating", FactorShape::Saturating),
+        ("bell", FactorShape::Bell),
+        ("switch", FactorShape::Switch),
+        ("power", FactorShape::Power),
+        ("cusp", FactorShape::Cusp),
+        ("bump", FactorShape::Bump),
+    ];
+}
+
+/// The unary operators the grammar uses by default.
+pub const DEFAULT_OPERATORS: &[&str] = &["exp", "sin", "cos", "log", "sqrt"];
+
+/// Refuses an operator the runtime's vocabulary does not offer (`what`, `known` decide which):
+/// the message lists the unary operators.
+pub(super) fn check_operators(
+    path: &Path,
+    ops: &[Spanned<String>],
+    what: &str,
+    known: impl Fn(&str) -> bool,
+) -> Result<()> {
+    match ops.iter().find(|o| !known(&o.value)) {
+        None => Ok(()),
+        Some(o) => {
+            let list: Vec<&str> = ndvm_core::unary_operators().collect();
+            Err(task_err(
+                path,
+                Some(o.referenced),
+                format!("unknown {what} `{}` (known: {})", o.value, list.join(", ")),
+            ))
+        }
+    }
+}
+
+/// The cache file `file` (named at `at`), which must exist.
+pub(super) fn existing_cache(path: &Path, file: &Path, at: &Spanned<String>) -> Result<PathBuf> {
+    if !file.is_file() {
+        return Err(task_err(
+            path,
+            Some(at.referenced),
+            format!("cache {} does not exist", file.display()),
+        ));
+    }
+    Ok(file.to_path_buf())
+}
+
+/// Refuses a generating proposer (`what`) without inputs or parameters to build from.
+pub(super) fn needs_vocabulary(
+    path: &Path,
+    what: &str,
+    inputs: &[String],
+    params: &[ParamSpec],
+) -> Result<()> {
+    if inputs.is_empty() || params.is_empty() {
+        return Err(task_err(
+            path,
+            None,
+            format!("the {what} proposer needs `inputs` and `params`"),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a generating proposer's key under a kind it does not apply to (`population` under
+/// `replay`, say), at the key.
+pub(super) fn check_kind_keys(path: &Path, kind: ProposerName, p: &ProposerSpec) -> Result<()> {
+    use ProposerName::{Evolve, Grammar, Llm};
+    let at = |v: Option<Location>, key: &'static str, kinds: &'static [ProposerName]| {
+        v.filter(|_| !kinds.contains(&kind))
+            .map(|loc| (key, loc, kinds))
+    };
+    let misplaced = [
+        at(
+            p.population.as_ref().map(|v| v.referenced),
+            "population",
+            &[Evolve],
+        ),
+        at(
+            p.islands.as_ref().map(|v| v.referenced),
+            "islands",
+            &[Evolve],
+        ),
+        at(
+            p.max_size.as_ref().map(|v| v.referenced),
+            "max_size",
+            &[Evolve],
+        ),
+        at(
+            p.max_depth.as_ref().map(|v| v.referenced),
+            "max_depth",
+            &[Grammar, Evolve],
+        ),
+        at(
+            p.max_terms.as_ref().map(|v| v.referenced),
+            "max_terms",
+            &[Grammar, Evolve],
+        ),
+        at(
+            p.factors
+                .as_ref()
+                .and_then(|f| f.first())
+                .map(|v| v.referenced),
+            "factors",
+            &[Grammar, Evolve],
+        ),
+        at(
+            p.binary
+                .as_ref()
+                .and_then(|b| b.first())
+                .map(|v| v.referenced),
+            "binary",
+            &[Grammar, Evolve],
+        ),
+        at(
+            p.operators
+                .as_ref()
+                .and_then(|o| o.first())
+                .map(|v| v.referenced),
+            "operators",
+            &[Grammar, Evolve, Llm],
+        ),
+    ];
+    match misplaced.into_iter().flatten().next() {
+        None => Ok(()),
+        Some((key, loc, kinds)) => {
+            let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+            Err(task_err(
+                path,
+                Some(loc),
+                format!(
+                    "`proposer.{key}` only applies to `kind: {}`",
+                    names.join("` or `kind: ")
+                ),
+            ))
+        }
+    }
+}
+
+/// A whole-number key `key` in 1..=`max`, `default` when absent.
+pub(super) fn count_key(
+    path: &Path,
+    value: Option<&Spanned<usize>>,
+    key: &str,
+    max: usize,
+    default: usize,
+) -> Result<usize> {
+    match value {
+        Some(v) if v.value == 0 || v.value > max => Err(task_err(
+            path,
+            Some(v.referenced),
+            format!("`{key}` must be at least 1 and at most {max}"),
+        )),
+        Some(v) => Ok(v.value),
+        None => Ok(default.min(max)),
+    }
+}
+
+/// The unary operators of a grammar or evolve proposer (checked against the vocabulary).
+pub(super) fn resolve_unary(path: &Path, p: &ProposerSpec) -> Result<Vec<String>> {
+    Ok(match &p.operators {
+        Some(ops) => {
+            check_operators(path, ops, "grammar operator", |o| {
+                ndvm_core::unary_operators().any(|k| k == o)
+            })?;
+            ops.iter().map(|o| o.value.clone()).collect()
+        }
+        None => DEFAULT_OPERATORS.iter().map(|s| s.to_string()).collect(),
+    })
+}
+
+/// The two-argument operators a tree grammar may use.
+pub const BINARY_OPERATORS: &[&str] = &["+", "-", "*", "/", "pow", "expt"];
+
+/// The tree grammar's shape from `binary`, `max_terms`, `max_depth` and `max_size`.
+pub(super) fn resolve_shape(path: &Path, p: &ProposerSpec) -> Result<TreeShape> {
+    let binary = match &p.binary {
+        Some(ops) => {
+            if let Some(o) = ops
+                .iter()
+                .find(|o| !BINARY_OPERATORS.contains(&o.value.as_str()))
+            {
+                return Err(task_err(
+                    path,
+                    Some(o.referenced),
+                    format!(
+                        "unknown binary operator `{}` (known: {})",
+                        o.value,
+                        BINARY_OPERATORS.join(", ")
+                    ),
+                ));
+            }
+            ops.iter().map(|o| o.value.clone()).collect()
+        }
+        None => ["+", "-", "*", "/", "pow"].map(String::from).to_vec(),
+    };
+    Ok(TreeShape {
+        binary,
+        max_terms: count_key(path, p.max_terms.as_ref(), "max_terms", MAX_TERMS, 3)?,
+        max_depth: count_key(path, p.max_depth.as_ref(), "max_depth", MAX_TREE_DEPTH, 3)?,
+        max_size: count_key(path, p.max_size.as_ref(), "max_size", MAX_TREE_SIZE, 40)?,
+        factors: resolve_factors(path, p)?,
+    })
+}
+
+/// `proposer.factors:` checked: known shape names, each once, at least one.
+pub(super) fn resolve_factors(path: &Path, p: &ProposerSpec) -> Result<Option<Vec<FactorShape>>> {
+    let Some(names) = &p.factors else {
+        return Ok(None);
+    };
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let err = |msg: String| Err(task_err(path, Some(name.referenced), msg));
+        let Some(&(_, shape)) = FactorShape::ALL.iter().find(|(n, _)| *n == name.value) else {
+            let known: Vec<&str> = FactorShape::ALL.iter().map(|(n, _)| *n).collect();
+            return err(format!(
+                "unknown factor shape `{}` (known: {})",
+                name.value,
+                known.join(", ")
+            ));
+        };
+        if out.contains(&shape) {
+            return err(format!("factor shape `{}` is named twice", name.value));
+        }
+        out.push(shape);
+    }
+    if out.is_empty() {
+        return Err(task_err(path, None, "`proposer.factors` names no shape"));
+    }
+    Ok(Some(out))
+}
+
+/// Refuses `kind: llm` (at `loc`) in a build without the `llm` feature (`built` is false).
+pub(super) fn llm_feature(path: &Path, loc: Option<Location>, built: bool) -> Result<()> {
+    if built {
+        return Ok(());
+    }
+    Err(task_err(path, loc, crate::propose::LLM_FEATURE_MISSING))
+}
+
+/// The proposer section resolved.
+pub(super) struct Proposed {
+    pub(super) proposer: ProposerConfig,
+    pub(super) llm: Option<LlmConfig>,
+    pub(super) batch: usize,
+}
+
+/// `proposer:`: the kind (default: replay with a cache, else evolve) with its own keys only, the
+/// llm endpoint when one is asked, and the batch.
+pub(super) fn resolve_proposer(
+    path: &Path,
+    base: &Path,
+    spec: &TaskSpec,
+    inputs: &[String],
+    params: &[ParamSpec],
+    purpose: Purpose,
+) -> Result<Proposed> {
+    let err = |loc: Location, msg: String| task_err(path, Some(loc), msg);
+    let rel = |s: &str| base.join(s);
+    let p = &spec.proposer;
+    let kind = p
+        .kind
+        .as_ref()
+        .map(|k| k.value)
+        .unwrap_or(if p.cache.is_some() {
+            ProposerName::Replay
+        } else {
+            ProposerName::Evolve
+        });
+    let mut llm = None;
+    let proposer = match kind {
+        ProposerName::Replay => {
+            let Some(cache) = &p.cache else {
+                return Err(task_err(
+                    path,
+                    None,
+                    "`proposer.kind: replay` needs `proposer.cache`",
+                ));
+            };
+            ProposerConfig::Replay {
+                cache: existing_cache(path, &rel(&cache.value), cache)?,
+            }
+        }
+        ProposerName::Grammar => {
+            needs_vocabulary(path, "grammar", inputs, params)?;
+            // `max_depth` or `factors` switches to the tree grammar.
+            let tree = match p.max_depth.is_some() || p.factors.is_some() {
+                true => Some(resolve_shape(path, p)?),
+                false => None,
+            };
+            ProposerConfig::Grammar {
+                operators: resolve_unary(path, p)?,
+                max_terms: count_key(path, p.max_terms.as_ref(), "max_terms", MAX_TERMS, 2)?,
+                tree,
+            }
+        }
+        ProposerName::Evolve => {
+            needs_vocabulary(path, "evolve", inputs, params)?;
+            let population = count_key(
+                path,
+                p.population.as_ref(),
+                "population",
+                MAX_POPULATION,
+                64,
+            )?;
+            let islands = count_key(path, p.islands.as_ref(), "islands", population, 4)?;
+            let seeds = match (&p.cache, &p.base_url) {
+                (_, Some(_)) => {
+                    let config = resolve_llm(path, base, spec, false)?;
+                    llm_feature(
+                        path,
+                        p.kind.as_ref().map(|k| k.referenced),
+                        cfg!(feature = "llm") || purpose == Purpose::Check,
+                    )?;
+                    llm = Some(config);
+                    None
+                }
+                (Some(cache), None) => Some(existing_cache(path, &rel(&cache.value), cache)?),
+                (None, None) => None,
+            };
+            ProposerConfig::Evolve {
+                operators: resolve_unary(path, p)?,
+                tree: resolve_shape(path, p)?,
+                population,
+                islands,
+                seeds,
+            }
+        }
+        ProposerName::Llm => {
+            let config = resolve_llm(path, base, spec, inputs.is_empty() || params.is_empty())?;
+            llm_feature(
+                path,
+                p.kind.as_ref().map(|k| k.referenced),
+                cfg!(feature = "llm") || purpose == Purpose::Check,
+            )?;
+            let cache = config.cache.clone();
+            llm = Some(config);
+            ProposerConfig::Replay { cache }
+        }
+    };
+    if kind != ProposerName::Llm && llm.is_none() {
+        refuse_llm_keys(path, p)?;
+    }
+    check_kind_keys(path, kind, p)?;
+    let batch = match &p.batch {
+        Some(b) if b.value == 0 || b.value > MAX_BATCH => {
+            return Err(err(
+                b.referenced,
+                format!("`batch` must be at least 1 and at most {MAX_BATCH}"),
+            ));
+        }
+        Some(b) => b.value,
+        None => 8,
+    };
+    Ok(Proposed {
+        proposer,
+        llm,
+        batch,
+    })
+}
+
+/// The llm-only keys in a task whose proposer asks no llm are refused at their line.
+pub(super) fn refuse_llm_keys(path: &Path, p: &ProposerSpec) -> Result<()> {
+    let err = |loc: Location, msg: String| task_err(path, Some(loc), msg);
+    let llm_only = [
+        p.base_url.as_ref().map(|v| ("base_url", v.referenced)),
+        p.model.as_ref().map(|v| ("model", v.referenced)),
+        p.prompt.as_ref().map(|v| ("prompt", v.referenced)),
+        p.temperature
+            .as_ref()
+            .map(|v| ("temperature", v.referenced)),
+        p.concurrency
+            .as_ref()
+            .map(|v| ("concurrency", v.referenced)),
+        p.max_requests
+            .as_ref()
+            .map(|v| ("max_requests", v.referenced)),
+    ];
+    if let Some((key, loc)) = llm_only.into_iter().flatten().next() {
+        return Err(err(
+            loc,
+            format!(
+                "`proposer.{key}` only applies to `kind: llm` (or an LLM-seeded `kind: evolve`)"
+            ),
+        ));
+    }
+    Ok(())
+}
