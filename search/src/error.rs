@@ -122,8 +122,9 @@ pub enum SearchError {
         /// The calibrator's error.
         error: ndvm_optimizers::CalibrateError,
     },
-    /// A task spec is malformed: unknown key, bad value, or inconsistent settings.
-    #[error("{}:{line}:{column}: {message}", path.display())]
+    /// A task spec is malformed: unknown key, bad value, or inconsistent settings (`file: …`
+    /// without a place, for a task built in code or a whole-task problem).
+    #[error("{}{}: {message}", path.display(), line_col(*line, *column))]
     Task {
         /// The task file.
         path: PathBuf,
@@ -240,6 +241,15 @@ pub enum CsvProblem {
 
 /// Result alias for this crate.
 pub type Result<T, E = SearchError> = std::result::Result<T, E>;
+
+/// `:line:col`, or nothing when the place is unknown (line 0).
+fn line_col(line: u64, column: u64) -> String {
+    if line == 0 {
+        String::new()
+    } else {
+        format!(":{line}:{column}")
+    }
+}
 
 /// `e`'s message followed by each of its causes (`cannot read data.csv: No such file or
 /// directory (os error 2)`), for messages that carry an error as text.

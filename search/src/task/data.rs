@@ -127,6 +127,68 @@ impl DataCx<'_> {
         task_err(self.path, Some(loc), msg)
     }
 
+    /// A table held in memory (`field` names it in errors): the inputs and the target by name,
+    /// columns of equal length, every value finite (or the row dropped with `drop_nonfinite`).
+    fn columns_table(&self, field: &str, columns: &Columns) -> Result<Table> {
+        let bad = |message: String| task_err(self.path, None, format!("{field}: {message}"));
+        let Some(target) = &self.spec.target else {
+            return Err(bad("a table needs `target`".into()));
+        };
+        if columns.names.len() != columns.values.len() {
+            return Err(bad(format!(
+                "{} names for {} columns",
+                columns.names.len(),
+                columns.values.len()
+            )));
+        }
+        let column = |name: &str| -> Result<&Vec<f64>> {
+            let mut found = columns
+                .names
+                .iter()
+                .zip(&columns.values)
+                .filter(|(n, _)| *n == name);
+            match (found.next(), found.next()) {
+                (Some((_, v)), None) => Ok(v),
+                (Some(_), Some(_)) => Err(bad(format!("column `{name}` appears twice"))),
+                (None, _) => Err(bad(format!(
+                    "no column `{name}` (the columns are {})",
+                    columns.names.join(", ")
+                ))),
+            }
+        };
+        let mut table = Table {
+            columns: self
+                .inputs
+                .iter()
+                .map(|n| column(n).cloned())
+                .collect::<Result<_>>()?,
+            target: column(&target.value)?.clone(),
+        };
+        let n = table.target.len();
+        if let Some(c) = table.columns.iter().position(|c| c.len() != n) {
+            return Err(bad(format!(
+                "column `{}` has {} values but `{}` has {n}",
+                self.inputs[c],
+                table.columns[c].len(),
+                target.value
+            )));
+        }
+        let finite = |r: usize| {
+            table.target[r].is_finite() && table.columns.iter().all(|c| c[r].is_finite())
+        };
+        let keep: Vec<usize> = (0..n).filter(|&r| finite(r)).collect();
+        if keep.len() < n {
+            if !self.spec.data.drop_nonfinite {
+                let r = (0..n).find(|&r| !finite(r)).unwrap_or(0);
+                return Err(bad(format!(
+                    "row {r} holds a value that is not finite; drop such rows with `drop_nonfinite`"
+                )));
+            }
+            table = table.take(&keep);
+        }
+        Ok(table)
+    }
+
     /// A CSV table of the task (main or test), errors located at the key naming the file.
     fn table_at(&self, file: &Spanned<String>, opts: CsvOptions) -> Result<Table> {
         let Some(target) = &self.spec.target else {
@@ -209,6 +271,10 @@ pub(super) fn resolve_data(
     for t in &data.tests {
         tests.push((t.name.clone(), cx.table_at(&t.csv, csv_opts)?));
     }
+    for (name, columns) in &data.test_columns {
+        let field = format!("data.test_columns `{name}`");
+        tests.push((name.clone(), cx.columns_table(&field, columns)?));
+    }
     let screen = resolve_screen(path, data.screen_rows.as_ref(), &train, spec.seed)?;
     Ok(Data {
         train,
@@ -258,6 +324,16 @@ pub(super) fn main_table(
 ) -> Result<Option<Table>> {
     let (spec, inputs, data) = (cx.spec, cx.inputs, &cx.spec.data);
     let err = |loc: Location, msg: String| cx.err(loc, msg);
+    if let Some(columns) = &data.columns {
+        if data.generate.is_some() || data.csv.is_some() {
+            return Err(task_err(
+                cx.path,
+                None,
+                "`data` takes in-memory columns, `generate` or `csv`: one of them",
+            ));
+        }
+        return Ok(Some(cx.columns_table("data.columns", columns)?));
+    }
     Ok(match (&data.generate, &data.csv) {
         (Some(_), Some(c)) => {
             return Err(err(

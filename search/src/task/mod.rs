@@ -192,6 +192,32 @@ enum Purpose {
     Check,
 }
 
+/// A task built in code, resolved exactly as a task file with the same keys is (paths relative
+/// to the working directory); errors name the key. Such a task has no file, so it cannot be
+/// resumed from its run folder and runs its calibrations on threads (`isolation: process` is
+/// refused: the workers load the task file).
+pub fn build(spec: TaskSpec) -> Result<Task> {
+    build_with(spec, Arc::new(Registry::default()))
+}
+
+/// [`build`] with your own front ends.
+pub fn build_with(spec: TaskSpec, frontends: Arc<Registry>) -> Result<Task> {
+    let path = PathBuf::from(format!("task `{}` (built in code)", spec.name.value));
+    if spec.isolation == Isolation::Process {
+        return Err(task_err(
+            &path,
+            None,
+            "`isolation: process` needs a task file the worker processes can load; a task built \
+             in code runs its calibrations on threads",
+        ));
+    }
+    let text = format!(
+        "# task `{}` built in code (ndvm_search::task::build): there is no task file\n",
+        spec.name.value
+    );
+    resolve(&path, text, spec, frontends, Purpose::Run)
+}
+
 fn load_for(path: &Path, frontends: Arc<Registry>, purpose: Purpose) -> Result<Task> {
     let text = textfile::read(
         path,

@@ -112,6 +112,85 @@ pub struct DataSpec {
     /// Inputs shared by every point: a name and a CSV file read as a matrix.
     #[serde(default)]
     pub shared: Vec<SharedSpec>,
+    /// The main table as columns in memory (a task built in code; no YAML key).
+    #[serde(skip)]
+    pub columns: Option<Columns>,
+    /// Extra test tables as columns in memory, each scored separately (no YAML key).
+    #[serde(skip)]
+    pub test_columns: Vec<(String, Columns)>,
+}
+
+/// A table held in memory: named columns of equal length (the inputs and the target among them,
+/// in any order; other columns are ignored).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Columns {
+    /// Column names.
+    pub names: Vec<String>,
+    /// One vector per name.
+    pub values: Vec<Vec<f64>>,
+}
+
+impl Columns {
+    /// Columns from `(name, values)` pairs.
+    pub fn new<S: Into<String>>(columns: impl IntoIterator<Item = (S, Vec<f64>)>) -> Columns {
+        let (names, values) = columns.into_iter().map(|(n, v)| (n.into(), v)).unzip();
+        Columns { names, values }
+    }
+}
+
+/// A value of a task built in code: it has no place in a file.
+pub fn at<T>(value: T) -> Spanned<T> {
+    Spanned::new(value, Location::UNKNOWN, Location::UNKNOWN)
+}
+
+impl TaskSpec {
+    /// A task named `name` with every other key at its default (no data yet): the start of a
+    /// task built in code, resolved by [`build`](super::build).
+    pub fn new(name: &str) -> TaskSpec {
+        TaskSpec {
+            name: at(name.to_string()),
+            description: None,
+            frontend: None,
+            seed: 0,
+            data: DataSpec::default(),
+            inputs: Vec::new(),
+            target: None,
+            split: None,
+            params: Vec::new(),
+            loss: LossName::default(),
+            dialect: DialectName::default(),
+            precision: PrecisionName::default(),
+            calibrator: CalibratorSpec::default(),
+            proposer: ProposerSpec::default(),
+            budget: BudgetSpec::default(),
+            success: SuccessSpec::default(),
+            selection: Selection::default(),
+            limits: LimitsSpec::default(),
+            isolation: Isolation::default(),
+            forbidden_forms: Vec::new(),
+            output: None,
+            threads: None,
+        }
+    }
+
+    /// `inputs:` and `target:`.
+    pub fn with_variables(mut self, inputs: &[&str], target: &str) -> TaskSpec {
+        self.inputs = inputs.iter().map(|s| at(s.to_string())).collect();
+        self.target = Some(at(target.to_string()));
+        self
+    }
+
+    /// A free parameter starting at `init` (`None`: the default start).
+    pub fn with_param(mut self, name: &str, init: Option<f64>) -> TaskSpec {
+        self.params.push(at(ParamEntry {
+            name: name.to_string(),
+            kind: KindName::Free,
+            init,
+            lo: None,
+            hi: None,
+        }));
+        self
+    }
 }
 
 /// `data.screen_rows`: a row count, or `off`.
