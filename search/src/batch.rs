@@ -196,7 +196,7 @@ fn eval_line_result(
             .frontends
             .choose(name, None)
             .map_err(|message| SearchError::UnknownFrontend { message })?;
-        let program = evalcmd::parse_program(&mut heap, frontend, "src", &req.src)?;
+        let program = crate::source::parse_program(&mut heap, frontend, "src", &req.src)?;
         let opts = limits.eval_options(EvalOptions::new(1).with_dialect(dialect));
         let opts = opts.with_precision(settings.precision);
         evalcmd::evaluate(

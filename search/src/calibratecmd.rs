@@ -14,9 +14,9 @@ use ndvm_optimizers::{
 use serde::Serialize;
 
 use crate::error::{CsvProblem, Result, SearchError};
-use crate::evalcmd::{choose_frontend, parse_program};
 use crate::matrix_csv;
 use crate::report::{JsonNumber, human_number, json_line};
+use crate::source::{choose_frontend, parse_program};
 
 /// One `--params` entry: `NAME`, `NAME=INIT`, `NAME:KIND` or `NAME:KIND=INIT` with KIND one of
 /// free, positive, unit.
@@ -284,7 +284,7 @@ pub fn run_with(
         Ok(c) => c,
         Err(CalibrateError::Eval { error }) => {
             let hint = data_hint(&header, args, &declared);
-            return Err(rendered(&heap, crate::evalcmd::hint_unbound(error, &hint)));
+            return Err(rendered(&heap, crate::source::hint_unbound(error, &hint)));
         }
         Err(error) => return Err(cli_error(args, error)),
     };

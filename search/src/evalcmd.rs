@@ -2,19 +2,19 @@
 //! `--data`), lanes and dialect; returns the value and gradients as an [`EvalReport`].
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use ndvm_core::{
-    CoreError, Dialect, ErrorKind, EvalOptions, Evaluation, Evaluator, Heap, InputValue, Inputs,
-    Precision, Program,
+    Dialect, EvalOptions, Evaluation, Evaluator, Heap, InputValue, Inputs, Precision, Program,
 };
 
-use ndvm_frontends::{Frontend, Registry};
+use ndvm_frontends::Registry;
 
 use crate::error::{Result, SearchError};
 use crate::matrix_csv;
 use crate::report::EvalReport;
 use crate::selfhost::{SelfHost, Sources};
+use crate::source::{choose_frontend, hint_unbound, parse_program};
 
 /// One `--bind NAME=V[,V…]` (differentiable) or `--input NAME=V[,V…]` (not differentiated)
 /// argument: one value for every lane, or one value per lane.
@@ -325,37 +325,6 @@ pub fn run_with(args: &EvalArgs, frontends: &Registry) -> Result<EvalReport> {
     })
 }
 
-/// The front end of a command: `--frontend NAME` (an unknown name is a bad argument), else the
-/// one for `path`'s extension, else the registry's fallback.
-pub(crate) fn choose_frontend<'r>(
-    frontends: &'r Registry,
-    name: Option<&str>,
-    path: &Path,
-) -> Result<&'r dyn Frontend> {
-    frontends
-        .choose(name, Some(path))
-        .map_err(|message| SearchError::BadArgument {
-            arg: format!("--frontend {}", name.unwrap_or_default()),
-            message,
-        })
-}
-
-/// Parses `src` with `frontend`; a failure becomes [`SearchError::Parse`] rendered as
-/// `label:line:col: error[…]`.
-pub(crate) fn parse_program(
-    heap: &mut Heap,
-    frontend: &dyn Frontend,
-    label: &str,
-    src: &str,
-) -> Result<Program> {
-    frontend
-        .parse(heap, src)
-        .map_err(|error| SearchError::Parse {
-            rendered: ndvm_frontends::render_parse_error(label, src, &error),
-            error,
-        })
-}
-
 /// Evaluates (with gradients when `grad`); a failure becomes [`SearchError::Eval`] rendered as
 /// `file:line:col: error[…]` (in the file of `sources` the node was read from), an unbound
 /// variable followed by `; {unbound_hint}` (what is bound).
@@ -378,15 +347,6 @@ pub(crate) fn evaluate(
         let error = hint_unbound(error, unbound_hint);
         sources.error(heap, error)
     })
-}
-
-/// An unbound-variable error with `; {hint}` appended to its message (what the surface binds:
-/// the data's columns, the command line's or the request's names); other errors unchanged.
-pub(crate) fn hint_unbound(mut error: CoreError, hint: &str) -> CoreError {
-    if error.kind == ErrorKind::Unbound && !hint.is_empty() {
-        error.message = format!("{}; {hint}", error.message);
-    }
-    error
 }
 
 #[cfg(test)]

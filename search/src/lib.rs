@@ -20,11 +20,13 @@
 #![forbid(unsafe_code)]
 
 pub mod batch;
+pub mod begun;
 pub mod bench;
 pub mod calibratecmd;
 pub mod engine;
 pub mod error;
 pub mod evalcmd;
+pub mod events;
 pub mod interrupt;
 pub mod matrix_csv;
 pub mod observe;
@@ -36,11 +38,12 @@ pub mod runcmd;
 pub mod secret;
 pub mod select;
 pub mod selfhost;
+pub mod source;
 pub mod summary;
 pub mod task;
 pub mod textfile;
 pub mod translatecmd;
 pub mod validate;
-pub mod worker;
+pub use engine::worker;
 
 pub use error::{Result, SearchError};

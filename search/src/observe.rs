@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::engine::{Event, Outcome, StreamStats};
 use crate::error::{Result, SearchError};
+use crate::events::{Event, Outcome, StreamStats};
 use crate::propose::RequestStats;
 use crate::task::{MetricName, Task};
 

@@ -15,8 +15,9 @@ use ndvm_core::Heap;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::engine::{self, Event};
+use crate::engine;
 use crate::error::{Result, SearchError};
+use crate::events::Event;
 use crate::summary::Summary;
 use crate::task::{MetricName, Table, Task};
 

@@ -4,8 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::engine::{self, Outcome, RunOptions, Shard};
+use crate::engine::{self, RunOptions};
 use crate::error::{Result, SearchError};
+use crate::events::{Outcome, Shard};
 use crate::interrupt::Interrupt;
 use crate::observe::{self, EventLog, Fanout, Nothing, Observer, ProgressMode};
 use crate::plots;
@@ -219,7 +220,7 @@ pub fn run(args: &RunArgs, log: &mut dyn FnMut(&str)) -> Result<RunReport> {
     if let Some(note) = task.screen_note() {
         log(&note);
     }
-    log(&task.selection.note());
+    log(&crate::select::note(task.selection));
     for w in &task.warnings {
         log(&format!("warning: {w}"));
     }

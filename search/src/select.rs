@@ -21,44 +21,22 @@ use ndvm_core::{Heap, Node, NodeId, Program};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{self, Event};
-use crate::task::{MetricName, Task};
+use crate::engine;
+use crate::events::Event;
+use crate::task::{MetricName, Selection, Task};
 
-/// `selection:` in the task: how the run chooses its answer among the calibrated models.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Selection {
-    /// The simplest model on the front that the validation data cannot tell apart from the one
-    /// with the lowest error (see the module's rule).
-    #[default]
-    SimplestEquivalent,
-    /// The model with the lowest validation error (or training loss), as calibrated.
-    LowestError,
-}
-
-impl Selection {
-    /// The task key's spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Selection::SimplestEquivalent => "simplest-equivalent",
-            Selection::LowestError => "lowest-error",
-        }
-    }
-
-    /// The line a run prints once at its start.
-    pub fn note(self) -> String {
-        match self {
-            Selection::SimplestEquivalent => format!(
-                "selection: simplest-equivalent (the simplest model on the front within {:.0} % or \
-                 {} standard error of the lowest validation error, switch-free first, after a \
-                 refit of the finalists; 'selection: lowest-error' for the lowest error alone)",
-                RULE.tolerance * 100.0,
-                RULE.standard_errors
-            ),
-            Selection::LowestError => {
-                "selection: lowest-error (the model with the lowest validation error wins)"
-                    .to_string()
-            }
+/// The line a run prints once at its start: the rule and its thresholds.
+pub fn note(selection: Selection) -> String {
+    match selection {
+        Selection::SimplestEquivalent => format!(
+            "selection: simplest-equivalent (the simplest model on the front within {:.0} % or \
+             {} standard error of the lowest validation error, switch-free first, after a \
+             refit of the finalists; 'selection: lowest-error' for the lowest error alone)",
+            RULE.tolerance * 100.0,
+            RULE.standard_errors
+        ),
+        Selection::LowestError => {
+            "selection: lowest-error (the model with the lowest validation error wins)".to_string()
         }
     }
 }
@@ -143,7 +121,7 @@ pub struct Finalist {
     pub switches: Vec<Switch>,
     /// Test scores (computed after the choice; absent without test tables).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub test: Option<BTreeMap<String, crate::summary::TestScore>>,
+    pub test: Option<BTreeMap<String, crate::events::TestScore>>,
     /// Training loss after the refit.
     pub train_loss: Option<f64>,
     /// Validation NMSE after the refit.
@@ -364,7 +342,7 @@ fn decide(task: &Task, compared: Vec<(Event, Fit)>, lowest: Option<u64>) -> Choi
         refit.train_loss = Some(f.train_loss);
         refit.validation_nmse = Some(f.nmse);
         refit.validation_r2 = Some(f.r2);
-        let test = (!task.tests.is_empty()).then(|| crate::summary::test_table(task, &refit));
+        let test = (!task.tests.is_empty()).then(|| engine::test_table(task, &refit));
         finalists.push(Finalist {
             chosen: i == chosen,
             complexity: e.complexity,

@@ -73,15 +73,14 @@ fn load(heap: &mut Heap, path: &Path, (what, flag): (&str, &str)) -> Result<(Pro
     })?;
     let label = path.display().to_string();
     let first = heap.len() as u32;
-    let program =
-        crate::evalcmd::parse_program(heap, &ndvm_frontends::scheme::Scheme, &label, &src)
-            .map_err(|e| match e {
-                SearchError::Parse { rendered, error } => SearchError::Parse {
-                    rendered: format!("{rendered}\n(in the {what} given by --{flag})"),
-                    error,
-                },
-                other => other,
-            })?;
+    let program = crate::source::parse_program(heap, &ndvm_frontends::scheme::Scheme, &label, &src)
+        .map_err(|e| match e {
+            SearchError::Parse { rendered, error } => SearchError::Parse {
+                rendered: format!("{rendered}\n(in the {what} given by --{flag})"),
+                error,
+            },
+            other => other,
+        })?;
     let cells = first..heap.len() as u32;
     Ok((program, Source { label, src, cells }))
 }

@@ -9,7 +9,9 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{self, Event, EventStatus, Outcome, Shard, StopKind, StreamStats};
+use crate::engine;
+pub use crate::events::TestScore;
+use crate::events::{ChoiceEvent, Event, EventStatus, Outcome, Shard, StopKind, StreamStats};
 use crate::select::{self, SelectionReport};
 use crate::task::{MetricName, Task};
 
@@ -115,11 +117,11 @@ pub struct FirstSuccess {
 pub struct Entry {
     /// The structure the fit chose (`soft-choice` read-out; absent without one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub choices: Vec<crate::engine::ChoiceEvent>,
+    pub choices: Vec<ChoiceEvent>,
     /// Atoms and pairs in the program.
     pub complexity: usize,
     /// The front end that reads `src`.
-    #[serde(default = "crate::engine::fallback_frontend")]
+    #[serde(default = "crate::events::fallback_frontend")]
     pub frontend: String,
     /// Candidate id.
     pub id: u64,
@@ -140,15 +142,6 @@ pub struct Entry {
     pub validation_nmse: Option<f64>,
     /// Validation R².
     pub validation_r2: Option<f64>,
-}
-
-/// A candidate's score on one test table.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TestScore {
-    /// Normalised MSE.
-    pub nmse: Option<f64>,
-    /// R².
-    pub r2: Option<f64>,
 }
 
 /// A point of the Pareto front.
@@ -228,16 +221,8 @@ impl RunSection {
     }
 }
 
-/// The scores of `e` on every test table.
-pub fn test_table(task: &Task, e: &Event) -> BTreeMap<String, TestScore> {
-    engine::test_scores(task, e)
-        .into_iter()
-        .map(|(k, (r2, nmse))| (k, TestScore { nmse, r2 }))
-        .collect()
-}
-
 fn entry(task: &Task, e: &Event) -> Entry {
-    let test = (!task.tests.is_empty()).then(|| test_table(task, e));
+    let test = (!task.tests.is_empty()).then(|| engine::test_table(task, e));
     Entry {
         choices: e.choices.clone(),
         complexity: e.complexity,

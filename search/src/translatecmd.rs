@@ -6,7 +6,7 @@ use ndvm_core::Heap;
 use ndvm_frontends::Registry;
 
 use crate::error::{Result, SearchError};
-use crate::evalcmd::{choose_frontend, parse_program};
+use crate::source::{choose_frontend, parse_program};
 
 /// Everything `translate` needs.
 #[derive(Clone, Debug, PartialEq)]

@@ -167,3 +167,115 @@ fn nothing_points_outside_the_repository() {
         offenders.join("\n  ")
     );
 }
+
+/// The layers of `ndvm-search`, lowest first: a module may name modules of its own layer or
+/// below, never above (ARCHITECTURE.md, "Layers inside search/").
+const LAYERS: [&[&str]; 6] = [
+    // The run's vocabulary and what everything reads with.
+    &[
+        "error",
+        "events",
+        "secret",
+        "source",
+        "textfile",
+        "matrix_csv",
+        "validate",
+        "report",
+        "begun",
+        "interrupt",
+        "selfhost",
+    ],
+    &["task"],
+    &["propose"],
+    &["observe", "engine"],
+    &["select", "summary", "results", "plots"],
+    // Subcommands.
+    &[
+        "runcmd",
+        "evalcmd",
+        "calibratecmd",
+        "translatecmd",
+        "batch",
+        "bench",
+    ],
+];
+
+/// The `crate::` modules a source file names outside comments and its test module.
+fn named_modules(text: &str) -> Vec<String> {
+    let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or(text);
+    let mut out = Vec::new();
+    for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+        let mut rest = line;
+        while let Some(i) = rest.find("crate::") {
+            rest = &rest[i + "crate::".len()..];
+            let names: Vec<&str> = match rest.strip_prefix('{') {
+                Some(group) => group
+                    .split('}')
+                    .next()
+                    .unwrap_or("")
+                    .split(',')
+                    .map(|p| {
+                        p.trim()
+                            .split(|c: char| !c.is_alphanumeric() && c != '_')
+                            .next()
+                            .unwrap_or("")
+                    })
+                    .collect(),
+                None => vec![
+                    rest.split(|c: char| !c.is_alphanumeric() && c != '_')
+                        .next()
+                        .unwrap_or(""),
+                ],
+            };
+            out.extend(
+                names
+                    .into_iter()
+                    .filter(|n| n.starts_with(|c: char| c.is_ascii_lowercase()))
+                    .map(str::to_string),
+            );
+        }
+    }
+    out
+}
+
+#[test]
+fn search_imports_point_down_its_layers() {
+    let src = workspace_root().join("search/src");
+    let layer_of = |m: &str| LAYERS.iter().position(|l| l.contains(&m));
+    let mut problems = Vec::new();
+    for path in files_under(&src) {
+        let rel = path.strip_prefix(&src).unwrap();
+        let top = rel
+            .iter()
+            .next()
+            .unwrap()
+            .to_string_lossy()
+            .trim_end_matches(".rs")
+            .to_string();
+        if top == "lib" || top == "bin" {
+            continue;
+        }
+        let Some(own) = layer_of(&top) else {
+            problems.push(format!(
+                "{}: module `{top}` is in no layer of tidy.rs",
+                rel.display()
+            ));
+            continue;
+        };
+        let text = std::fs::read_to_string(&path).unwrap();
+        for m in named_modules(&text) {
+            match layer_of(&m) {
+                Some(l) if l > own => problems.push(format!(
+                    "{}: `{top}` (layer {own}) names `crate::{m}` (layer {l})",
+                    rel.display()
+                )),
+                None if m != top => problems.push(format!(
+                    "{}: `crate::{m}` is in no layer of tidy.rs",
+                    rel.display()
+                )),
+                _ => {}
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

@@ -20,7 +20,7 @@ use serde::Serialize;
 use super::ceiling;
 use super::ceiling_lanes::{self, LaneResults};
 use super::timing::{self, Budget, Timing};
-use crate::{Result, SearchError, evalcmd};
+use crate::{Result, SearchError};
 
 /// The oracle program's name in `oracle_refs.json`.
 pub const PROGRAM_NAME: &str = "kalman2d_T80";
@@ -145,8 +145,8 @@ impl KalmanRunner {
         let mut heap = Heap::new();
         let label = "kalman2d_T80.scm";
         let frontends = ndvm_frontends::Registry::default();
-        let frontend = evalcmd::choose_frontend(&frontends, None, Path::new(label))?;
-        let program = evalcmd::parse_program(&mut heap, frontend, label, &case.src)?;
+        let frontend = crate::source::choose_frontend(&frontends, None, Path::new(label))?;
+        let program = crate::source::parse_program(&mut heap, frontend, label, &case.src)?;
         let mut inputs = Inputs::new();
         inputs.push("q", InputValue::Lanes(vec![case.q; n_lanes]), true);
         inputs.push("r", InputValue::Lanes(vec![case.r; n_lanes]), true);

@@ -17,8 +17,8 @@ use rand_chacha::ChaCha8Rng;
 use super::sampler::{self, Sampler};
 use super::tree::{BinOp, Names, Node, Tree};
 use super::{Candidate, Proposer, RequestStats, Vocabulary};
-use crate::engine::Event;
 use crate::error::Result;
+use crate::events::Event;
 
 /// How evolution runs (from the task's `proposer:` keys).
 #[derive(Clone, Debug, PartialEq)]
@@ -587,7 +587,7 @@ impl Proposer for Evolve {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::EventStatus;
+    use crate::events::EventStatus;
     use crate::propose::tree::BinOp;
     use ndvm_frontends::Registry;
     use std::sync::Arc;

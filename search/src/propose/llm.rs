@@ -742,7 +742,7 @@ impl Proposer for LlmProposer {
         "llm"
     }
 
-    fn feedback(&mut self, event: &crate::engine::Event, score: Option<f64>) {
+    fn feedback(&mut self, event: &crate::events::Event, score: Option<f64>) {
         let Some(score) = score.filter(|s| s.is_finite()) else {
             return;
         };

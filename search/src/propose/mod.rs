@@ -15,8 +15,8 @@ mod tree;
 
 use std::collections::BTreeMap;
 
-use crate::engine::Event;
 use crate::error::Result;
+use crate::events::Event;
 use crate::task::{ProposerConfig, Task, TreeShape};
 
 /// One proposed program, numbered by its position in the proposer's stream.
@@ -102,10 +102,7 @@ pub struct RequestStats {
 /// the cache keeps answers only.
 pub const LLM_FAILURES_FILE: &str = "llm-failures.jsonl";
 
-/// Why a task with `proposer.kind: llm` cannot run in a build without the `llm` feature.
-pub const LLM_FEATURE_MISSING: &str = "`kind: llm` needs an ndvm-search built with the `llm` \
-     feature, and this one was built without it: install with `cargo install --path search \
-     --features llm` (or build with `cargo build --release -p ndvm-search --features llm`)";
+pub use crate::task::LLM_FEATURE_MISSING;
 
 /// The proposer a task asks for.
 pub fn for_task(task: &Task) -> Result<Box<dyn Proposer>> {

@@ -567,7 +567,7 @@ pub(super) fn generate(
     let inputs = Inputs::new().input_lanes(&g.input, xs.clone());
     let out = ev.eval(&mut heap, &program, &inputs).map_err(|e| {
         let hint = format!("the formula's only input is `{}` (generate.input)", g.input);
-        format!("formula: {}", crate::evalcmd::hint_unbound(e, &hint))
+        format!("formula: {}", crate::source::hint_unbound(e, &hint))
     })?;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut ys = Vec::with_capacity(g.n);

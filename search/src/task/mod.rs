@@ -21,6 +21,8 @@ pub use llm::*;
 pub use proposer::*;
 pub use spec::*;
 
+pub use crate::events::MetricName;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -36,7 +38,6 @@ use serde::Deserialize;
 use serde_saphyr::{Location, Spanned};
 
 use crate::error::{CsvProblem, Result, SearchError};
-use crate::select::Selection;
 use crate::{matrix_csv, textfile, validate};
 
 /// Longest wall-clock budget, in seconds (one year): longer is surely a typo, and `Duration`

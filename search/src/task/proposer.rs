@@ -3,6 +3,11 @@
 
 use super::*;
 
+/// Why a task with `proposer.kind: llm` cannot run in a build without the `llm` feature.
+pub const LLM_FEATURE_MISSING: &str = "`kind: llm` needs an ndvm-search built with the `llm` \
+     feature, and this one was built without it: install with `cargo install --path search \
+     --features llm` (or build with `cargo build --release -p ndvm-search --features llm`)";
+
 /// Most additive terms of a grammar candidate.
 pub const MAX_TERMS: usize = 64;
 
@@ -320,7 +325,7 @@ pub(super) fn llm_feature(path: &Path, loc: Option<Location>, built: bool) -> Re
     if built {
         return Ok(());
     }
-    Err(task_err(path, loc, crate::propose::LLM_FEATURE_MISSING))
+    Err(task_err(path, loc, LLM_FEATURE_MISSING))
 }
 
 /// The proposer section resolved.

@@ -636,16 +636,6 @@ pub struct SuccessSpec {
     pub stop: bool,
 }
 
-/// Metric names.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MetricName {
-    /// Validation R².
-    R2,
-    /// Training loss.
-    Loss,
-}
-
 /// Parses the YAML text of a task without resolving it (no files read besides none).
 pub fn parse_spec(path: &Path, text: &str) -> Result<TaskSpec> {
     serde_saphyr::from_str::<TaskSpec>(text).map_err(|e| {
@@ -679,4 +669,26 @@ pub(super) fn strip_location_prefix(message: &str) -> String {
         return rest[i + 2..].to_string();
     }
     m.to_string()
+}
+
+/// `selection:` in the task: how the run chooses its answer among the calibrated models.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Selection {
+    /// The simplest model on the front that the validation data cannot tell apart from the one
+    /// with the lowest error (the rule in `crate::select`).
+    #[default]
+    SimplestEquivalent,
+    /// The model with the lowest validation error (or training loss), as calibrated.
+    LowestError,
+}
+
+impl Selection {
+    /// The task key's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Selection::SimplestEquivalent => "simplest-equivalent",
+            Selection::LowestError => "lowest-error",
+        }
+    }
 }
