@@ -12,8 +12,8 @@ use crate::api::Dialect;
 use crate::error::{CoreError, ErrorKind, Result};
 use crate::heap::{Heap, Node, NodeId};
 use crate::prims::{Compare, Prim};
-use crate::symbol::{Interner, Symbol};
-use crate::vocab::{FORMS, Form, WordKind, unsupported_reason};
+use crate::symbol::Symbol;
+use crate::vocab::{FORMS, Form, HIDDEN, WordKind, forms_interner, template, unsupported_reason};
 
 /// Index of one decoded form.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -258,49 +258,6 @@ struct Forms {
 
 /// Number of [`Form`] variants (`Unsupported` is the last).
 const N_FORMS: usize = Form::Unsupported as usize + 1;
-
-/// The name of the decoder's temporaries (`case` keys, `cond` `=>` tests).
-const HIDDEN: &str = " key";
-
-/// What every heap starts from: an interner holding the names of [`FORMS`], then the hidden name,
-/// then every primitive's name (so their ids are the same small numbers in every heap), with room
-/// for a program's own; and, by symbol id, the primitive table row each of those names denotes.
-struct Template {
-    interner: Interner,
-    prim_rows: Vec<Option<u16>>,
-}
-
-fn template() -> &'static Template {
-    static TEMPLATE: OnceLock<Template> = OnceLock::new();
-    TEMPLATE.get_or_init(|| {
-        let mut interner = Interner::default();
-        for row in FORMS {
-            interner.intern(row.name);
-        }
-        interner.intern(HIDDEN);
-        let mut prim_rows = vec![None; interner.len()];
-        for row in crate::prims::PRIMITIVES {
-            let sym = interner.intern(row.name);
-            prim_rows.resize(interner.len(), None);
-            let slot = &mut prim_rows[sym.0 as usize];
-            if slot.is_none() {
-                *slot = Prim::lookup_row(row.name).and_then(|r| u16::try_from(r).ok());
-            }
-        }
-        // At most a quarter full: a look-up of a program's own name (a miss here) ends after a probe
-        // or two.
-        interner.spread(4 * interner.len());
-        Template {
-            interner,
-            prim_rows,
-        }
-    })
-}
-
-/// The interner every heap starts from (see [`Template`]).
-pub(crate) fn forms_interner() -> &'static Interner {
-    &template().interner
-}
 
 /// The primitive `sym` names in `dialect`, if any: a table look-up by id (every primitive name is
 /// in the template, so a name outside it is no primitive).

@@ -69,7 +69,7 @@ impl Heap {
     /// heap this thread dropped, when there is one (see [`SPARE_HEAPS`]).
     pub fn new() -> Self {
         const FIRST: [Node; 3] = [Node::Nil, Node::Bool(false), Node::Bool(true)];
-        let template = crate::decode::forms_interner();
+        let template = crate::vocab::forms_interner();
         let spare = SPARE_HEAPS
             .try_with(|p| p.try_borrow_mut().ok().and_then(|mut p| p.pop()))
             .ok()

@@ -6,7 +6,8 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use crate::prims::PRIMITIVES;
+use crate::prims::{PRIMITIVES, Prim};
+use crate::symbol::Interner;
 
 /// What a word of the vocabulary is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -313,6 +314,49 @@ pub fn unary_operators() -> impl Iterator<Item = &'static str> {
                 && w.arity.accepts(1)
         })
         .map(|w| w.name)
+}
+
+/// The name of the decoder's temporaries (`case` keys, `cond` `=>` tests).
+pub(crate) const HIDDEN: &str = " key";
+
+/// What every heap starts from: an interner holding the names of [`FORMS`], then the hidden name,
+/// then every primitive's name (so their ids are the same small numbers in every heap), with room
+/// for a program's own; and, by symbol id, the primitive table row each of those names denotes.
+pub(crate) struct Template {
+    pub(crate) interner: Interner,
+    pub(crate) prim_rows: Vec<Option<u16>>,
+}
+
+pub(crate) fn template() -> &'static Template {
+    static TEMPLATE: OnceLock<Template> = OnceLock::new();
+    TEMPLATE.get_or_init(|| {
+        let mut interner = Interner::default();
+        for row in FORMS {
+            interner.intern(row.name);
+        }
+        interner.intern(HIDDEN);
+        let mut prim_rows = vec![None; interner.len()];
+        for row in crate::prims::PRIMITIVES {
+            let sym = interner.intern(row.name);
+            prim_rows.resize(interner.len(), None);
+            let slot = &mut prim_rows[sym.0 as usize];
+            if slot.is_none() {
+                *slot = Prim::lookup_row(row.name).and_then(|r| u16::try_from(r).ok());
+            }
+        }
+        // At most a quarter full: a look-up of a program's own name (a miss here) ends after a probe
+        // or two.
+        interner.spread(4 * interner.len());
+        Template {
+            interner,
+            prim_rows,
+        }
+    })
+}
+
+/// The interner every heap starts from (see [`Template`]).
+pub(crate) fn forms_interner() -> &'static Interner {
+    &template().interner
 }
 
 #[cfg(test)]

@@ -6,11 +6,11 @@ use std::time::Instant;
 
 use ndvm_core::{Heap, Program};
 
-use crate::calibrator::norm;
 use crate::config::SoftChoiceConfig;
 use crate::error::Result;
 use crate::objective::Objective;
 use crate::stop::StartStatus;
+use crate::stop::{StartState, norm};
 
 /// Adam's fixed moment decay rates and denominator guard (the usual values).
 const BETA1: f64 = 0.9;
@@ -21,62 +21,6 @@ const EPSILON: f64 = 1e-8;
 /// quarter of the batch has stopped (a new batch's first evaluation walks the program and
 /// records its trace again).
 pub(crate) const COMPACT_STEPS: usize = 10;
-
-/// What a start has done so far (shared by Adam and L-BFGS).
-#[derive(Clone, Debug)]
-pub(crate) struct StartState {
-    /// The lowest-loss point seen (optimizer coordinates).
-    pub(crate) best_u: Vec<f64>,
-    /// Its loss (NaN until a finite point is seen).
-    pub(crate) best_loss: f64,
-    /// dLoss/dθ there (user space).
-    pub(crate) best_grad: Vec<f64>,
-    /// dLoss/du there.
-    pub(crate) best_grad_u: Vec<f64>,
-    /// Iterations done.
-    pub(crate) iters: usize,
-    /// Loss-and-gradient evaluations of this start.
-    pub(crate) n_evals: u64,
-    /// Why it stopped; `None` while it runs.
-    pub(crate) status: Option<StartStatus>,
-}
-
-impl StartState {
-    pub(crate) fn new(u: &[f64]) -> Self {
-        StartState {
-            best_u: u.to_vec(),
-            best_loss: f64::NAN,
-            best_grad: vec![f64::NAN; u.len()],
-            best_grad_u: vec![f64::NAN; u.len()],
-            iters: 0,
-            n_evals: 0,
-            status: None,
-        }
-    }
-
-    /// Records an evaluated point; returns false when it is non-finite.
-    pub(crate) fn observe(&mut self, u: &[f64], loss: f64, grad: &[f64], grad_u: &[f64]) -> bool {
-        self.n_evals += 1;
-        let finite = loss.is_finite() && grad_u.iter().all(|g| g.is_finite());
-        if finite && (self.best_loss.is_nan() || loss < self.best_loss) {
-            self.best_loss = loss;
-            self.best_u.copy_from_slice(u);
-            self.best_grad.copy_from_slice(grad);
-            self.best_grad_u.copy_from_slice(grad_u);
-        }
-        finite
-    }
-
-    /// Makes the last observed point (`u`) the best one although its loss only ties the best
-    /// within rounding: a least-squares step that lowered the gradient where the loss can no
-    /// longer resolve the difference.
-    pub(crate) fn adopt(&mut self, u: &[f64], loss: f64, grad: &[f64], grad_u: &[f64]) {
-        self.best_loss = loss;
-        self.best_u.copy_from_slice(u);
-        self.best_grad.copy_from_slice(grad);
-        self.best_grad_u.copy_from_slice(grad_u);
-    }
-}
 
 /// Settings of one Adam run.
 #[derive(Clone, Copy, Debug)]

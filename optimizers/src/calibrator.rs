@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use ndvm_core::{ErrorKind, Evaluator, Heap, ParamKind, Program, params};
 
-use crate::adam::{self, Adam, AdamRun, StartState};
+use crate::adam::{self, Adam, AdamRun};
 use crate::config::{CalibrateConfig, Loss, Optimizer, ParamSpec, Polish, RaceCut};
 use crate::data::Dataset;
 use crate::error::{CalibrateError, Result};
@@ -14,7 +14,7 @@ use crate::lbfgs::{self, LbfgsRun};
 use crate::lm::{self, LmRun};
 use crate::multistart;
 use crate::objective::Objective;
-use crate::stop::{StartStatus, StopReason};
+use crate::stop::{StartState, StartStatus, StopReason, norm};
 use crate::transform;
 
 /// How many idle evaluators a calibrator keeps for its next calibration.
@@ -116,10 +116,6 @@ impl Calibration {
         let i = self.names.iter().position(|n| n == name)?;
         Some(self.params[i])
     }
-}
-
-pub(crate) fn norm(v: &[f64]) -> f64 {
-    v.iter().map(|x| x * x).sum::<f64>().sqrt()
 }
 
 impl Calibrator {

@@ -13,10 +13,9 @@ use argmin::solver::linesearch::MoreThuenteLineSearch;
 use argmin::solver::quasinewton::LBFGS;
 use ndvm_core::{Heap, Program};
 
-use crate::adam::StartState;
 use crate::error::{CalibrateError, Result};
 use crate::objective::Objective;
-use crate::stop::StartStatus;
+use crate::stop::{StartState, StartStatus};
 
 /// Settings of one L-BFGS run.
 #[derive(Clone, Copy, Debug)]

@@ -7,11 +7,9 @@ use std::time::Instant;
 
 use ndvm_core::{Heap, Program};
 
-use crate::adam::StartState;
-use crate::calibrator::norm;
 use crate::error::Result;
 use crate::objective::Objective;
-use crate::stop::StartStatus;
+use crate::stop::{StartState, StartStatus, norm};
 
 /// Settings of one Levenberg–Marquardt run.
 #[derive(Clone, Copy, Debug)]

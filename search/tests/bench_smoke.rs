@@ -237,7 +237,8 @@ fn issue_11_default_out_is_a_fresh_ignored_folder() {
         stdout.contains(&format!("wrote {}", report.display())),
         "{stdout}"
     );
-    // Git ignores everything under results/ but README.md, BENCHMARKS.md and bench/.
+    // Git ignores everything under results/ but README.md, BENCHMARKS.md, bench/, history/ and
+    // selection/.
     let gitignore =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.gitignore"))
             .unwrap();

@@ -113,7 +113,7 @@ impl<R: Real> Machine<R> {
             // Interned names (with their table entries), about 64 bytes each; the names every
             // heap starts with (forms and primitives) are not the program's.
             + (self.heap.symbols().len())
-                .saturating_sub(crate::decode::forms_interner().len()) as u64
+                .saturating_sub(crate::vocab::forms_interner().len()) as u64
                 * 64;
         MemUse { arena, tape, heap }
     }

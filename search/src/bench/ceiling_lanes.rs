@@ -20,7 +20,7 @@ use std::ops::{Add, Div, Mul, Neg, Sub};
 use super::ceiling;
 
 /// Lanes per block in f64 (the fastest of 4, 8, 16 and 32 on the machine of
-/// `results/BENCHMARKS.md`).
+/// `results/history/BENCHMARKS-rounds.md`).
 pub const LANES_F64: usize = 8;
 /// Lanes per block in f32.
 pub const LANES_F32: usize = 16;
