@@ -919,33 +919,7 @@ impl<R: Real> Machine<R> {
                     inits,
                     body,
                 } => {
-                    match kind {
-                        LetKind::Parallel => {
-                            let base = self.argstack.len();
-                            for i in 0..inits.len {
-                                let c = self.codes.lists[(inits.start + i) as usize];
-                                let v = self.eval_value(c, env)?;
-                                self.argstack.push(v);
-                            }
-                            let f = self.new_frame(env, n_slots);
-                            let fb = self.frames[f as usize].base as usize;
-                            for i in 0..inits.len as usize {
-                                self.slots[fb + i] = self.argstack[base + i];
-                            }
-                            self.argstack.truncate(base);
-                            env = f;
-                        }
-                        LetKind::Sequential => {
-                            let f = self.new_frame(env, n_slots);
-                            let fb = self.frames[f as usize].base as usize;
-                            for i in 0..inits.len {
-                                let c = self.codes.lists[(inits.start + i) as usize];
-                                let v = self.eval_value(c, f)?;
-                                self.slots[fb + i as usize] = v;
-                            }
-                            env = f;
-                        }
-                    }
+                    env = self.enter_let(kind, n_slots, inits, env)?;
                     code = body;
                     continue;
                 }
@@ -961,47 +935,11 @@ impl<R: Real> Machine<R> {
                     code = self.codes.lists[(list.start + list.len - 1) as usize];
                     continue;
                 }
-                Code::Define { slot, value } => {
-                    let v = self.eval_value(value, env)?;
-                    let i = self.frames[env as usize].base as usize + slot as usize;
-                    let old = self.slots[i];
-                    self.slots[i] = self.assign(old, v, code)?;
-                    Value::Nil
-                }
-                Code::DefineGlobal { slot, value } => {
-                    let v = self.eval_value(value, env)?;
-                    let old = self.globals[slot as usize];
-                    self.globals[slot as usize] = self.assign(old, v, code)?;
-                    Value::Nil
-                }
-                Code::SetLocal { depth, slot, value } => {
-                    let v = self.eval_value(value, env)?;
-                    let i = self.slot_index(env, depth, slot);
-                    let old = self.slots[i];
-                    if old == Value::Unassigned {
-                        return Err(self.unassigned(code));
-                    }
-                    self.slots[i] = self.assign(old, v, code)?;
-                    self.lowest_set = self.lowest_set.min(i);
-                    Value::Nil
-                }
-                Code::SetGlobal { slot, value } => {
-                    let v = self.eval_value(value, env)?;
-                    let old = self.globals[slot as usize];
-                    if old == Value::Unassigned {
-                        return Err(self.unassigned(code));
-                    }
-                    self.globals[slot as usize] = self.assign(old, v, code)?;
-                    self.lowest_set = 0;
-                    Value::Nil
-                }
-                Code::DeclareGlobal { slot, value } => {
-                    if self.globals[slot as usize] == Value::Unassigned {
-                        let v = self.eval_value(value, env)?;
-                        self.globals[slot as usize] = v;
-                    }
-                    Value::Nil
-                }
+                Code::Define { .. }
+                | Code::DefineGlobal { .. }
+                | Code::SetLocal { .. }
+                | Code::SetGlobal { .. }
+                | Code::DeclareGlobal { .. } => self.eval_assignment(code, env)?,
                 Code::App { head, args } => {
                     let f = self.eval_value(head, env)?;
                     let base = self.argstack.len();
@@ -1068,6 +1006,89 @@ impl<R: Real> Machine<R> {
             };
             return Ok(Flow::Val(v));
         }
+    }
+
+    /// The frame a `let` (or `let*`) body runs in: its inits evaluated in the enclosing frame
+    /// (`let`) or each in the new one (`let*`), bound to its slots.
+    #[inline(always)]
+    fn enter_let(&mut self, kind: LetKind, n_slots: u32, inits: CodeList, env: u32) -> Result<u32> {
+        match kind {
+            LetKind::Parallel => {
+                let base = self.argstack.len();
+                for i in 0..inits.len {
+                    let c = self.codes.lists[(inits.start + i) as usize];
+                    let v = self.eval_value(c, env)?;
+                    self.argstack.push(v);
+                }
+                let f = self.new_frame(env, n_slots);
+                let fb = self.frames[f as usize].base as usize;
+                for i in 0..inits.len as usize {
+                    self.slots[fb + i] = self.argstack[base + i];
+                }
+                self.argstack.truncate(base);
+                Ok(f)
+            }
+            LetKind::Sequential => {
+                let f = self.new_frame(env, n_slots);
+                let fb = self.frames[f as usize].base as usize;
+                for i in 0..inits.len {
+                    let c = self.codes.lists[(inits.start + i) as usize];
+                    let v = self.eval_value(c, f)?;
+                    self.slots[fb + i as usize] = v;
+                }
+                Ok(f)
+            }
+        }
+    }
+
+    /// `define`, `set!` and a global's declaration: the value assigned (select-merged under
+    /// divergence by `assign`); the form's value is `()`.
+    #[inline]
+    fn eval_assignment(&mut self, code: CodeId, env: u32) -> Result<Value> {
+        Ok(match self.codes.get(code) {
+            Code::Define { slot, value } => {
+                let v = self.eval_value(value, env)?;
+                let i = self.frames[env as usize].base as usize + slot as usize;
+                let old = self.slots[i];
+                self.slots[i] = self.assign(old, v, code)?;
+                Value::Nil
+            }
+            Code::DefineGlobal { slot, value } => {
+                let v = self.eval_value(value, env)?;
+                let old = self.globals[slot as usize];
+                self.globals[slot as usize] = self.assign(old, v, code)?;
+                Value::Nil
+            }
+            Code::SetLocal { depth, slot, value } => {
+                let v = self.eval_value(value, env)?;
+                let i = self.slot_index(env, depth, slot);
+                let old = self.slots[i];
+                if old == Value::Unassigned {
+                    return Err(self.unassigned(code));
+                }
+                self.slots[i] = self.assign(old, v, code)?;
+                self.lowest_set = self.lowest_set.min(i);
+                Value::Nil
+            }
+            Code::SetGlobal { slot, value } => {
+                let v = self.eval_value(value, env)?;
+                let old = self.globals[slot as usize];
+                if old == Value::Unassigned {
+                    return Err(self.unassigned(code));
+                }
+                self.globals[slot as usize] = self.assign(old, v, code)?;
+                self.lowest_set = 0;
+                Value::Nil
+            }
+            Code::DeclareGlobal { slot, value } => {
+                if self.globals[slot as usize] == Value::Unassigned {
+                    let v = self.eval_value(value, env)?;
+                    self.globals[slot as usize] = v;
+                }
+                Value::Nil
+            }
+            _ => unreachable!("eval_assignment of another form"),
+        })
     }
 
     fn eval_args(&mut self, args: CodeList, env: u32) -> Result<()> {

@@ -208,6 +208,17 @@ impl TensorOp {
                     }
                 }
             }
+            TensorOp::Det { .. } | TensorOp::LogDet { .. } | TensorOp::Inv { .. } => {
+                self.square_vjp(a, b, z, g, da);
+            }
+        }
+    }
+
+    /// [`vjp`](Self::vjp) of det, logdet and inv (the ops of one square matrix); `b` is A⁻¹ for
+    /// det and logdet.
+    #[inline]
+    fn square_vjp<R: Real>(self, a: &[R], b: &[R], z: &[R], g: &[R], da: &mut [R]) {
+        match self {
             TensorOp::Det { m } => {
                 // dA = g · det · A⁻ᵀ
                 let m = m as usize;
@@ -257,6 +268,7 @@ impl TensorOp {
                     }
                 }
             }
+            _ => unreachable!("square_vjp of {self:?}"),
         }
     }
 }

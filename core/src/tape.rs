@@ -521,153 +521,8 @@ impl<R: Real> Tape<R> {
         let n_out = mo.n as usize;
         let data = &lanes.data[..];
         match node.op {
-            TapeOp::Unary(op) => {
-                let ma = lanes.meta(node.a);
-                if full && ma.varying && mo.varying {
-                    let Some((ia, fresh)) = self.adj.slot_fresh(ma, node.a) else {
-                        return;
-                    };
-                    let len = n_out * b;
-                    let [g, d] = regions(&mut self.adj.buf, [go..go + len, ia..ia + len]);
-                    let x = &data[ma.off as usize..][..len];
-                    let y = &data[mo.off as usize..][..len];
-                    if fresh {
-                        unary_lanes::<_, true>(op, g, x, y, d);
-                    } else {
-                        unary_lanes::<_, false>(op, g, x, y, d);
-                    }
-                    return;
-                }
-                let Some(ia) = self.adj.slot(ma, node.a) else {
-                    return;
-                };
-                let ((wa, sa), (wo, so)) = (stride(ma, b), stride(mo, b));
-                let adj = &mut self.adj.buf;
-                for e in 0..n_out {
-                    let xb = ma.off as usize + e * wa;
-                    let zb = mo.off as usize + e * wo;
-                    for &l in act {
-                        let l = l as usize;
-                        let g = adj[go + e * b + l];
-                        let d = op.deriv(data[xb + l * sa], data[zb + l * so]);
-                        adj[ia + e * b + l] += adjoint_term(g, d);
-                    }
-                }
-            }
-            TapeOp::Binary(op) => {
-                let ma = lanes.meta(node.a);
-                let mb = lanes.meta(node.b);
-                let ((wa, sa), (wb, sb), (wo, so)) = (stride(ma, b), stride(mb, b), stride(mo, b));
-                // Over full contiguous lanes a fresh input region is written by its first element
-                // rather than zeroed and added to; the lane-list path only adds.
-                let lanes_path = full && so == 1 && n_out > 0;
-                let mut fresh = |m: Meta, p: PayloadId| match self.adj.slot_fresh(m, p) {
-                    Some((i, f)) if f && !lanes_path => {
-                        self.adj.zero_if(true, i, m.n as usize);
-                        (Some(i), false)
-                    }
-                    Some((i, f)) => (Some(i), f),
-                    None => (None, false),
-                };
-                let (ia, fa) = fresh(ma, node.a);
-                let (ib, fb) = fresh(mb, node.b);
-                if ia.is_none() && ib.is_none() {
-                    return;
-                }
-                let [xa, ya, ..] = &mut self.bufs;
-                let adj = &mut self.adj.buf;
-                if lanes_path && sa == 1 && sb == 1 && ma.n == mo.n && mb.n == mo.n {
-                    // Every element of all three contiguous: one pass over all their floats,
-                    // each float's terms as the per-element passes below add them.
-                    let len = n_out * b;
-                    let x = &data[ma.off as usize..][..len];
-                    let y = &data[mb.off as usize..][..len];
-                    let z = &data[mo.off as usize..][..len];
-                    let (ra, rb) = (ia.map(|i| i..i + len), ib.map(|i| i..i + len));
-                    binary_lanes(op, adj, go..go + len, ra, rb, [fa, fb], [x, y, z], len);
-                    return;
-                }
-                if lanes_path && (2..=4).contains(&n_out) {
-                    // A one-element varying operand taking the gradient, the other uniform and
-                    // taking none (`scale q (eye 2)`): its adjoint sums the elements' terms per
-                    // lane in one pass, in the order of the per-element passes below.
-                    let z = &data[mo.off as usize..][..n_out * b];
-                    let uni = |m: Meta| &data[m.off as usize..][..m.n as usize];
-                    match (sa, sb, ia, ib) {
-                        (1, 0, Some(i), None) if ma.n == 1 && mb.n == mo.n => {
-                            let xs = &data[ma.off as usize..][..b];
-                            let [g, d] = regions(adj, [go..go + n_out * b, i..i + b]);
-                            return binary_uni_sum(op, g, d, fa, (false, uni(mb)), xs, z);
-                        }
-                        (0, 1, None, Some(j)) if mb.n == 1 && ma.n == mo.n => {
-                            let ys = &data[mb.off as usize..][..b];
-                            let [g, d] = regions(adj, [go..go + n_out * b, j..j + b]);
-                            return binary_uni_sum(op, g, d, fb, (true, uni(ma)), ys, z);
-                        }
-                        _ => {}
-                    }
-                }
-                for e in 0..n_out {
-                    let ea = if ma.n == 1 { 0 } else { e };
-                    let eb = if mb.n == 1 { 0 } else { e };
-                    let xb = ma.off as usize + ea * wa;
-                    let yb = mb.off as usize + eb * wb;
-                    let zb = mo.off as usize + e * wo;
-                    let gb = go + e * b;
-                    if !full || so == 0 {
-                        for &l in act {
-                            let l = l as usize;
-                            let g = adj[gb + l];
-                            let x = data[xb + l * sa];
-                            let y = data[yb + l * sb];
-                            let z = data[zb + l * so];
-                            let (dx, dy) = op.partials(x, y, z);
-                            if let Some(i) = ia {
-                                adj[i + ea * b + l] += adjoint_term(g, dx);
-                            }
-                            if let Some(i) = ib {
-                                adj[i + eb * b + l] += adjoint_term(g, dy);
-                            }
-                        }
-                        continue;
-                    }
-                    let z = &data[zb..zb + b];
-                    let gr = gb..gb + b;
-                    let ra = ia.map(|i| i + ea * b..i + (ea + 1) * b);
-                    let rb = ib.map(|i| i + eb * b..i + (eb + 1) * b);
-                    let first = [fa && ea == e, fb && eb == e];
-                    // One operand uniform and taking no gradient: it is read as one value.
-                    match (sa, sb, ra.clone(), rb.clone()) {
-                        (0, 1, None, Some(r)) => {
-                            let (v, ys) = (data[xb], &data[yb..yb + b]);
-                            binary_uni(op, adj, gr, r, first[1], (true, v), ys, z);
-                            continue;
-                        }
-                        (1, 0, Some(r), None) => {
-                            let (v, xs) = (data[yb], &data[xb..xb + b]);
-                            binary_uni(op, adj, gr, r, first[0], (false, v), xs, z);
-                            continue;
-                        }
-                        _ => {}
-                    }
-                    // Contiguous lanes; a uniform operand is broadcast into a buffer first.
-                    let x: &[R] = if sa == 1 {
-                        &data[xb..xb + b]
-                    } else {
-                        xa.clear();
-                        xa.resize(b, data[xb]);
-                        xa
-                    };
-                    let y: &[R] = if sb == 1 {
-                        &data[yb..yb + b]
-                    } else {
-                        ya.clear();
-                        ya.resize(b, data[yb]);
-                        ya
-                    };
-                    binary_lanes(op, adj, gr, ra, rb, first, [x, y, z], b);
-                }
-            }
+            TapeOp::Unary(op) => self.vjp_unary(lanes, node, op, go, b, act, full),
+            TapeOp::Binary(op) => self.vjp_binary(lanes, node, op, go, b, act, full),
             TapeOp::Select { then } => {
                 // Reached only with the merges unindexed: a select of a payload with itself, or
                 // the planted merge bug.
@@ -734,85 +589,7 @@ impl<R: Real> Tape<R> {
                 }
             }
             TapeOp::Tensor(op) if op.is_bilinear() || op.is_linear() => {
-                let bil = op.is_bilinear();
-                let (ma, mb) = (lanes.meta(node.a), lanes.meta(node.b));
-                let na = ma.n as usize;
-                let nb = if bil { mb.n as usize } else { 0 };
-                // Full lanes write fresh regions (one payload as both inputs is zeroed first:
-                // its two passes would each see the other's elements as written).
-                let (ia, fa) = self.adj.slot_fresh(ma, node.a).unzip();
-                let (ib, fb) = if bil {
-                    self.adj.slot_fresh(mb, node.b).unzip()
-                } else {
-                    (None, None)
-                };
-                let same = ia.is_some() && ia == ib;
-                let mut fresh = [fa.unwrap_or(false), fb.unwrap_or(false)];
-                if !full || same {
-                    if let Some(i) = ia {
-                        self.adj.zero_if(fresh[0], i, na);
-                    }
-                    if let Some(j) = ib {
-                        self.adj.zero_if(fresh[1], j, nb);
-                    }
-                    fresh = [false; 2];
-                }
-                let view = |m: Meta| Strided {
-                    data: &data[m.off as usize..],
-                    w: if m.varying { b } else { 1 },
-                    s: usize::from(m.varying),
-                };
-                // A small product of two varying inputs over every lane: one pass per input.
-                let (sa, sb) = (view(ma), view(mb));
-                let small = (full && !same && b > 1 && sa.s == 1 && sb.s == 1)
-                    .then(|| smallmat::dims(op, na, nb))
-                    .flatten();
-                // Too many terms to list: direct loops (the same bits). Else, full lanes: the
-                // terms grouped by input element; masked: in term order.
-                let listed = if small.is_some() {
-                    Some((&[][..], &[][..]))
-                } else if full {
-                    self.term_cache.grouped(op, na, nb)
-                } else {
-                    self.term_cache.get(op, na, nb).map(|t| (t, &[][..]))
-                };
-                let direct = listed.is_none();
-                let (terms, by_j) = listed.unwrap_or((&[][..], &[][..]));
-                let vjp = |g: &[R], da: Option<&mut [R]>, db: Option<&mut [R]>| {
-                    if let Some(d) = small {
-                        let (a, bv) = (&sa.data[..na * b], &sb.data[..nb * b]);
-                        smallmat::vjp(d, a, bv, g, da, db, b, fresh);
-                    } else if direct {
-                        let act = (!full).then_some(act);
-                        direct_vjp(op, na, nb, sa, sb, g, da, db, b, fresh, act);
-                    } else if full {
-                        terms_vjp(terms, by_j, bil, sa, sb, g, da, db, b, fresh);
-                    } else {
-                        terms_vjp_masked(terms, bil, sa, sb, g, da, db, b, act);
-                    }
-                };
-                let gr = go..go + n_out * b;
-                let adj = &mut self.adj.buf;
-                match (ia, ib) {
-                    (Some(i), Some(_)) if same => {
-                        let [g, d] = regions(adj, [gr, i..i + na * b]);
-                        vjp(g, Some(&mut *d), None);
-                        vjp(g, None, Some(d));
-                    }
-                    (Some(i), Some(j)) => {
-                        let [g, da, db] = regions(adj, [gr, i..i + na * b, j..j + nb * b]);
-                        vjp(g, Some(da), Some(db));
-                    }
-                    (Some(i), None) => {
-                        let [g, da] = regions(adj, [gr, i..i + na * b]);
-                        vjp(g, Some(da), None);
-                    }
-                    (None, Some(j)) => {
-                        let [g, db] = regions(adj, [gr, j..j + nb * b]);
-                        vjp(g, None, Some(db));
-                    }
-                    (None, None) => {}
-                }
+                self.vjp_tensor_wide(lanes, node, op, go, b, act, full)
             }
             TapeOp::Tensor(op)
                 if full
@@ -840,65 +617,357 @@ impl<R: Real> Tape<R> {
                 let [g, da] = regions(&mut self.adj.buf, [go..go + n_out * b, ia..ia + na * b]);
                 det_family_vjp(op, a, t, z, g, da, fresh, b, &mut self.bufs[5]);
             }
-            TapeOp::Tensor(op) => {
-                let (ma, mb) = (lanes.meta(node.a), lanes.meta(node.b));
-                let na = ma.n as usize;
-                let has_b = tensor_has_b(op);
-                let nb = if has_b { mb.n as usize } else { 0 };
-                let ia = self.adj.slot(ma, node.a);
-                let ib = if has_b && !matches!(op, TensorOp::Det { .. } | TensorOp::LogDet { .. }) {
-                    self.adj.slot(mb, node.b)
-                } else {
-                    None
-                };
-                if ia.is_none() && ib.is_none() {
-                    return;
+            TapeOp::Tensor(op) => self.vjp_tensor_lanes(lanes, node, op, go, b, act),
+        }
+    }
+
+    /// A unary node's adjoint: one wide lane loop when every lane is active and both sides vary, else per lane. Part of [`Tape::node_vjp_on`], inlined into it.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn vjp_unary(
+        &mut self,
+        lanes: &Lanes<R>,
+        node: TapeNode,
+        op: Unary,
+        go: usize,
+        b: usize,
+        act: &[u32],
+        full: bool,
+    ) {
+        let mo = lanes.meta(node.out);
+        let n_out = mo.n as usize;
+        let data = &lanes.data[..];
+        let ma = lanes.meta(node.a);
+        if full && ma.varying && mo.varying {
+            let Some((ia, fresh)) = self.adj.slot_fresh(ma, node.a) else {
+                return;
+            };
+            let len = n_out * b;
+            let [g, d] = regions(&mut self.adj.buf, [go..go + len, ia..ia + len]);
+            let x = &data[ma.off as usize..][..len];
+            let y = &data[mo.off as usize..][..len];
+            if fresh {
+                unary_lanes::<_, true>(op, g, x, y, d);
+            } else {
+                unary_lanes::<_, false>(op, g, x, y, d);
+            }
+            return;
+        }
+        let Some(ia) = self.adj.slot(ma, node.a) else {
+            return;
+        };
+        let ((wa, sa), (wo, so)) = (stride(ma, b), stride(mo, b));
+        let adj = &mut self.adj.buf;
+        for e in 0..n_out {
+            let xb = ma.off as usize + e * wa;
+            let zb = mo.off as usize + e * wo;
+            for &l in act {
+                let l = l as usize;
+                let g = adj[go + e * b + l];
+                let d = op.deriv(data[xb + l * sa], data[zb + l * so]);
+                adj[ia + e * b + l] += adjoint_term(g, d);
+            }
+        }
+    }
+
+    /// A binary node's adjoint into both operands (uniform operands in their wide kernels). Part of [`Tape::node_vjp_on`], inlined into it.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn vjp_binary(
+        &mut self,
+        lanes: &Lanes<R>,
+        node: TapeNode,
+        op: Binary,
+        go: usize,
+        b: usize,
+        act: &[u32],
+        full: bool,
+    ) {
+        let mo = lanes.meta(node.out);
+        let n_out = mo.n as usize;
+        let data = &lanes.data[..];
+        let ma = lanes.meta(node.a);
+        let mb = lanes.meta(node.b);
+        let ((wa, sa), (wb, sb), (wo, so)) = (stride(ma, b), stride(mb, b), stride(mo, b));
+        // Over full contiguous lanes a fresh input region is written by its first element
+        // rather than zeroed and added to; the lane-list path only adds.
+        let lanes_path = full && so == 1 && n_out > 0;
+        let mut fresh = |m: Meta, p: PayloadId| match self.adj.slot_fresh(m, p) {
+            Some((i, f)) if f && !lanes_path => {
+                self.adj.zero_if(true, i, m.n as usize);
+                (Some(i), false)
+            }
+            Some((i, f)) => (Some(i), f),
+            None => (None, false),
+        };
+        let (ia, fa) = fresh(ma, node.a);
+        let (ib, fb) = fresh(mb, node.b);
+        if ia.is_none() && ib.is_none() {
+            return;
+        }
+        let [xa, ya, ..] = &mut self.bufs;
+        let adj = &mut self.adj.buf;
+        if lanes_path && sa == 1 && sb == 1 && ma.n == mo.n && mb.n == mo.n {
+            // Every element of all three contiguous: one pass over all their floats,
+            // each float's terms as the per-element passes below add them.
+            let len = n_out * b;
+            let x = &data[ma.off as usize..][..len];
+            let y = &data[mb.off as usize..][..len];
+            let z = &data[mo.off as usize..][..len];
+            let (ra, rb) = (ia.map(|i| i..i + len), ib.map(|i| i..i + len));
+            binary_lanes(op, adj, go..go + len, ra, rb, [fa, fb], [x, y, z], len);
+            return;
+        }
+        if lanes_path && (2..=4).contains(&n_out) {
+            // A one-element varying operand taking the gradient, the other uniform and
+            // taking none (`scale q (eye 2)`): its adjoint sums the elements' terms per
+            // lane in one pass, in the order of the per-element passes below.
+            let z = &data[mo.off as usize..][..n_out * b];
+            let uni = |m: Meta| &data[m.off as usize..][..m.n as usize];
+            match (sa, sb, ia, ib) {
+                (1, 0, Some(i), None) if ma.n == 1 && mb.n == mo.n => {
+                    let xs = &data[ma.off as usize..][..b];
+                    let [g, d] = regions(adj, [go..go + n_out * b, i..i + b]);
+                    return binary_uni_sum(op, g, d, fa, (false, uni(mb)), xs, z);
                 }
-                let [ba, bb, bz, bg, bda, bdb] = &mut self.bufs;
-                ba.resize(na, R::ZERO);
-                bb.resize(nb, R::ZERO);
-                bz.resize(n_out, R::ZERO);
-                bg.resize(n_out, R::ZERO);
-                bda.resize(na, R::ZERO);
-                bdb.resize(nb, R::ZERO);
-                let at = |m: Meta| {
-                    let (w, s) = stride(m, b);
-                    (m.off as usize, w, s)
-                };
-                let ((ao, aw, al), (bo, bw, bl), (oo, ow, ol)) = (at(ma), at(mb), at(mo));
-                let adj = &mut self.adj.buf;
+                (0, 1, None, Some(j)) if mb.n == 1 && ma.n == mo.n => {
+                    let ys = &data[mb.off as usize..][..b];
+                    let [g, d] = regions(adj, [go..go + n_out * b, j..j + b]);
+                    return binary_uni_sum(op, g, d, fb, (true, uni(ma)), ys, z);
+                }
+                _ => {}
+            }
+        }
+        for e in 0..n_out {
+            let ea = if ma.n == 1 { 0 } else { e };
+            let eb = if mb.n == 1 { 0 } else { e };
+            let xb = ma.off as usize + ea * wa;
+            let yb = mb.off as usize + eb * wb;
+            let zb = mo.off as usize + e * wo;
+            let gb = go + e * b;
+            if !full || so == 0 {
                 for &l in act {
                     let l = l as usize;
-                    let mut any = false;
-                    for e in 0..n_out {
-                        bg[e] = adj[go + e * b + l];
-                        any |= bg[e] != R::ZERO;
+                    let g = adj[gb + l];
+                    let x = data[xb + l * sa];
+                    let y = data[yb + l * sb];
+                    let z = data[zb + l * so];
+                    let (dx, dy) = op.partials(x, y, z);
+                    if let Some(i) = ia {
+                        adj[i + ea * b + l] += adjoint_term(g, dx);
                     }
-                    if !any {
-                        continue;
+                    if let Some(i) = ib {
+                        adj[i + eb * b + l] += adjoint_term(g, dy);
                     }
-                    for e in 0..na {
-                        ba[e] = data[ao + e * aw + l * al];
-                    }
-                    for e in 0..nb {
-                        bb[e] = data[bo + e * bw + l * bl];
-                    }
-                    for e in 0..n_out {
-                        bz[e] = data[oo + e * ow + l * ol];
-                    }
-                    bda.iter_mut().for_each(|x| *x = R::ZERO);
-                    bdb.iter_mut().for_each(|x| *x = R::ZERO);
-                    op.vjp(ba, bb, bz, bg, bda, bdb);
-                    if let Some(i0) = ia {
-                        for e in 0..na {
-                            adj[i0 + e * b + l] += bda[e];
-                        }
-                    }
-                    if let Some(i0) = ib {
-                        for e in 0..nb {
-                            adj[i0 + e * b + l] += bdb[e];
-                        }
-                    }
+                }
+                continue;
+            }
+            let z = &data[zb..zb + b];
+            let gr = gb..gb + b;
+            let ra = ia.map(|i| i + ea * b..i + (ea + 1) * b);
+            let rb = ib.map(|i| i + eb * b..i + (eb + 1) * b);
+            let first = [fa && ea == e, fb && eb == e];
+            // One operand uniform and taking no gradient: it is read as one value.
+            match (sa, sb, ra.clone(), rb.clone()) {
+                (0, 1, None, Some(r)) => {
+                    let (v, ys) = (data[xb], &data[yb..yb + b]);
+                    binary_uni(op, adj, gr, r, first[1], (true, v), ys, z);
+                    continue;
+                }
+                (1, 0, Some(r), None) => {
+                    let (v, xs) = (data[yb], &data[xb..xb + b]);
+                    binary_uni(op, adj, gr, r, first[0], (false, v), xs, z);
+                    continue;
+                }
+                _ => {}
+            }
+            // Contiguous lanes; a uniform operand is broadcast into a buffer first.
+            let x: &[R] = if sa == 1 {
+                &data[xb..xb + b]
+            } else {
+                xa.clear();
+                xa.resize(b, data[xb]);
+                xa
+            };
+            let y: &[R] = if sb == 1 {
+                &data[yb..yb + b]
+            } else {
+                ya.clear();
+                ya.resize(b, data[yb]);
+                ya
+            };
+            binary_lanes(op, adj, gr, ra, rb, first, [x, y, z], b);
+        }
+    }
+
+    /// A linear or bilinear tensor node's adjoint over whole lane blocks. Part of [`Tape::node_vjp_on`], inlined into it.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn vjp_tensor_wide(
+        &mut self,
+        lanes: &Lanes<R>,
+        node: TapeNode,
+        op: TensorOp,
+        go: usize,
+        b: usize,
+        act: &[u32],
+        full: bool,
+    ) {
+        let mo = lanes.meta(node.out);
+        let n_out = mo.n as usize;
+        let data = &lanes.data[..];
+        let bil = op.is_bilinear();
+        let (ma, mb) = (lanes.meta(node.a), lanes.meta(node.b));
+        let na = ma.n as usize;
+        let nb = if bil { mb.n as usize } else { 0 };
+        // Full lanes write fresh regions (one payload as both inputs is zeroed first:
+        // its two passes would each see the other's elements as written).
+        let (ia, fa) = self.adj.slot_fresh(ma, node.a).unzip();
+        let (ib, fb) = if bil {
+            self.adj.slot_fresh(mb, node.b).unzip()
+        } else {
+            (None, None)
+        };
+        let same = ia.is_some() && ia == ib;
+        let mut fresh = [fa.unwrap_or(false), fb.unwrap_or(false)];
+        if !full || same {
+            if let Some(i) = ia {
+                self.adj.zero_if(fresh[0], i, na);
+            }
+            if let Some(j) = ib {
+                self.adj.zero_if(fresh[1], j, nb);
+            }
+            fresh = [false; 2];
+        }
+        let view = |m: Meta| Strided {
+            data: &data[m.off as usize..],
+            w: if m.varying { b } else { 1 },
+            s: usize::from(m.varying),
+        };
+        // A small product of two varying inputs over every lane: one pass per input.
+        let (sa, sb) = (view(ma), view(mb));
+        let small = (full && !same && b > 1 && sa.s == 1 && sb.s == 1)
+            .then(|| smallmat::dims(op, na, nb))
+            .flatten();
+        // Too many terms to list: direct loops (the same bits). Else, full lanes: the
+        // terms grouped by input element; masked: in term order.
+        let listed = if small.is_some() {
+            Some((&[][..], &[][..]))
+        } else if full {
+            self.term_cache.grouped(op, na, nb)
+        } else {
+            self.term_cache.get(op, na, nb).map(|t| (t, &[][..]))
+        };
+        let direct = listed.is_none();
+        let (terms, by_j) = listed.unwrap_or((&[][..], &[][..]));
+        let vjp = |g: &[R], da: Option<&mut [R]>, db: Option<&mut [R]>| {
+            if let Some(d) = small {
+                let (a, bv) = (&sa.data[..na * b], &sb.data[..nb * b]);
+                smallmat::vjp(d, a, bv, g, da, db, b, fresh);
+            } else if direct {
+                let act = (!full).then_some(act);
+                direct_vjp(op, na, nb, sa, sb, g, da, db, b, fresh, act);
+            } else if full {
+                terms_vjp(terms, by_j, bil, sa, sb, g, da, db, b, fresh);
+            } else {
+                terms_vjp_masked(terms, bil, sa, sb, g, da, db, b, act);
+            }
+        };
+        let gr = go..go + n_out * b;
+        let adj = &mut self.adj.buf;
+        match (ia, ib) {
+            (Some(i), Some(_)) if same => {
+                let [g, d] = regions(adj, [gr, i..i + na * b]);
+                vjp(g, Some(&mut *d), None);
+                vjp(g, None, Some(d));
+            }
+            (Some(i), Some(j)) => {
+                let [g, da, db] = regions(adj, [gr, i..i + na * b, j..j + nb * b]);
+                vjp(g, Some(da), Some(db));
+            }
+            (Some(i), None) => {
+                let [g, da] = regions(adj, [gr, i..i + na * b]);
+                vjp(g, Some(da), None);
+            }
+            (None, Some(j)) => {
+                let [g, db] = regions(adj, [gr, j..j + nb * b]);
+                vjp(g, None, Some(db));
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// Any other tensor node's adjoint, lane by lane through `TensorOp::vjp`. Part of [`Tape::node_vjp_on`], inlined into it.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn vjp_tensor_lanes(
+        &mut self,
+        lanes: &Lanes<R>,
+        node: TapeNode,
+        op: TensorOp,
+        go: usize,
+        b: usize,
+        act: &[u32],
+    ) {
+        let mo = lanes.meta(node.out);
+        let n_out = mo.n as usize;
+        let data = &lanes.data[..];
+        let (ma, mb) = (lanes.meta(node.a), lanes.meta(node.b));
+        let na = ma.n as usize;
+        let has_b = tensor_has_b(op);
+        let nb = if has_b { mb.n as usize } else { 0 };
+        let ia = self.adj.slot(ma, node.a);
+        let ib = if has_b && !matches!(op, TensorOp::Det { .. } | TensorOp::LogDet { .. }) {
+            self.adj.slot(mb, node.b)
+        } else {
+            None
+        };
+        if ia.is_none() && ib.is_none() {
+            return;
+        }
+        let [ba, bb, bz, bg, bda, bdb] = &mut self.bufs;
+        ba.resize(na, R::ZERO);
+        bb.resize(nb, R::ZERO);
+        bz.resize(n_out, R::ZERO);
+        bg.resize(n_out, R::ZERO);
+        bda.resize(na, R::ZERO);
+        bdb.resize(nb, R::ZERO);
+        let at = |m: Meta| {
+            let (w, s) = stride(m, b);
+            (m.off as usize, w, s)
+        };
+        let ((ao, aw, al), (bo, bw, bl), (oo, ow, ol)) = (at(ma), at(mb), at(mo));
+        let adj = &mut self.adj.buf;
+        for &l in act {
+            let l = l as usize;
+            let mut any = false;
+            for e in 0..n_out {
+                bg[e] = adj[go + e * b + l];
+                any |= bg[e] != R::ZERO;
+            }
+            if !any {
+                continue;
+            }
+            for e in 0..na {
+                ba[e] = data[ao + e * aw + l * al];
+            }
+            for e in 0..nb {
+                bb[e] = data[bo + e * bw + l * bl];
+            }
+            for e in 0..n_out {
+                bz[e] = data[oo + e * ow + l * ol];
+            }
+            bda.iter_mut().for_each(|x| *x = R::ZERO);
+            bdb.iter_mut().for_each(|x| *x = R::ZERO);
+            op.vjp(ba, bb, bz, bg, bda, bdb);
+            if let Some(i0) = ia {
+                for e in 0..na {
+                    adj[i0 + e * b + l] += bda[e];
+                }
+            }
+            if let Some(i0) = ib {
+                for e in 0..nb {
+                    adj[i0 + e * b + l] += bdb[e];
                 }
             }
         }

@@ -776,7 +776,17 @@ fn index(v: &Val) -> R<usize> {
     }
 }
 
+/// The list and tensor primitives, by name (lists first, then tensors).
 fn lists_and_tensors(name: &str, args: Vec<Val>) -> R<Val> {
+    match name {
+        "cons" | "car" | "cdr" | "null?" | "list" | "length" | "reverse" | "append"
+        | "list-ref" => lists(name, args),
+        _ => tensors(name, args),
+    }
+}
+
+/// `(name …)` of a list primitive, or an unsupported call.
+fn lists(name: &str, args: Vec<Val>) -> R<Val> {
     let a = args.as_slice();
     Ok(match (name, a) {
         ("cons", [x, l]) => {
@@ -810,6 +820,19 @@ fn lists_and_tensors(name: &str, args: Vec<Val>) -> R<Val> {
             .get(index(i)?)
             .cloned()
             .ok_or(RefError::Unsupported("list-ref range".into()))?,
+        _ => {
+            return bad(format!(
+                "unsupported primitive call ({name} …{} args)",
+                a.len()
+            ));
+        }
+    })
+}
+
+/// `(name …)` of a vector or matrix primitive, or an unsupported call.
+fn tensors(name: &str, args: Vec<Val>) -> R<Val> {
+    let a = args.as_slice();
+    Ok(match (name, a) {
         ("vec", _) => Val::Vector(
             a.iter()
                 .map(|v| match v {

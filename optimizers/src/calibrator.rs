@@ -241,7 +241,7 @@ impl Calibrator {
         let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
         let kinds: Vec<ParamKind> = specs.iter().map(|s| s.kind).collect();
         let inits: Vec<f64> = specs.iter().map(|s| s.init).collect();
-        let (k, n, p) = (cfg.n_starts, data.n_points(), specs.len());
+        let (k, p) = (cfg.n_starts, specs.len());
         let theta0 = multistart::start_points(&kinds, &inits, k, cfg.seed);
         let mut u: Vec<f64> = theta0
             .iter()
@@ -292,10 +292,121 @@ impl Calibrator {
             has_choices |= tally.1;
             absorb_deadline(res, &mut starts)?;
         }
-        let to_polish: Vec<usize> = match cfg.optimizer {
+        let params = (names.as_slice(), kinds.as_slice());
+        let (to_polish, readout) =
+            self.polish_order((heap, program), data, params, &starts, has_choices)?;
+        readout_evals += readout;
+        let use_lm = cfg.loss != Loss::ProgramLoss
+            && match cfg.optimizer {
+                Optimizer::Lm => true,
+                Optimizer::Portfolio => cfg.polish == Polish::Lm,
+                _ => false,
+            };
+        let lm_run = LmRun {
+            max_iters: cfg.max_iters,
+            tol_grad: cfg.tol_grad,
+            target_loss: cfg.target_loss,
+            deadline,
+        };
+        if !to_polish.is_empty() {
+            let run = if use_lm {
+                Polisher::Lm(lm_run)
+            } else {
+                Polisher::Lbfgs(lbfgs_run)
+            };
+            let each = (&mut starts[..], &mut polished[..]);
+            let res = self.polish((heap, program), data, params, each, &to_polish, run);
+            let (tally, res) = match res {
+                Ok(tally) => (tally, Ok(())),
+                Err((tally, e)) => (tally, Err(e)),
+            };
+            n_replayed += tally.0;
+            has_choices |= tally.1;
+            absorb_deadline(res, &mut starts)?;
+        }
+
+        let best = best_start(&starts);
+        let mut n_evals: u64 = starts.iter().map(|s| s.n_evals).sum::<u64>() + readout_evals;
+        let n_grad_evals = n_evals - readout_evals;
+        let mut fit_r2 = None;
+        if let Some(b) = best
+            && let Some(target) = &data.target
+        {
+            let params = (names.as_slice(), kinds.as_slice());
+            let (r2, replayed) =
+                self.fit_r2((heap, program), data, params, &starts[b].best_u, target);
+            n_replayed += replayed;
+            fit_r2 = Some(r2?);
+            n_evals += 1;
+        }
+        let (picks, choices) = if has_choices {
+            n_evals += k as u64;
+            let params = (names.as_slice(), kinds.as_slice());
+            self.read_out(heap, program, data, params, &starts, best)?
+        } else {
+            (vec![Vec::new(); k], Vec::new())
+        };
+        let results = start_results(&starts, (&theta0, &kinds), &polished, picks);
+        let (params, loss, grad, grad_free, stop_reason) =
+            best_fit(&results, &starts, best, &inits);
+        Ok(Calibration {
+            names,
+            grad_norm: norm(&grad_free),
+            params,
+            loss,
+            grad,
+            grad_free,
+            r2: fit_r2,
+            best_start: best,
+            starts: results,
+            n_evals,
+            n_grad_evals,
+            n_replayed,
+            wall_time: started.elapsed(),
+            stop_reason,
+            choices,
+        })
+    }
+
+    /// R² of the prediction at `best_u` against `target` (a fresh `time_limit` of its own), and
+    /// the evaluations served by replay.
+    fn fit_r2(
+        &mut self,
+        (heap, program): (&mut Heap, &Program),
+        data: &Dataset,
+        (names, kinds): (&[String], &[ParamKind]),
+        best_u: &[f64],
+        target: &[f64],
+    ) -> (Result<f64>, u64) {
+        let grace = self.config.time_limit.map(|t| Instant::now() + t);
+        let ev = self.evaluator(data.n_points(), grace);
+        let mut obj = Objective::new(ev, names, kinds, data, self.config.loss, 1);
+        let res = obj
+            .predict(heap, program, best_u)
+            .map(|preds| r2(preds, target));
+        let replayed = obj.n_replayed;
+        self.give_back(obj);
+        (res, replayed)
+    }
+
+    /// The starts the portfolio polishes: the finite ones that may still improve, best first,
+    /// one per structure when the program has `soft-choice`s, at most `n_polish`; every start
+    /// for L-BFGS or LM alone, none for Adam alone. Also the forward runs the read-out took.
+    fn polish_order(
+        &mut self,
+        (heap, program): (&mut Heap, &Program),
+        data: &Dataset,
+        params: (&[String], &[ParamKind]),
+        starts: &[StartState],
+        has_choices: bool,
+    ) -> Result<(Vec<usize>, u64)> {
+        let k = starts.len();
+        let mut readout_evals = 0;
+        let order = match self.config.optimizer {
             Optimizer::Adam => Vec::new(),
             Optimizer::Lbfgs | Optimizer::Lm => (0..k).collect(),
             Optimizer::Portfolio => {
+                let n_polish = self.config.n_polish;
                 let mut order: Vec<usize> = (0..k)
                     .filter(|&i| {
                         starts[i].best_loss.is_finite()
@@ -317,142 +428,53 @@ impl Calibrator {
                 });
                 if has_choices {
                     // One start per structure: the best of each, in order.
-                    let params = (names.as_slice(), kinds.as_slice());
-                    let (picks, _) = self.read_out(heap, program, data, params, &starts, None)?;
+                    let (picks, _) = self.read_out(heap, program, data, params, starts, None)?;
                     readout_evals += k as u64;
                     let mut seen = std::collections::HashSet::new();
                     order.retain(|&i| seen.insert(picks[i].clone()));
                 }
-                order.truncate(cfg.n_polish);
+                order.truncate(n_polish);
                 order
             }
         };
-        let use_lm = cfg.loss != Loss::ProgramLoss
-            && match cfg.optimizer {
-                Optimizer::Lm => true,
-                Optimizer::Portfolio => cfg.polish == Polish::Lm,
-                _ => false,
-            };
-        let lm_run = LmRun {
-            max_iters: cfg.max_iters,
-            tol_grad: cfg.tol_grad,
-            target_loss: cfg.target_loss,
-            deadline,
-        };
-        if !to_polish.is_empty() {
-            let ev = self.evaluator(n, deadline);
-            let mut obj = Objective::new(ev, &names, &kinds, data, cfg.loss, 1);
-            let mut res = Ok(());
-            for &i in &to_polish {
-                let from = starts[i].best_u.clone();
-                starts[i].status = None;
-                polished[i] = true;
-                res = if use_lm {
-                    lm::run(&mut obj, heap, program, &from, &mut starts[i], lm_run)
-                } else {
-                    lbfgs::run(&mut obj, heap, program, &from, &mut starts[i], lbfgs_run)
-                };
-                if res.is_err() {
-                    break;
-                }
-            }
-            n_replayed += obj.n_replayed;
-            has_choices |= obj.has_choices();
-            self.give_back(obj);
-            absorb_deadline(res, &mut starts)?;
-        }
+        Ok((order, readout_evals))
+    }
 
-        let best = (0..k)
-            .filter(|&i| starts[i].best_loss.is_finite())
-            .min_by(|&a, &b| {
-                starts[a]
-                    .best_loss
-                    .total_cmp(&starts[b].best_loss)
-                    .then(a.cmp(&b))
-            });
-        let user = |u: &[f64]| -> Vec<f64> {
-            u.iter()
-                .zip(&kinds)
-                .map(|(&x, &kind)| transform::to_user(kind, x))
-                .collect()
+    /// Polishes the starts `to_polish` in turn from their best points (marking each `polished`
+    /// as it begins), stopping at the first error. Returns the evaluations served by replay and whether a run reached a
+    /// `soft-choice`, with the error when one stopped it.
+    #[allow(clippy::type_complexity)]
+    fn polish(
+        &mut self,
+        (heap, program): (&mut Heap, &Program),
+        data: &Dataset,
+        (names, kinds): (&[String], &[ParamKind]),
+        (starts, polished): (&mut [StartState], &mut [bool]),
+        to_polish: &[usize],
+        run: Polisher,
+    ) -> std::result::Result<(u64, bool), ((u64, bool), CalibrateError)> {
+        let deadline = match run {
+            Polisher::Lm(r) => r.deadline,
+            Polisher::Lbfgs(r) => r.deadline,
         };
-        let mut n_evals: u64 = starts.iter().map(|s| s.n_evals).sum::<u64>() + readout_evals;
-        let n_grad_evals = n_evals - readout_evals;
-        let mut fit_r2 = None;
-        if let Some(b) = best
-            && let Some(target) = &data.target
-        {
-            let grace = cfg.time_limit.map(|t| Instant::now() + t);
-            let ev = self.evaluator(n, grace);
-            let mut obj = Objective::new(ev, &names, &kinds, data, cfg.loss, 1);
-            let res = obj
-                .predict(heap, program, &starts[b].best_u)
-                .map(|preds| r2(preds, target));
-            n_replayed += obj.n_replayed;
-            self.give_back(obj);
-            fit_r2 = Some(res?);
-            n_evals += 1;
+        let ev = self.evaluator(data.n_points(), deadline);
+        let mut obj = Objective::new(ev, names, kinds, data, self.config.loss, 1);
+        let mut res = Ok(());
+        for &i in to_polish {
+            let from = starts[i].best_u.clone();
+            starts[i].status = None;
+            polished[i] = true;
+            res = match run {
+                Polisher::Lm(r) => lm::run(&mut obj, heap, program, &from, &mut starts[i], r),
+                Polisher::Lbfgs(r) => lbfgs::run(&mut obj, heap, program, &from, &mut starts[i], r),
+            };
+            if res.is_err() {
+                break;
+            }
         }
-        let (picks, choices) = if has_choices {
-            n_evals += k as u64;
-            let params = (names.as_slice(), kinds.as_slice());
-            self.read_out(heap, program, data, params, &starts, best)?
-        } else {
-            (vec![Vec::new(); k], Vec::new())
-        };
-        let results: Vec<StartResult> = starts
-            .iter()
-            .enumerate()
-            .map(|(i, s)| StartResult {
-                init: theta0[i * p..(i + 1) * p].to_vec(),
-                params: user(&s.best_u),
-                loss: s.best_loss,
-                grad_norm: norm(&s.best_grad_u),
-                iters: s.iters,
-                n_evals: s.n_evals,
-                polished: polished[i],
-                status: s.status.unwrap_or(StartStatus::MaxIters),
-                picks: picks[i].clone(),
-            })
-            .collect();
-        let (params, loss, grad, grad_free, stop_reason) = match best {
-            Some(b) => (
-                results[b].params.clone(),
-                results[b].loss,
-                starts[b].best_grad.clone(),
-                starts[b].best_grad_u.clone(),
-                results[b].status.as_stop_reason(),
-            ),
-            None => (
-                inits.clone(),
-                f64::NAN,
-                vec![f64::NAN; p],
-                vec![f64::NAN; p],
-                StopReason::AllStartsNonFinite,
-            ),
-        };
-        let stop_reason = if results.iter().any(|r| r.status == StartStatus::TimeLimit) {
-            StopReason::TimeLimit
-        } else {
-            stop_reason
-        };
-        Ok(Calibration {
-            names,
-            grad_norm: norm(&grad_free),
-            params,
-            loss,
-            grad,
-            grad_free,
-            r2: fit_r2,
-            best_start: best,
-            starts: results,
-            n_evals,
-            n_grad_evals,
-            n_replayed,
-            wall_time: started.elapsed(),
-            stop_reason,
-            choices,
-        })
+        let tally = (obj.n_replayed, obj.has_choices());
+        self.give_back(obj);
+        res.map(|()| tally).map_err(|e| (tally, e))
     }
 
     /// The Adam steps of every start (the portfolio's screen, or Adam alone), racing when `race`
@@ -601,4 +623,90 @@ fn r2(preds: &[f64], target: &[f64]) -> f64 {
         ss_tot += (y - mean) * (y - mean);
     }
     1.0 - ss_res / ss_tot
+}
+
+/// How the polished starts run: Levenberg–Marquardt or L-BFGS, with their settings.
+#[derive(Clone, Copy)]
+enum Polisher {
+    Lm(LmRun),
+    Lbfgs(LbfgsRun),
+}
+
+/// The start with the lowest finite loss (ties by index).
+fn best_start(starts: &[StartState]) -> Option<usize> {
+    (0..starts.len())
+        .filter(|&i| starts[i].best_loss.is_finite())
+        .min_by(|&a, &b| {
+            starts[a]
+                .best_loss
+                .total_cmp(&starts[b].best_loss)
+                .then(a.cmp(&b))
+        })
+}
+
+/// The calibration's answer: the best start's parameters, loss, gradients (user and free space)
+/// and stop reason (a time limit hit by any start wins), or the initial values and
+/// `AllStartsNonFinite` when no start saw a finite loss.
+fn best_fit(
+    results: &[StartResult],
+    starts: &[StartState],
+    best: Option<usize>,
+    inits: &[f64],
+) -> (Vec<f64>, f64, Vec<f64>, Vec<f64>, StopReason) {
+    let p = inits.len();
+    let (params, loss, grad, grad_free, stop_reason) = match best {
+        Some(b) => (
+            results[b].params.clone(),
+            results[b].loss,
+            starts[b].best_grad.clone(),
+            starts[b].best_grad_u.clone(),
+            results[b].status.as_stop_reason(),
+        ),
+        None => (
+            inits.to_vec(),
+            f64::NAN,
+            vec![f64::NAN; p],
+            vec![f64::NAN; p],
+            StopReason::AllStartsNonFinite,
+        ),
+    };
+    let stop_reason = if results.iter().any(|r| r.status == StartStatus::TimeLimit) {
+        StopReason::TimeLimit
+    } else {
+        stop_reason
+    };
+    (params, loss, grad, grad_free, stop_reason)
+}
+
+/// Every start's result in user space: where it began, its best point, loss and gradient norm,
+/// how it ran and stopped, and its structure picks.
+fn start_results(
+    starts: &[StartState],
+    (theta0, kinds): (&[f64], &[ParamKind]),
+    polished: &[bool],
+    picks: Vec<Vec<usize>>,
+) -> Vec<StartResult> {
+    let p = kinds.len();
+    let user = |u: &[f64]| -> Vec<f64> {
+        u.iter()
+            .zip(kinds)
+            .map(|(&x, &kind)| transform::to_user(kind, x))
+            .collect()
+    };
+    starts
+        .iter()
+        .zip(picks)
+        .enumerate()
+        .map(|(i, (s, picks))| StartResult {
+            init: theta0[i * p..(i + 1) * p].to_vec(),
+            params: user(&s.best_u),
+            loss: s.best_loss,
+            grad_norm: norm(&s.best_grad_u),
+            iters: s.iters,
+            n_evals: s.n_evals,
+            polished: polished[i],
+            status: s.status.unwrap_or(StartStatus::MaxIters),
+            picks,
+        })
+        .collect()
 }

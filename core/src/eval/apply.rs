@@ -314,6 +314,55 @@ impl<R: Real> Machine<R> {
             ))),
             Prim::EqP => self.eq(self.arg(base, 0), self.arg(base, 1), false),
             Prim::EqualP => self.eq(self.arg(base, 0), self.arg(base, 1), true),
+            Prim::Cons
+            | Prim::Car
+            | Prim::Cdr
+            | Prim::Cadr
+            | Prim::Cddr
+            | Prim::Caar
+            | Prim::Cdar
+            | Prim::Caddr
+            | Prim::List
+            | Prim::Length
+            | Prim::Append
+            | Prim::Reverse
+            | Prim::ListRef
+            | Prim::Apply
+            | Prim::Map
+            | Prim::Filter
+            | Prim::FoldLeft
+            | Prim::FoldRight => self.call_list_prim(p, base, site),
+            Prim::Eval
+            | Prim::Vec
+            | Prim::Mat
+            | Prim::Ref
+            | Prim::Dot
+            | Prim::VSum
+            | Prim::Norm
+            | Prim::Normalize
+            | Prim::Cross
+            | Prim::Scale
+            | Prim::MatVec
+            | Prim::MatMul
+            | Prim::Transpose
+            | Prim::Trace
+            | Prim::Outer
+            | Prim::Det
+            | Prim::LogDet
+            | Prim::Inv
+            | Prim::Eye
+            | Prim::Zeros
+            | Prim::Ones
+            | Prim::VLen => self.call_tensor_prim(p, base),
+        }
+    }
+
+    /// The list primitives (and `apply`, `map`, `filter`, the folds) of [`Self::call_prim_inner`].
+    #[inline]
+    fn call_list_prim(&mut self, p: Prim, base: usize, site: CodeId) -> Result<Value> {
+        let n = self.argstack.len() - base;
+        let name = || p.name();
+        match p {
             Prim::Cons => {
                 self.pairs.push((self.arg(base, 0), self.arg(base, 1)));
                 Ok(Value::Pair(self.pairs.len() as u32 - 1))
@@ -445,6 +494,16 @@ impl<R: Real> Machine<R> {
                 }
                 Ok(acc)
             }
+            _ => unreachable!("call_list_prim of {p:?}"),
+        }
+    }
+
+    /// `eval` and the vector and matrix primitives of [`Self::call_prim_inner`].
+    #[inline(always)]
+    fn call_tensor_prim(&mut self, p: Prim, base: usize) -> Result<Value> {
+        let n = self.argstack.len() - base;
+        let name = || p.name();
+        match p {
             Prim::Eval => self.eval_datum(self.arg(base, 0)),
             Prim::Vec => self.make_vec(base, n),
             Prim::Mat => self.make_mat(base, n),
@@ -520,6 +579,7 @@ impl<R: Real> Machine<R> {
                 Value::Matrix(_, r, _) => Ok(self.num(r as f64)),
                 v => Err(type_error("vlen", "a vector", v)),
             },
+            _ => unreachable!("call_tensor_prim of {p:?}"),
         }
     }
 
