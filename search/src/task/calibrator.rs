@@ -36,12 +36,8 @@ impl Default for Limits {
 }
 
 /// Checks `limits:` and applies work, memory and depth to the calibrator's settings.
-pub(super) fn resolve_limits(
-    path: &Path,
-    spec: &LimitsSpec,
-    cfg: &mut CalibrateConfig,
-) -> Result<Limits> {
-    let err = |loc: Location, msg: String| task_err(path, Some(loc), msg);
+pub(super) fn resolve_limits(spec: &LimitsSpec, cfg: &mut CalibrateConfig) -> Result<Limits> {
+    let err = |loc: Location, msg: String| spec_err(Some(loc), msg);
     if let Some(w) = &spec.work {
         if w.value == 0 || w.value > Limits::MAX_WORK {
             let max = Limits::MAX_WORK;
@@ -88,7 +84,7 @@ pub(super) fn resolve_limits(
 
 /// `calibrator.soft_choice:` resolved; a temperature that is not a positive finite number is an
 /// error at its line.
-pub(super) fn soft_choice_config(path: &Path, sc: &SoftChoiceSpec) -> Result<SoftChoiceConfig> {
+pub(super) fn soft_choice_config(sc: &SoftChoiceSpec) -> Result<SoftChoiceConfig> {
     let mut out = SoftChoiceConfig::default();
     if let Some(m) = sc.mode {
         out.mode = match m {
@@ -104,8 +100,7 @@ pub(super) fn soft_choice_config(path: &Path, sc: &SoftChoiceSpec) -> Result<Sof
         if let Some(t) = t
             && !(t.value > 0.0 && t.value.is_finite())
         {
-            return Err(task_err(
-                path,
+            return Err(spec_err(
                 Some(t.referenced),
                 format!("`calibrator.soft_choice.{key}` must be a positive number"),
             ));
@@ -121,8 +116,8 @@ pub(super) fn soft_choice_config(path: &Path, sc: &SoftChoiceSpec) -> Result<Sof
 }
 
 /// `calibrator:` (and the task's `loss`, `dialect`, `precision`) over the recommended settings.
-pub(super) fn resolve_calibrator(path: &Path, spec: &TaskSpec) -> Result<CalibrateConfig> {
-    let err = |loc: Location, msg: String| task_err(path, Some(loc), msg);
+pub(super) fn resolve_calibrator(spec: &TaskSpec) -> Result<CalibrateConfig> {
+    let err = |loc: Location, msg: String| spec_err(Some(loc), msg);
     let mut calibrate = CalibrateConfig::recommended();
     let c = &spec.calibrator;
     calibrate.seed = c.seed.unwrap_or(spec.seed);
@@ -194,7 +189,7 @@ pub(super) fn resolve_calibrator(path: &Path, spec: &TaskSpec) -> Result<Calibra
         calibrate.learning_rate = lr.value;
     }
     if let Some(sc) = &c.soft_choice {
-        calibrate.soft_choice = soft_choice_config(path, sc)?;
+        calibrate.soft_choice = soft_choice_config(sc)?;
     }
     if let Some(m) = &c.max_iters {
         calibrate.max_iters = m.value;

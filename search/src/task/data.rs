@@ -71,7 +71,6 @@ pub(crate) fn sample_rows(n: usize, k: usize, seed: u64) -> Vec<usize> {
 /// The screening of a training table of `train` rows under `data.screen_rows` (`spec`): `None`
 /// when it does not apply (`off`, a small table, or no per-point table).
 pub(super) fn resolve_screen(
-    path: &Path,
     spec: Option<&Spanned<ScreenRows>>,
     train: &Table,
     seed: u64,
@@ -81,8 +80,7 @@ pub(super) fn resolve_screen(
         Some(s) => match s.value {
             ScreenRows::Off => return Ok(None),
             ScreenRows::Rows(k) if k < 2 => {
-                return Err(task_err(
-                    path,
+                return Err(spec_err(
                     Some(s.referenced),
                     format!(
                         "`screen_rows: {k}` is too few to fit on; give at least 2 rows, or `off`"
@@ -113,10 +111,9 @@ pub(super) struct Data {
     pub(super) generated: Option<(Table, Vec<&'static str>)>,
 }
 
-/// What every part of the data section reads: the task file, the folder its paths are relative
-/// to, the spec and its inputs.
+/// What every part of the data section reads: the folder its paths are relative to, the spec
+/// and its inputs.
 pub(super) struct DataCx<'a> {
-    pub(super) path: &'a Path,
     pub(super) base: &'a Path,
     pub(super) spec: &'a TaskSpec,
     pub(super) inputs: &'a [String],
@@ -124,13 +121,13 @@ pub(super) struct DataCx<'a> {
 
 impl DataCx<'_> {
     fn err(&self, loc: Location, msg: String) -> SearchError {
-        task_err(self.path, Some(loc), msg)
+        spec_err(Some(loc), msg)
     }
 
     /// A table held in memory (`field` names it in errors): the inputs and the target by name,
     /// columns of equal length, every value finite (or the row dropped with `drop_nonfinite`).
     fn columns_table(&self, field: &str, columns: &Columns) -> Result<Table> {
-        let bad = |message: String| task_err(self.path, None, format!("{field}: {message}"));
+        let bad = |message: String| spec_err(None, format!("{field}: {message}"));
         let Some(target) = &self.spec.target else {
             return Err(bad("a table needs `target`".into()));
         };
@@ -263,8 +260,8 @@ pub(super) fn resolve_data(
     frontends: &Registry,
     frontend: &str,
 ) -> Result<Data> {
-    let (path, spec, data) = (cx.path, cx.spec, &cx.spec.data);
-    let csv_opts = csv_options(path, data)?;
+    let (spec, data) = (cx.spec, &cx.spec.data);
+    let csv_opts = csv_options(data)?;
     let shared = resolve_shared(cx, csv_opts)?;
     let main = main_table(cx, csv_opts, frontends, frontend)?;
     let (train, validation, mut tests, generated) = split_table(cx, main, program_loss)?;
@@ -275,7 +272,7 @@ pub(super) fn resolve_data(
         let field = format!("data.test_columns `{name}`");
         tests.push((name.clone(), cx.columns_table(&field, columns)?));
     }
-    let screen = resolve_screen(path, data.screen_rows.as_ref(), &train, spec.seed)?;
+    let screen = resolve_screen(data.screen_rows.as_ref(), &train, spec.seed)?;
     Ok(Data {
         train,
         validation,
@@ -326,8 +323,7 @@ pub(super) fn main_table(
     let err = |loc: Location, msg: String| cx.err(loc, msg);
     if let Some(columns) = &data.columns {
         if data.generate.is_some() || data.csv.is_some() {
-            return Err(task_err(
-                cx.path,
+            return Err(spec_err(
                 None,
                 "`data` takes in-memory columns, `generate` or `csv`: one of them",
             ));
@@ -386,20 +382,16 @@ pub(super) fn split_table(
     Vec<(String, Table)>,
     Option<(Table, Vec<&'static str>)>,
 )> {
-    let (path, spec, data) = (cx.path, cx.spec, &cx.spec.data);
+    let (spec, data) = (cx.spec, &cx.spec.data);
     let err = |loc: Location, msg: String| cx.err(loc, msg);
     let mut generated = None;
     let (train, validation, tests) = match main {
         Some(mut table) => {
             if program_loss {
-                return Err(task_err(
-                    path,
-                    None,
-                    "`loss: program` takes no per-point table",
-                ));
+                return Err(spec_err(None, "`loss: program` takes no per-point table"));
             }
             let Some(target) = &spec.target else {
-                return Err(task_err(path, None, "a table needs a `target` column name"));
+                return Err(spec_err(None, "a table needs a `target` column name"));
             };
             if data.generate.is_some() && target.value.is_empty() {
                 return Err(err(target.referenced, "empty target name".into()));
@@ -416,8 +408,7 @@ pub(super) fn split_table(
                     .as_ref()
                     .map(|c| c.referenced)
                     .or(data.generate.as_ref().map(|g| g.referenced));
-                return Err(task_err(
-                    path,
+                return Err(spec_err(
                     at,
                     format!(
                         "the table has {n} row(s); a train and a validation part need at least 2"
@@ -460,8 +451,7 @@ pub(super) fn split_table(
         }
         None => {
             if !program_loss {
-                return Err(task_err(
-                    path,
+                return Err(spec_err(
                     None,
                     "`data` needs `generate` or `csv` (only `loss: program` tasks can do without)",
                 ));
@@ -476,7 +466,6 @@ pub(super) fn split_table(
 /// ranking by validation R², a validation part of fewer than 2 rows or with a constant target.
 /// Ranking by the training loss (`success.metric: loss`), such a validation part only warns.
 pub(super) fn check_scores(
-    path: &Path,
     spec: &TaskSpec,
     train: &Table,
     validation: &Table,
@@ -493,8 +482,7 @@ pub(super) fn check_scores(
         .chain(&validation.target)
         .chain(split_rows.flat_map(|(_, t)| &t.target));
     if let Some(value) = constant(all) {
-        return Err(task_err(
-            path,
+        return Err(spec_err(
             Some(target.referenced),
             format!(
                 "the target column `{}` holds the same value, {value}, in every row: no model can \
@@ -524,8 +512,7 @@ pub(super) fn check_scores(
         .as_ref()
         .map_or(target.referenced, |s| s.validation.referenced);
     match metric {
-        MetricName::R2 => Err(task_err(
-            path,
+        MetricName::R2 => Err(spec_err(
             Some(at),
             format!(
                 "{problem}; give `split:` a larger validation part, or rank by the training loss \
@@ -601,8 +588,8 @@ pub(super) struct CsvOptions {
 }
 
 /// `data.max_bytes`, `data.drop_nonfinite` and `data.delimiter`, checked.
-pub(super) fn csv_options(path: &Path, data: &DataSpec) -> Result<CsvOptions> {
-    let err = |loc: Location, msg: &str| task_err(path, Some(loc), msg);
+pub(super) fn csv_options(data: &DataSpec) -> Result<CsvOptions> {
+    let err = |loc: Location, msg: &str| spec_err(Some(loc), msg);
     let max_bytes = match &data.max_bytes {
         Some(b) if b.value == 0 => return Err(err(b.referenced, "`max_bytes` must be at least 1")),
         Some(b) => b.value,

@@ -84,27 +84,15 @@ impl std::fmt::Debug for LlmConfig {
 }
 
 /// Resolves `proposer:` for `kind: llm` (reads the prompt template; contacts nothing).
-pub(super) fn resolve_llm(
-    path: &Path,
-    base: &Path,
-    spec: &TaskSpec,
-    no_vars: bool,
-) -> Result<LlmConfig> {
+pub(super) fn resolve_llm(base: &Path, spec: &TaskSpec, no_vars: bool) -> Result<LlmConfig> {
     let p = &spec.proposer;
     if let Some(ops) = &p.operators {
-        check_operators(path, ops, "operator", ndvm_core::is_primitive)?;
+        check_operators(ops, "operator", ndvm_core::is_primitive)?;
     }
-    let err = |loc: Location, msg: String| task_err(path, Some(loc), msg);
-    let need = |key: &str| {
-        task_err(
-            path,
-            None,
-            format!("`proposer.kind: llm` needs `proposer.{key}`"),
-        )
-    };
+    let err = |loc: Location, msg: String| spec_err(Some(loc), msg);
+    let need = |key: &str| spec_err(None, format!("`proposer.kind: llm` needs `proposer.{key}`"));
     if no_vars {
-        return Err(task_err(
-            path,
+        return Err(spec_err(
             None,
             "the llm proposer needs `inputs` and `params`",
         ));
@@ -194,8 +182,7 @@ pub(super) fn resolve_llm(
         timeout_s: positive(&p.timeout, "timeout", 60.0, MAX_LLM_TIMEOUT_S)?,
         retries: match p.retries {
             Some(r) if r > MAX_RETRIES => {
-                return Err(task_err(
-                    path,
+                return Err(spec_err(
                     None,
                     format!("`proposer.retries` must be at most {MAX_RETRIES}"),
                 ));

@@ -138,13 +138,33 @@ pub struct Task {
     pub warnings: Vec<String>,
 }
 
-fn task_err(path: &Path, loc: Option<Location>, message: impl Into<String>) -> SearchError {
+/// An error of the task at `loc` (none: the task as a whole). The task's file is named once,
+/// where the error leaves the loader ([`named`]).
+fn spec_err(loc: Option<Location>, message: impl Into<String>) -> SearchError {
     let (line, column) = loc.map(|l| (l.line(), l.column())).unwrap_or((0, 0));
     SearchError::Task {
-        path: path.to_path_buf(),
+        path: PathBuf::new(),
         line,
         column,
         message: message.into(),
+    }
+}
+
+/// `e` with the task's file (or a built task's name) in a task error that has none yet.
+fn named(e: SearchError, path: &Path) -> SearchError {
+    match e {
+        SearchError::Task {
+            path: p,
+            line,
+            column,
+            message,
+        } if p.as_os_str().is_empty() => SearchError::Task {
+            path: path.to_path_buf(),
+            line,
+            column,
+            message,
+        },
+        e => e,
     }
 }
 
@@ -178,6 +198,7 @@ pub fn load_seeded(path: &Path, seed: u64) -> Result<Task> {
         Arc::new(Registry::default()),
         Purpose::Run,
     )
+    .map_err(|e| named(e, path))
 }
 
 /// As [`load`], for `check`: a task with `kind: llm` is valid in a build without the `llm`
@@ -205,18 +226,20 @@ pub fn build(spec: TaskSpec) -> Result<Task> {
 pub fn build_with(spec: TaskSpec, frontends: Arc<Registry>) -> Result<Task> {
     let path = PathBuf::from(format!("task `{}` (built in code)", spec.name.value));
     if spec.isolation == Isolation::Process {
-        return Err(task_err(
-            &path,
-            None,
-            "`isolation: process` needs a task file the worker processes can load; a task built \
+        return Err(named(
+            spec_err(
+                None,
+                "`isolation: process` needs a task file the worker processes can load; a task built \
              in code runs its calibrations on threads",
+            ),
+            &path,
         ));
     }
     let text = format!(
         "# task `{}` built in code (ndvm_search::task::build): there is no task file\n",
         spec.name.value
     );
-    resolve(&path, text, spec, frontends, Purpose::Run)
+    resolve(&path, text, spec, frontends, Purpose::Run).map_err(|e| named(e, &path))
 }
 
 fn load_for(path: &Path, frontends: Arc<Registry>, purpose: Purpose) -> Result<Task> {
@@ -226,18 +249,18 @@ fn load_for(path: &Path, frontends: Arc<Registry>, purpose: Purpose) -> Result<T
         "a task is a few KiB of YAML (put data in CSV files)",
     )?;
     let spec = parse_spec(path, &text)?;
-    resolve(path, text, spec, frontends, purpose)
+    resolve(path, text, spec, frontends, purpose).map_err(|e| named(e, path))
 }
 
 /// The task's front end: `frontend:`, else the one for the cache's file name, else the
 /// registry's fallback.
-fn resolve_frontend(path: &Path, spec: &TaskSpec, frontends: &Registry) -> Result<String> {
+fn resolve_frontend(spec: &TaskSpec, frontends: &Registry) -> Result<String> {
     let cache = spec.proposer.cache.as_ref().map(|c| Path::new(&c.value));
     let named = spec.frontend.as_ref();
     frontends
         .choose(named.map(|n| n.value.as_str()), cache)
         .map(|f| f.name().to_string())
-        .map_err(|m| task_err(path, named.map(|n| n.referenced), m))
+        .map_err(|m| spec_err(named.map(|n| n.referenced), m))
 }
 
 fn resolve(
@@ -247,15 +270,14 @@ fn resolve(
     frontends: Arc<Registry>,
     purpose: Purpose,
 ) -> Result<Task> {
-    let frontend = resolve_frontend(path, &spec, &frontends)?;
+    let frontend = resolve_frontend(&spec, &frontends)?;
     let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
-    let err = |loc: Location, msg: String| task_err(path, Some(loc), msg);
-    let name = params::resolve_name(path, &spec)?;
+    let err = |loc: Location, msg: String| spec_err(Some(loc), msg);
+    let name = params::resolve_name(&spec)?;
     let program_loss = spec.loss == LossName::Program;
-    let inputs = params::resolve_inputs(path, &spec)?;
-    let params = params::resolve_params(path, &spec, &inputs)?;
+    let inputs = params::resolve_inputs(&spec)?;
+    let params = params::resolve_params(&spec, &inputs)?;
     let cx = data::DataCx {
-        path,
         base: &base,
         spec: &spec,
         inputs: &inputs,
@@ -268,12 +290,12 @@ fn resolve(
         shared,
         generated,
     } = data::resolve_data(&cx, program_loss, &frontends, &frontend)?;
-    let mut calibrate = calibrator::resolve_calibrator(path, &spec)?;
+    let mut calibrate = calibrator::resolve_calibrator(&spec)?;
     let proposer::Proposed {
         proposer,
         llm,
         batch,
-    } = proposer::resolve_proposer(path, &base, &spec, &inputs, &params, purpose)?;
+    } = proposer::resolve_proposer(&base, &spec, &inputs, &params, purpose)?;
     let budget_seconds = match &spec.budget.seconds {
         Some(s) if check_budget_seconds(s.value).is_err() => {
             return Err(err(
@@ -286,7 +308,7 @@ fn resolve(
         Some(s) => Some(s.value),
         None => None,
     };
-    let limits = resolve_limits(path, &spec.limits, &mut calibrate)?;
+    let limits = resolve_limits(&spec.limits, &mut calibrate)?;
     let threads = match &spec.threads {
         Some(t) if t.value == 0 || t.value > MAX_THREADS => {
             return Err(err(
@@ -303,13 +325,12 @@ fn resolve(
         MetricName::R2
     });
     if metric == MetricName::R2 && program_loss {
-        return Err(task_err(
-            path,
+        return Err(spec_err(
             None,
             "`success.metric: r2` needs a target; use `loss`",
         ));
     }
-    let warnings = check_scores(path, &spec, &train, &validation, &tests, metric)?;
+    let warnings = check_scores(&spec, &train, &validation, &tests, metric)?;
     let threshold = match (&spec.success.threshold, metric) {
         (Some(t), _) if !t.value.is_finite() => {
             return Err(err(
@@ -401,10 +422,8 @@ mod tests {
         };
         let resolved = |sc: &str| {
             let s = spec(sc).unwrap();
-            soft_choice_config(
-                Path::new("t.yaml"),
-                s.calibrator.soft_choice.as_ref().unwrap(),
-            )
+            soft_choice_config(s.calibrator.soft_choice.as_ref().unwrap())
+                .map_err(|e| named(e, Path::new("t.yaml")))
         };
         let c = resolved(
             "{mode: straight-through, temperature: 2, final_temperature: 0.05, gumbel: true}",
@@ -560,7 +579,9 @@ mod tests {
             );
             parse_spec(Path::new("t.yaml"), &text).unwrap()
         };
-        let chosen = |extra: &str| resolve_frontend(Path::new("t.yaml"), &spec(extra), &registry);
+        let chosen = |extra: &str| {
+            resolve_frontend(&spec(extra), &registry).map_err(|e| named(e, Path::new("t.yaml")))
+        };
         assert_eq!(chosen("").unwrap(), "scheme");
         assert_eq!(chosen("frontend: infix\n").unwrap(), "infix");
         assert_eq!(
@@ -676,7 +697,8 @@ mod tests {
                     target: y\nproposer:\n  kind: llm\n  model: m\n";
         let spec = parse_spec(Path::new("t.yaml"), text).unwrap();
         let loc = spec.proposer.kind.as_ref().map(|k| k.referenced);
-        let msg = llm_feature(Path::new("t.yaml"), loc, false)
+        let msg = llm_feature(loc, false)
+            .map_err(|e| named(e, Path::new("t.yaml")))
             .unwrap_err()
             .to_string();
         assert!(msg.starts_with("t.yaml:7:9: `kind: llm` needs"), "{msg}");
@@ -684,7 +706,7 @@ mod tests {
             msg.contains("cargo install --path search --features llm"),
             "{msg}"
         );
-        assert!(llm_feature(Path::new("t.yaml"), loc, true).is_ok());
+        assert!(llm_feature(loc, true).is_ok());
     }
 
     /// Evolve is the default without a cache; its keys resolve with their defaults, are checked
@@ -798,12 +820,13 @@ mod tests {
         let spec = parse_spec(Path::new("t.yaml"), text).unwrap();
         let ops = spec.proposer.operators.as_deref().unwrap_or_default();
         let known = |o: &str| ndvm_core::unary_operators().any(|k| k == o);
-        let msg = check_operators(Path::new("t.yaml"), ops, "grammar operator", known)
+        let msg = check_operators(ops, "grammar operator", known)
+            .map_err(|e| named(e, Path::new("t.yaml")))
             .unwrap_err()
             .to_string();
         assert!(msg.starts_with("t.yaml:8:"), "{msg}");
         assert!(msg.contains("unknown grammar operator `frob`"), "{msg}");
         assert!(msg.contains("sigmoid"), "{msg}");
-        assert!(check_operators(Path::new("t.yaml"), &ops[..2], "grammar operator", known).is_ok());
+        assert!(check_operators(&ops[..2], "grammar operator", known).is_ok());
     }
 }

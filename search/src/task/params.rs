@@ -4,8 +4,8 @@
 use super::*;
 
 /// `name:` checked: letters, digits, `-` and `_`.
-pub(super) fn resolve_name(path: &Path, spec: &TaskSpec) -> Result<String> {
-    let err = |loc: Location, msg: String| task_err(path, Some(loc), msg);
+pub(super) fn resolve_name(spec: &TaskSpec) -> Result<String> {
+    let err = |loc: Location, msg: String| spec_err(Some(loc), msg);
     let name = spec.name.value.clone();
     if name.is_empty()
         || !name
@@ -21,8 +21,8 @@ pub(super) fn resolve_name(path: &Path, spec: &TaskSpec) -> Result<String> {
 }
 
 /// `inputs:` (each once) and `target:` (not one of them).
-pub(super) fn resolve_inputs(path: &Path, spec: &TaskSpec) -> Result<Vec<String>> {
-    let err = |loc: Location, msg: String| task_err(path, Some(loc), msg);
+pub(super) fn resolve_inputs(spec: &TaskSpec) -> Result<Vec<String>> {
+    let err = |loc: Location, msg: String| spec_err(Some(loc), msg);
     let inputs: Vec<String> = spec.inputs.iter().map(|s| s.value.clone()).collect();
     for (i, s) in spec.inputs.iter().enumerate() {
         if inputs[..i].contains(&s.value) {
@@ -47,12 +47,8 @@ pub(super) fn resolve_inputs(path: &Path, spec: &TaskSpec) -> Result<Vec<String>
 }
 
 /// `params:`: each parameter's kind, domain and start, none declared twice or named as an input.
-pub(super) fn resolve_params(
-    path: &Path,
-    spec: &TaskSpec,
-    inputs: &[String],
-) -> Result<Vec<ParamSpec>> {
-    let err = |loc: Location, msg: String| task_err(path, Some(loc), msg);
+pub(super) fn resolve_params(spec: &TaskSpec, inputs: &[String]) -> Result<Vec<ParamSpec>> {
+    let err = |loc: Location, msg: String| spec_err(Some(loc), msg);
     let mut params = Vec::new();
     for p in &spec.params {
         let e = &p.value;

@@ -105,7 +105,6 @@ pub const DEFAULT_OPERATORS: &[&str] = &["exp", "sin", "cos", "log", "sqrt"];
 /// Refuses an operator the runtime's vocabulary does not offer (`what`, `known` decide which):
 /// the message lists the unary operators.
 pub(super) fn check_operators(
-    path: &Path,
     ops: &[Spanned<String>],
     what: &str,
     known: impl Fn(&str) -> bool,
@@ -114,8 +113,7 @@ pub(super) fn check_operators(
         None => Ok(()),
         Some(o) => {
             let list: Vec<&str> = ndvm_core::unary_operators().collect();
-            Err(task_err(
-                path,
+            Err(spec_err(
                 Some(o.referenced),
                 format!("unknown {what} `{}` (known: {})", o.value, list.join(", ")),
             ))
@@ -124,10 +122,9 @@ pub(super) fn check_operators(
 }
 
 /// The cache file `file` (named at `at`), which must exist.
-pub(super) fn existing_cache(path: &Path, file: &Path, at: &Spanned<String>) -> Result<PathBuf> {
+pub(super) fn existing_cache(file: &Path, at: &Spanned<String>) -> Result<PathBuf> {
     if !file.is_file() {
-        return Err(task_err(
-            path,
+        return Err(spec_err(
             Some(at.referenced),
             format!("cache {} does not exist", file.display()),
         ));
@@ -136,15 +133,9 @@ pub(super) fn existing_cache(path: &Path, file: &Path, at: &Spanned<String>) -> 
 }
 
 /// Refuses a generating proposer (`what`) without inputs or parameters to build from.
-pub(super) fn needs_vocabulary(
-    path: &Path,
-    what: &str,
-    inputs: &[String],
-    params: &[ParamSpec],
-) -> Result<()> {
+pub(super) fn needs_vocabulary(what: &str, inputs: &[String], params: &[ParamSpec]) -> Result<()> {
     if inputs.is_empty() || params.is_empty() {
-        return Err(task_err(
-            path,
+        return Err(spec_err(
             None,
             format!("the {what} proposer needs `inputs` and `params`"),
         ));
@@ -154,7 +145,7 @@ pub(super) fn needs_vocabulary(
 
 /// Refuses a generating proposer's key under a kind it does not apply to (`population` under
 /// `replay`, say), at the key.
-pub(super) fn check_kind_keys(path: &Path, kind: ProposerName, p: &ProposerSpec) -> Result<()> {
+pub(super) fn check_kind_keys(kind: ProposerName, p: &ProposerSpec) -> Result<()> {
     use ProposerName::{Evolve, Grammar, Llm};
     let at = |v: Option<Location>, key: &'static str, kinds: &'static [ProposerName]| {
         v.filter(|_| !kinds.contains(&kind))
@@ -215,8 +206,7 @@ pub(super) fn check_kind_keys(path: &Path, kind: ProposerName, p: &ProposerSpec)
         None => Ok(()),
         Some((key, loc, kinds)) => {
             let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
-            Err(task_err(
-                path,
+            Err(spec_err(
                 Some(loc),
                 format!(
                     "`proposer.{key}` only applies to `kind: {}`",
@@ -229,15 +219,13 @@ pub(super) fn check_kind_keys(path: &Path, kind: ProposerName, p: &ProposerSpec)
 
 /// A whole-number key `key` in 1..=`max`, `default` when absent.
 pub(super) fn count_key(
-    path: &Path,
     value: Option<&Spanned<usize>>,
     key: &str,
     max: usize,
     default: usize,
 ) -> Result<usize> {
     match value {
-        Some(v) if v.value == 0 || v.value > max => Err(task_err(
-            path,
+        Some(v) if v.value == 0 || v.value > max => Err(spec_err(
             Some(v.referenced),
             format!("`{key}` must be at least 1 and at most {max}"),
         )),
@@ -247,10 +235,10 @@ pub(super) fn count_key(
 }
 
 /// The unary operators of a grammar or evolve proposer (checked against the vocabulary).
-pub(super) fn resolve_unary(path: &Path, p: &ProposerSpec) -> Result<Vec<String>> {
+pub(super) fn resolve_unary(p: &ProposerSpec) -> Result<Vec<String>> {
     Ok(match &p.operators {
         Some(ops) => {
-            check_operators(path, ops, "grammar operator", |o| {
+            check_operators(ops, "grammar operator", |o| {
                 ndvm_core::unary_operators().any(|k| k == o)
             })?;
             ops.iter().map(|o| o.value.clone()).collect()
@@ -263,15 +251,14 @@ pub(super) fn resolve_unary(path: &Path, p: &ProposerSpec) -> Result<Vec<String>
 pub const BINARY_OPERATORS: &[&str] = &["+", "-", "*", "/", "pow", "expt"];
 
 /// The tree grammar's shape from `binary`, `max_terms`, `max_depth` and `max_size`.
-pub(super) fn resolve_shape(path: &Path, p: &ProposerSpec) -> Result<TreeShape> {
+pub(super) fn resolve_shape(p: &ProposerSpec) -> Result<TreeShape> {
     let binary = match &p.binary {
         Some(ops) => {
             if let Some(o) = ops
                 .iter()
                 .find(|o| !BINARY_OPERATORS.contains(&o.value.as_str()))
             {
-                return Err(task_err(
-                    path,
+                return Err(spec_err(
                     Some(o.referenced),
                     format!(
                         "unknown binary operator `{}` (known: {})",
@@ -286,21 +273,21 @@ pub(super) fn resolve_shape(path: &Path, p: &ProposerSpec) -> Result<TreeShape> 
     };
     Ok(TreeShape {
         binary,
-        max_terms: count_key(path, p.max_terms.as_ref(), "max_terms", MAX_TERMS, 3)?,
-        max_depth: count_key(path, p.max_depth.as_ref(), "max_depth", MAX_TREE_DEPTH, 3)?,
-        max_size: count_key(path, p.max_size.as_ref(), "max_size", MAX_TREE_SIZE, 40)?,
-        factors: resolve_factors(path, p)?,
+        max_terms: count_key(p.max_terms.as_ref(), "max_terms", MAX_TERMS, 3)?,
+        max_depth: count_key(p.max_depth.as_ref(), "max_depth", MAX_TREE_DEPTH, 3)?,
+        max_size: count_key(p.max_size.as_ref(), "max_size", MAX_TREE_SIZE, 40)?,
+        factors: resolve_factors(p)?,
     })
 }
 
 /// `proposer.factors:` checked: known shape names, each once, at least one.
-pub(super) fn resolve_factors(path: &Path, p: &ProposerSpec) -> Result<Option<Vec<FactorShape>>> {
+pub(super) fn resolve_factors(p: &ProposerSpec) -> Result<Option<Vec<FactorShape>>> {
     let Some(names) = &p.factors else {
         return Ok(None);
     };
     let mut out = Vec::with_capacity(names.len());
     for name in names {
-        let err = |msg: String| Err(task_err(path, Some(name.referenced), msg));
+        let err = |msg: String| Err(spec_err(Some(name.referenced), msg));
         let Some(&(_, shape)) = FactorShape::ALL.iter().find(|(n, _)| *n == name.value) else {
             let known: Vec<&str> = FactorShape::ALL.iter().map(|(n, _)| *n).collect();
             return err(format!(
@@ -315,17 +302,17 @@ pub(super) fn resolve_factors(path: &Path, p: &ProposerSpec) -> Result<Option<Ve
         out.push(shape);
     }
     if out.is_empty() {
-        return Err(task_err(path, None, "`proposer.factors` names no shape"));
+        return Err(spec_err(None, "`proposer.factors` names no shape"));
     }
     Ok(Some(out))
 }
 
 /// Refuses `kind: llm` (at `loc`) in a build without the `llm` feature (`built` is false).
-pub(super) fn llm_feature(path: &Path, loc: Option<Location>, built: bool) -> Result<()> {
+pub(super) fn llm_feature(loc: Option<Location>, built: bool) -> Result<()> {
     if built {
         return Ok(());
     }
-    Err(task_err(path, loc, LLM_FEATURE_MISSING))
+    Err(spec_err(loc, LLM_FEATURE_MISSING))
 }
 
 /// The proposer section resolved.
@@ -338,14 +325,13 @@ pub(super) struct Proposed {
 /// `proposer:`: the kind (default: replay with a cache, else evolve) with its own keys only, the
 /// llm endpoint when one is asked, and the batch.
 pub(super) fn resolve_proposer(
-    path: &Path,
     base: &Path,
     spec: &TaskSpec,
     inputs: &[String],
     params: &[ParamSpec],
     purpose: Purpose,
 ) -> Result<Proposed> {
-    let err = |loc: Location, msg: String| task_err(path, Some(loc), msg);
+    let err = |loc: Location, msg: String| spec_err(Some(loc), msg);
     let rel = |s: &str| base.join(s);
     let p = &spec.proposer;
     let kind = p
@@ -361,65 +347,56 @@ pub(super) fn resolve_proposer(
     let proposer = match kind {
         ProposerName::Replay => {
             let Some(cache) = &p.cache else {
-                return Err(task_err(
-                    path,
+                return Err(spec_err(
                     None,
                     "`proposer.kind: replay` needs `proposer.cache`",
                 ));
             };
             ProposerConfig::Replay {
-                cache: existing_cache(path, &rel(&cache.value), cache)?,
+                cache: existing_cache(&rel(&cache.value), cache)?,
             }
         }
         ProposerName::Grammar => {
-            needs_vocabulary(path, "grammar", inputs, params)?;
+            needs_vocabulary("grammar", inputs, params)?;
             // `max_depth` or `factors` switches to the tree grammar.
             let tree = match p.max_depth.is_some() || p.factors.is_some() {
-                true => Some(resolve_shape(path, p)?),
+                true => Some(resolve_shape(p)?),
                 false => None,
             };
             ProposerConfig::Grammar {
-                operators: resolve_unary(path, p)?,
-                max_terms: count_key(path, p.max_terms.as_ref(), "max_terms", MAX_TERMS, 2)?,
+                operators: resolve_unary(p)?,
+                max_terms: count_key(p.max_terms.as_ref(), "max_terms", MAX_TERMS, 2)?,
                 tree,
             }
         }
         ProposerName::Evolve => {
-            needs_vocabulary(path, "evolve", inputs, params)?;
-            let population = count_key(
-                path,
-                p.population.as_ref(),
-                "population",
-                MAX_POPULATION,
-                64,
-            )?;
-            let islands = count_key(path, p.islands.as_ref(), "islands", population, 4)?;
+            needs_vocabulary("evolve", inputs, params)?;
+            let population = count_key(p.population.as_ref(), "population", MAX_POPULATION, 64)?;
+            let islands = count_key(p.islands.as_ref(), "islands", population, 4)?;
             let seeds = match (&p.cache, &p.base_url) {
                 (_, Some(_)) => {
-                    let config = resolve_llm(path, base, spec, false)?;
+                    let config = resolve_llm(base, spec, false)?;
                     llm_feature(
-                        path,
                         p.kind.as_ref().map(|k| k.referenced),
                         cfg!(feature = "llm") || purpose == Purpose::Check,
                     )?;
                     llm = Some(config);
                     None
                 }
-                (Some(cache), None) => Some(existing_cache(path, &rel(&cache.value), cache)?),
+                (Some(cache), None) => Some(existing_cache(&rel(&cache.value), cache)?),
                 (None, None) => None,
             };
             ProposerConfig::Evolve {
-                operators: resolve_unary(path, p)?,
-                tree: resolve_shape(path, p)?,
+                operators: resolve_unary(p)?,
+                tree: resolve_shape(p)?,
                 population,
                 islands,
                 seeds,
             }
         }
         ProposerName::Llm => {
-            let config = resolve_llm(path, base, spec, inputs.is_empty() || params.is_empty())?;
+            let config = resolve_llm(base, spec, inputs.is_empty() || params.is_empty())?;
             llm_feature(
-                path,
                 p.kind.as_ref().map(|k| k.referenced),
                 cfg!(feature = "llm") || purpose == Purpose::Check,
             )?;
@@ -429,9 +406,9 @@ pub(super) fn resolve_proposer(
         }
     };
     if kind != ProposerName::Llm && llm.is_none() {
-        refuse_llm_keys(path, p)?;
+        refuse_llm_keys(p)?;
     }
-    check_kind_keys(path, kind, p)?;
+    check_kind_keys(kind, p)?;
     let batch = match &p.batch {
         Some(b) if b.value == 0 || b.value > MAX_BATCH => {
             return Err(err(
@@ -450,8 +427,8 @@ pub(super) fn resolve_proposer(
 }
 
 /// The llm-only keys in a task whose proposer asks no llm are refused at their line.
-pub(super) fn refuse_llm_keys(path: &Path, p: &ProposerSpec) -> Result<()> {
-    let err = |loc: Location, msg: String| task_err(path, Some(loc), msg);
+pub(super) fn refuse_llm_keys(p: &ProposerSpec) -> Result<()> {
+    let err = |loc: Location, msg: String| spec_err(Some(loc), msg);
     let llm_only = [
         p.base_url.as_ref().map(|v| ("base_url", v.referenced)),
         p.model.as_ref().map(|v| ("model", v.referenced)),

@@ -644,7 +644,7 @@ pub fn parse_spec(path: &Path, text: &str) -> Result<TaskSpec> {
         // The crate's rendering may add a source excerpt after the first line; keep the message.
         let message = full.lines().next().unwrap_or("invalid task").to_string();
         let message = plain_words(&strip_location_prefix(&message));
-        task_err(path, loc, message)
+        named(spec_err(loc, message), path)
     })
 }
 
