@@ -2,7 +2,7 @@
 //! and forward-only at B = 1 and 256, and one symbolic-regression candidate at 44 lanes.
 //!
 //! Run with `cargo bench -p ndvm-frontends --bench micro` (criterion's statistics, one case at a
-//! time). The side-by-side comparison with the compiled ceiling is `ndvm-search bench kalman`.
+//! time). The side-by-side comparison with the compiled ceiling is `ndvm-bench kalman`.
 //! Reads `testdata/seed-data/oracle_refs.json`.
 
 #![allow(missing_docs)] // `criterion_group!` generates undocumented items

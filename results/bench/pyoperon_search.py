@@ -1,7 +1,7 @@
-"""The pyoperon side of `ndvm-search bench search`: one symbolic-regression run of pyoperon 0.5.0
+"""The pyoperon side of `ndvm-bench search`: one symbolic-regression run of pyoperon 0.5.0
 on a CSV table, printed as one JSON line on stdout (NMSE on the training file and each test file).
 
-Run by `ndvm-search bench search` in its own virtual environment (results/bench/.venv-pyoperon,
+Run by `ndvm-bench search` in its own virtual environment (results/bench/.venv-pyoperon,
 created on first use); by hand:
 
     results/bench/.venv-pyoperon/bin/python results/bench/pyoperon_search.py \

@@ -105,7 +105,7 @@ fn latest_finish(events: &[Event]) -> Option<f64> {
 }
 
 /// The calibrator's dataset of `table` (columns named by the task's inputs, shared inputs added).
-pub(crate) fn dataset(task: &Task, table: &Table) -> Dataset {
+pub fn dataset(task: &Task, table: &Table) -> Dataset {
     let mut d = Dataset::new();
     for (name, col) in task.inputs.iter().zip(&table.columns) {
         d = d.column(name, col.clone());
@@ -491,7 +491,7 @@ pub fn metrics(pred: &[f64], target: &[f64]) -> Option<(f64, f64)> {
 
 /// Reads `src` with the front end called `frontend`; an unknown name or a parse error is a
 /// `parse` failure of the candidate.
-pub(crate) fn parse(
+pub fn parse(
     task: &Task,
     heap: &mut Heap,
     frontend: &str,

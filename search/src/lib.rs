@@ -21,7 +21,6 @@
 
 pub mod batch;
 pub mod begun;
-pub mod bench;
 pub mod calibratecmd;
 pub mod engine;
 pub mod error;

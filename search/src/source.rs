@@ -11,7 +11,7 @@ use crate::error::{Result, SearchError};
 
 /// The front end of a command: `--frontend NAME` (an unknown name is a bad argument), else the
 /// one for `path`'s extension, else the registry's fallback.
-pub(crate) fn choose_frontend<'r>(
+pub fn choose_frontend<'r>(
     frontends: &'r Registry,
     name: Option<&str>,
     path: &Path,
@@ -26,7 +26,7 @@ pub(crate) fn choose_frontend<'r>(
 
 /// Parses `src` with `frontend`; a failure becomes [`SearchError::Parse`] rendered as
 /// `label:line:col: error[…]`.
-pub(crate) fn parse_program(
+pub fn parse_program(
     heap: &mut Heap,
     frontend: &dyn Frontend,
     label: &str,

@@ -102,100 +102,22 @@ enum Command {
     #[command(hide = true)]
     Worker,
 
-    /// Measure the runtime: the Kalman per-lane sweep beside a compiled Rust ceiling, and multicore
-    /// scaling; writes OUT/<suite>.json (raw samples, medians, machine) and prints the tables.
-    /// `search` runs the co-search beside pyoperon on the LLM-SR problems (NMSE of the selected
-    /// models; pyoperon is installed into results/bench/.venv-pyoperon on first use).
+    /// Run the benchmark suites: forwards every argument to the `ndvm-bench` binary beside this
+    /// one (`ndvm-bench --help` lists the suites and options) and exits with its status.
     ///
     /// Examples:
-    ///   ndvm-search bench all --out results/bench
-    ///   ndvm-search bench search --out results/bench          # 2 problems × 3 seeds × 2 tools × 60 s
-    ///   ndvm-search bench search --quick --no-pyoperon        # 5 s, seed 0, this project only
-    #[command(verbatim_doc_comment)]
+    ///   ndvm-search bench all --out results/bench     # the same as: ndvm-bench all --out results/bench
+    ///   ndvm-search bench search --quick --no-pyoperon
+    #[command(verbatim_doc_comment, disable_help_flag = true)]
     Bench {
-        /// Which suite: kalman, multicore, calibration, cosearch, firsteval, all (these five), search or recovery.
-        #[arg(default_value = "all", value_parser = |s: &str| usage(ndvm_search::bench::Selection::parse(s)))]
-        suite: ndvm_search::bench::Selection,
-        /// A few-second smoke run instead of the full measurement.
-        #[arg(long)]
-        quick: bool,
-        /// Folder receiving the JSON reports (default `results/bench-<timestamp>/`, which git
-        /// ignores; the committed reference run is written with `--out results/bench`).
-        #[arg(long, value_name = "DIR")]
-        out: Option<PathBuf>,
-        /// The seed-data folder (oracle_refs.json, cosearch_candidates_valid.jsonl); default: the
-        /// testdata/seed-data folder of the checkout this binary was built from.
-        #[arg(long, value_name = "DIR")]
-        data: Option<PathBuf>,
-        #[command(flatten)]
-        search: SearchCli,
+        /// The arguments of `ndvm-bench` (a suite, --quick, --out DIR, …), passed on unchanged.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        args: Vec<std::ffi::OsString>,
     },
-}
-
-/// Options of `bench search` (refused with the other suites).
-#[derive(Debug, Default, clap::Args)]
-struct SearchCli {
-    /// search: wall-clock seconds per run, both tools (default 60; 5 with --quick).
-    #[arg(long, value_name = "S", value_parser = ndvm_search::task::parse_budget_seconds)]
-    seconds: Option<f64>,
-    /// search: threads per run, both tools (default 2).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=4096))]
-    threads: Option<u64>,
-    /// search: seeds, comma-separated (default 0,1,2; 0 with --quick).
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    seeds: Option<Vec<u64>>,
-    /// search: problems, comma-separated; each is TASKS/llmsr-<problem>.yaml (default
-    /// oscillator1,bactgrow).
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    problems: Option<Vec<String>>,
-    /// search: also stop this project's runs after N calibrations (smoke runs).
-    #[arg(long, value_name = "N")]
-    calibrations: Option<usize>,
-    /// search: the folder of the llmsr-<problem>.yaml task files (default: the checkout's tasks/).
-    #[arg(long, value_name = "DIR")]
-    tasks: Option<PathBuf>,
-    /// search: run this project only (no Python, no network).
-    #[arg(long)]
-    no_pyoperon: bool,
-    /// search: the virtual environment pyoperon runs in, created when missing (default
-    /// results/bench/.venv-pyoperon of the checkout).
-    #[arg(long, value_name = "DIR", conflicts_with = "no_pyoperon")]
-    pyoperon_venv: Option<PathBuf>,
-}
-
-impl SearchCli {
-    fn is_empty(&self) -> bool {
-        self.seconds.is_none()
-            && self.threads.is_none()
-            && self.seeds.is_none()
-            && self.problems.is_none()
-            && self.calibrations.is_none()
-            && self.tasks.is_none()
-            && !self.no_pyoperon
-            && self.pyoperon_venv.is_none()
-    }
-
-    /// The suite's options: the standard ones, --quick's, then the flags.
-    fn options(self, quick: bool) -> ndvm_search::bench::search::SearchOptions {
-        use ndvm_search::bench::search::Pyoperon;
-        let mut o = ndvm_search::bench::search::SearchOptions::standard();
-        if quick {
-            o.seconds = 5.0;
-            o.seeds = vec![0];
-        }
-        o.seconds = self.seconds.unwrap_or(o.seconds);
-        o.threads = self.threads.map_or(o.threads, |t| t as usize);
-        o.seeds = self.seeds.unwrap_or(o.seeds);
-        o.problems = self.problems.unwrap_or(o.problems);
-        o.calibrations = self.calibrations;
-        o.tasks = self.tasks.unwrap_or(o.tasks);
-        if self.no_pyoperon {
-            o.pyoperon = Pyoperon::Skip;
-        } else if let Some(venv) = self.pyoperon_venv {
-            o.pyoperon = Pyoperon::Venv(venv);
-        }
-        o
-    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -656,43 +578,29 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{line}");
             Ok(())
         }
-        Command::Bench {
-            suite,
-            quick,
-            out,
-            data,
-            search,
-        } => {
-            if suite != ndvm_search::bench::Selection::Search && !search.is_empty() {
-                return Err(SearchError::BadArgument {
-                    arg: "--seconds, --threads, --seeds, --problems, --calibrations, --tasks, --no-pyoperon, --pyoperon-venv".to_string(),
-                    message: "these options belong to `bench search`".to_string(),
-                }
-                .into());
-            }
-            let cfg = ndvm_search::bench::BenchConfig {
-                selection: suite,
-                quick,
-                out_dir: out.unwrap_or_else(|| {
-                    ndvm_search::results::new_run_dir(std::path::Path::new("results"), "bench")
-                }),
-                seed_data: data.unwrap_or_else(ndvm_search::bench::default_seed_data),
-                search: search.options(quick),
-            };
-            let reports = ndvm_search::bench::run(&cfg, &mut |line| eprintln!("{line}"))?;
-            let mut stdout = io::stdout().lock();
-            for report in reports {
-                writeln!(
-                    stdout,
-                    "{}\nwrote {}\n",
-                    report.table,
-                    report.path.display()
-                )
-                .map_err(|source| SearchError::Write { source })?;
-            }
-            Ok(())
-        }
+        Command::Bench { args } => bench(&args),
     }
+}
+
+/// `ndvm-search bench ARGS`: runs `ndvm-bench ARGS` from this executable's folder (standard
+/// streams inherited) and exits with its status.
+fn bench(args: &[std::ffi::OsString]) -> anyhow::Result<()> {
+    let exe = std::env::current_exe().context("cannot locate the ndvm-search executable")?;
+    let dir = exe.parent().unwrap_or(std::path::Path::new("."));
+    let bench = dir.join(format!("ndvm-bench{}", std::env::consts::EXE_SUFFIX));
+    if !bench.is_file() {
+        anyhow::bail!(
+            "`ndvm-search bench` runs `ndvm-bench`, which is not next to this binary ({}); build it \
+             with `cargo build --release -p ndvm-bench`",
+            dir.display()
+        );
+    }
+    let status = std::process::Command::new(&bench)
+        .args(args)
+        .status()
+        .with_context(|| format!("cannot run {}", bench.display()))?;
+    // A child killed by a signal has no exit code: report a failure.
+    std::process::exit(status.code().unwrap_or(1));
 }
 
 /// Writes `text` to standard output and flushes it.

@@ -181,7 +181,7 @@ pub fn load_with(path: &Path, frontends: Arc<Registry>) -> Result<Task> {
 
 /// As [`load`], with the master `seed:` replaced by `seed` before the task is resolved, so the
 /// split, the row sample, the calibrator and the proposer follow it (a `split.seed` or
-/// `calibrator.seed` written in the file still wins). `ndvm-search bench search` runs one task
+/// `calibrator.seed` written in the file still wins). `ndvm-bench search` runs one task
 /// over several seeds with it.
 pub fn load_seeded(path: &Path, seed: u64) -> Result<Task> {
     let text = textfile::read(

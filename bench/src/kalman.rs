@@ -17,10 +17,10 @@ use ndvm_core::{
 };
 use serde::Serialize;
 
-use super::ceiling;
-use super::ceiling_lanes::{self, LaneResults};
-use super::timing::{self, Budget, Timing};
-use crate::{Result, SearchError};
+use crate::ceiling;
+use crate::ceiling_lanes::{self, LaneResults};
+use crate::timing::{self, Budget, Timing};
+use ndvm_search::{Result, SearchError};
 
 /// The oracle program's name in `oracle_refs.json`.
 pub const PROGRAM_NAME: &str = "kalman2d_T80";
@@ -145,8 +145,8 @@ impl KalmanRunner {
         let mut heap = Heap::new();
         let label = "kalman2d_T80.scm";
         let frontends = ndvm_frontends::Registry::default();
-        let frontend = crate::source::choose_frontend(&frontends, None, Path::new(label))?;
-        let program = crate::source::parse_program(&mut heap, frontend, label, &case.src)?;
+        let frontend = ndvm_search::source::choose_frontend(&frontends, None, Path::new(label))?;
+        let program = ndvm_search::source::parse_program(&mut heap, frontend, label, &case.src)?;
         let mut inputs = Inputs::new();
         inputs.push("q", InputValue::Lanes(vec![case.q; n_lanes]), true);
         inputs.push("r", InputValue::Lanes(vec![case.r; n_lanes]), true);
@@ -326,192 +326,300 @@ pub fn sweep(
     let mut rows = Vec::new();
     for n_lanes in LANE_COUNTS {
         progress(&format!("kalman: B = {n_lanes}"));
-        let (q, r) = case.lane_params(n_lanes);
-        // A second parameter point: replayed runs alternate between the two.
-        let q2: Vec<f64> = q.iter().map(|x| x * (1.0 + 1e-4)).collect();
-        let r2: Vec<f64> = r.iter().map(|x| x * (1.0 - 1e-4)).collect();
-        let mut runner = KalmanRunner::new(case, n_lanes, true)?;
-
-        // Same function: compare every lane with the ceiling before timing anything, after the
-        // recording walk and after a replay at the second point.
-        let max_rel_diff = ceiling_diff(&mut runner, case, (&q, &r), (&q2, &r2))?;
-        assert!(
-            max_rel_diff <= 1e-9,
-            "interpreter and ceiling disagree at B = {n_lanes}: relative difference {max_rel_diff:e}"
-        );
-        // The lane-batched ceilings against the interpreter's last (replayed) run at (q2, r2).
-        let (mut lanes64, mut lanes32) = (LaneResults::default(), LaneResults::default());
-        ceiling_lanes::kalman_lanes_f64(&case.obs, &q2, &r2, true, &mut lanes64);
-        ceiling_lanes::kalman_lanes_f32(&case.obs, &q2, &r2, true, &mut lanes32);
-        let (max_rel_diff_lanes, max_rel_diff_lanes_f32) =
-            lanes_diffs(&runner, &lanes64, &lanes32, n_lanes);
-        let mut lanes_wide = LaneResults::default();
-        ceiling_lanes::kalman_lanes_f64_widest(&case.obs, &q2, &r2, true, &mut lanes_wide);
-        assert!(
-            lanes_wide.value == lanes64.value && lanes_wide.grad == lanes64.grad,
-            "the widest-vector lane ceiling differs from its baseline build at B = {n_lanes}"
-        );
-        assert!(
-            max_rel_diff_lanes <= 1e-9 && max_rel_diff_lanes_f32 <= 1e-4,
-            "interpreter and lane-batched ceilings disagree at B = {n_lanes}: \
-             {max_rel_diff_lanes:e} (f64), {max_rel_diff_lanes_f32:e} (f32)"
-        );
-
-        let arena_floats_grad = runner.arena_floats();
-        let mut f32_runner = KalmanRunner::new_in(case, n_lanes, true, Precision::F32)?;
-        let max_rel_diff_f32 = ceiling_diff(&mut f32_runner, case, (&q, &r), (&q2, &r2))?;
-        // 80 filter steps in single precision: observed ≤ 3e-5 relative.
-        assert!(
-            max_rel_diff_f32 <= 1e-3,
-            "f32 interpreter and f64 ceiling disagree at B = {n_lanes}: {max_rel_diff_f32:e}"
-        );
-        let mut fwd_runner = KalmanRunner::new(case, n_lanes, true)?;
-        fwd_runner.set_params(&q, &r);
-        fwd_runner.run(false)?;
-        let arena_floats_fwd = fwd_runner.arena_floats();
-        let mut walk_runner = KalmanRunner::new(case, n_lanes, false)?;
-        walk_runner.set_params(&q, &r);
-
-        // The cases are sampled round-robin, so the ratios compare like with like.
-        let mut flip = false;
-        let mut interp_grad = || {
-            flip = !flip;
-            if flip {
-                runner.set_params(&q2, &r2);
-            } else {
-                runner.set_params(&q, &r);
-            }
-            runner.run(true)
-        };
-        let mut flip32 = false;
-        let mut interp_f32_grad = || {
-            flip32 = !flip32;
-            if flip32 {
-                f32_runner.set_params(&q2, &r2);
-            } else {
-                f32_runner.set_params(&q, &r);
-            }
-            f32_runner.run(true)
-        };
-        let mut interp_grad_walk = || walk_runner.run(true);
-        let mut interp_fwd = || fwd_runner.run(false);
-        let mut ceiling_grad = || {
-            for (&q, &r) in q.iter().zip(&r) {
-                std::hint::black_box(ceiling::kalman_nll_grad(
-                    std::hint::black_box(&case.obs),
-                    q,
-                    r,
-                ));
-            }
-            Ok(())
-        };
-        let mut ceiling_fwd = || {
-            for (&q, &r) in q.iter().zip(&r) {
-                std::hint::black_box(ceiling::kalman_nll(std::hint::black_box(&case.obs), q, r));
-            }
-            Ok(())
-        };
-        // Each lane-batched case owns its result buffers (reused, so no allocation is timed).
-        let mut b1 = LaneResults::default();
-        let mut lanes_grad = || {
-            ceiling_lanes::kalman_lanes_f64(black_box(&case.obs), &q, &r, true, &mut lanes64);
-            black_box(&lanes64.value);
-            Ok(())
-        };
-        let mut lanes_wide_grad = || {
-            ceiling_lanes::kalman_lanes_f64_widest(
-                black_box(&case.obs),
-                &q,
-                &r,
-                true,
-                &mut lanes_wide,
-            );
-            black_box(&lanes_wide.value);
-            Ok(())
-        };
-        let mut lanes_fwd = || {
-            ceiling_lanes::kalman_lanes_f64(black_box(&case.obs), &q, &r, false, &mut b1);
-            black_box(&b1.value);
-            Ok(())
-        };
-        let mut lanes_f32_grad = || {
-            ceiling_lanes::kalman_lanes_f32(black_box(&case.obs), &q, &r, true, &mut lanes32);
-            black_box(&lanes32.value);
-            Ok(())
-        };
-        let mut b3 = LaneResults::default();
-        let mut lanes_f32_fwd = || {
-            ceiling_lanes::kalman_lanes_f32(black_box(&case.obs), &q, &r, false, &mut b3);
-            black_box(&b3.value);
-            Ok(())
-        };
-        let mut timings = timing::measure_interleaved(
-            budget,
-            &mut [
-                &mut interp_grad,
-                &mut interp_grad_walk,
-                &mut interp_fwd,
-                &mut ceiling_grad,
-                &mut ceiling_fwd,
-                &mut lanes_grad,
-                &mut lanes_fwd,
-                &mut lanes_f32_grad,
-                &mut lanes_f32_fwd,
-                &mut interp_f32_grad,
-                &mut lanes_wide_grad,
-            ],
-        )?
-        .into_iter();
-        let mut next = || timings.next().expect("eleven timings");
-        let (interp_grad, interp_grad_walk, interp_fwd, ceiling_grad, ceiling_fwd) =
-            (next(), next(), next(), next(), next());
-        let (lanes_grad, lanes_fwd, lanes_f32_grad, lanes_f32_fwd, interp_f32_grad) =
-            (next(), next(), next(), next(), next());
-        let lanes_wide_grad = next();
-        let per = |t: &Timing| t.median_us / n_lanes as f64;
-        rows.push(SweepRow {
-            n_lanes,
-            interp_grad_us: per(&interp_grad),
-            interp_grad_walk_us: per(&interp_grad_walk),
-            ceiling_grad_us: per(&ceiling_grad),
-            ratio_grad: interp_grad.median_us / ceiling_grad.median_us,
-            ratio_grad_walk: interp_grad_walk.median_us / ceiling_grad.median_us,
-            interp_fwd_us: per(&interp_fwd),
-            ceiling_fwd_us: per(&ceiling_fwd),
-            ratio_fwd: interp_fwd.median_us / ceiling_fwd.median_us,
-            lanes_grad_us: per(&lanes_grad),
-            lanes_fwd_us: per(&lanes_fwd),
-            lanes_f32_grad_us: per(&lanes_f32_grad),
-            lanes_f32_fwd_us: per(&lanes_f32_fwd),
-            ratio_grad_lanes: interp_grad.median_us / lanes_grad.median_us,
-            ratio_grad_walk_lanes: interp_grad_walk.median_us / lanes_grad.median_us,
-            ratio_fwd_lanes: interp_fwd.median_us / lanes_fwd.median_us,
-            lanes_f32_over_f64_grad: lanes_f32_grad.median_us / lanes_grad.median_us,
-            lanes_wide_grad_us: per(&lanes_wide_grad),
-            ratio_grad_lanes_wide: interp_grad.median_us / lanes_wide_grad.median_us,
-            interp_f32_grad_us: per(&interp_f32_grad),
-            interp_f32_over_f64_grad: interp_f32_grad.median_us / interp_grad.median_us,
-            ratio_f32_grad_lanes_f32: interp_f32_grad.median_us / lanes_f32_grad.median_us,
-            max_rel_diff_f32,
-            max_rel_diff_lanes,
-            max_rel_diff_lanes_f32,
-            max_rel_diff,
-            arena_floats_grad,
-            arena_floats_fwd,
-            interp_grad,
-            interp_grad_walk,
-            ceiling_grad,
-            interp_fwd,
-            ceiling_fwd,
-            lanes_grad,
-            lanes_fwd,
-            lanes_wide_grad,
-            lanes_f32_grad,
-            lanes_f32_fwd,
-            interp_f32_grad,
-        });
+        rows.push(sweep_row(case, budget, n_lanes)?);
     }
     Ok(rows)
+}
+
+/// One lane count: the two parameter points, the agreement checks, then the timings.
+fn sweep_row(case: &KalmanCase, budget: &Budget, n_lanes: usize) -> Result<SweepRow> {
+    let (q, r) = case.lane_params(n_lanes);
+    // A second parameter point: replayed runs alternate between the two.
+    let q2: Vec<f64> = q.iter().map(|x| x * (1.0 + 1e-4)).collect();
+    let r2: Vec<f64> = r.iter().map(|x| x * (1.0 - 1e-4)).collect();
+    let mut checked = check_agreement(case, n_lanes, (&q, &r), (&q2, &r2))?;
+    let timings = time_cases(case, budget, &mut checked, (&q, &r), (&q2, &r2))?;
+    Ok(row(n_lanes, &checked.diffs, timings))
+}
+
+/// The runners and result buffers of one lane count, checked against the ceilings and ready to
+/// be timed.
+struct Checked {
+    /// Forward+gradient, replaying: recorded at the first point, last replayed at the second.
+    runner: KalmanRunner,
+    /// The same in f32 lanes.
+    f32_runner: KalmanRunner,
+    /// Forward only.
+    fwd_runner: KalmanRunner,
+    /// Forward+gradient walking the program every run (replay off).
+    walk_runner: KalmanRunner,
+    /// The f64, f32 and widest-vector lane-batched ceilings' buffers.
+    lanes64: LaneResults,
+    lanes32: LaneResults,
+    lanes_wide: LaneResults,
+    /// What the checks measured.
+    diffs: Diffs,
+}
+
+/// The agreement and memory figures of a [`SweepRow`].
+struct Diffs {
+    max_rel_diff: f64,
+    max_rel_diff_lanes: f64,
+    max_rel_diff_lanes_f32: f64,
+    max_rel_diff_f32: f64,
+    arena_floats_grad: usize,
+    arena_floats_fwd: usize,
+}
+
+/// Sets up the runners of `n_lanes` lanes and checks, before anything is timed, that the
+/// interpreter (f64 and f32) and the lane-batched ceilings compute the scalar ceiling's function
+/// at both parameter points (panics when they disagree: the timings would mean nothing).
+fn check_agreement(
+    case: &KalmanCase,
+    n_lanes: usize,
+    (q, r): (&[f64], &[f64]),
+    (q2, r2): (&[f64], &[f64]),
+) -> Result<Checked> {
+    let mut runner = KalmanRunner::new(case, n_lanes, true)?;
+    // Same function: compare every lane with the ceiling before timing anything, after the
+    // recording walk and after a replay at the second point.
+    let max_rel_diff = ceiling_diff(&mut runner, case, (q, r), (q2, r2))?;
+    assert!(
+        max_rel_diff <= 1e-9,
+        "interpreter and ceiling disagree at B = {n_lanes}: relative difference {max_rel_diff:e}"
+    );
+    // The lane-batched ceilings against the interpreter's last (replayed) run at (q2, r2).
+    let (mut lanes64, mut lanes32) = (LaneResults::default(), LaneResults::default());
+    ceiling_lanes::kalman_lanes_f64(&case.obs, q2, r2, true, &mut lanes64);
+    ceiling_lanes::kalman_lanes_f32(&case.obs, q2, r2, true, &mut lanes32);
+    let (max_rel_diff_lanes, max_rel_diff_lanes_f32) =
+        lanes_diffs(&runner, &lanes64, &lanes32, n_lanes);
+    let mut lanes_wide = LaneResults::default();
+    ceiling_lanes::kalman_lanes_f64_widest(&case.obs, q2, r2, true, &mut lanes_wide);
+    assert!(
+        lanes_wide.value == lanes64.value && lanes_wide.grad == lanes64.grad,
+        "the widest-vector lane ceiling differs from its baseline build at B = {n_lanes}"
+    );
+    assert!(
+        max_rel_diff_lanes <= 1e-9 && max_rel_diff_lanes_f32 <= 1e-4,
+        "interpreter and lane-batched ceilings disagree at B = {n_lanes}: \
+         {max_rel_diff_lanes:e} (f64), {max_rel_diff_lanes_f32:e} (f32)"
+    );
+
+    let arena_floats_grad = runner.arena_floats();
+    let mut f32_runner = KalmanRunner::new_in(case, n_lanes, true, Precision::F32)?;
+    let max_rel_diff_f32 = ceiling_diff(&mut f32_runner, case, (q, r), (q2, r2))?;
+    // 80 filter steps in single precision: observed ≤ 3e-5 relative.
+    assert!(
+        max_rel_diff_f32 <= 1e-3,
+        "f32 interpreter and f64 ceiling disagree at B = {n_lanes}: {max_rel_diff_f32:e}"
+    );
+    let mut fwd_runner = KalmanRunner::new(case, n_lanes, true)?;
+    fwd_runner.set_params(q, r);
+    fwd_runner.run(false)?;
+    let arena_floats_fwd = fwd_runner.arena_floats();
+    let mut walk_runner = KalmanRunner::new(case, n_lanes, false)?;
+    walk_runner.set_params(q, r);
+    Ok(Checked {
+        runner,
+        f32_runner,
+        fwd_runner,
+        walk_runner,
+        lanes64,
+        lanes32,
+        lanes_wide,
+        diffs: Diffs {
+            max_rel_diff,
+            max_rel_diff_lanes,
+            max_rel_diff_lanes_f32,
+            max_rel_diff_f32,
+            arena_floats_grad,
+            arena_floats_fwd,
+        },
+    })
+}
+
+/// The raw timings of one lane count, in the order [`time_cases`] samples them.
+struct Timings {
+    interp_grad: Timing,
+    interp_grad_walk: Timing,
+    interp_fwd: Timing,
+    ceiling_grad: Timing,
+    ceiling_fwd: Timing,
+    lanes_grad: Timing,
+    lanes_fwd: Timing,
+    lanes_f32_grad: Timing,
+    lanes_f32_fwd: Timing,
+    interp_f32_grad: Timing,
+    lanes_wide_grad: Timing,
+}
+
+/// Times the eleven cases of one lane count, sampled round-robin so that the ratios compare like
+/// with like; the replaying runners alternate between the two parameter points.
+fn time_cases(
+    case: &KalmanCase,
+    budget: &Budget,
+    checked: &mut Checked,
+    (q, r): (&[f64], &[f64]),
+    (q2, r2): (&[f64], &[f64]),
+) -> Result<Timings> {
+    let Checked {
+        runner,
+        f32_runner,
+        fwd_runner,
+        walk_runner,
+        lanes64,
+        lanes32,
+        lanes_wide,
+        ..
+    } = checked;
+    let mut flip = false;
+    let mut interp_grad = || {
+        flip = !flip;
+        if flip {
+            runner.set_params(q2, r2);
+        } else {
+            runner.set_params(q, r);
+        }
+        runner.run(true)
+    };
+    let mut flip32 = false;
+    let mut interp_f32_grad = || {
+        flip32 = !flip32;
+        if flip32 {
+            f32_runner.set_params(q2, r2);
+        } else {
+            f32_runner.set_params(q, r);
+        }
+        f32_runner.run(true)
+    };
+    let mut interp_grad_walk = || walk_runner.run(true);
+    let mut interp_fwd = || fwd_runner.run(false);
+    let mut ceiling_grad = || {
+        for (&q, &r) in q.iter().zip(r) {
+            black_box(ceiling::kalman_nll_grad(black_box(&case.obs), q, r));
+        }
+        Ok(())
+    };
+    let mut ceiling_fwd = || {
+        for (&q, &r) in q.iter().zip(r) {
+            black_box(ceiling::kalman_nll(black_box(&case.obs), q, r));
+        }
+        Ok(())
+    };
+    // Each lane-batched case owns its result buffers (reused, so no allocation is timed).
+    let (mut b1, mut b3) = (LaneResults::default(), LaneResults::default());
+    let mut lanes_grad = || lanes_f64(case, (q, r), true, lanes64);
+    let mut lanes_wide_grad = || {
+        ceiling_lanes::kalman_lanes_f64_widest(black_box(&case.obs), q, r, true, lanes_wide);
+        black_box(&lanes_wide.value);
+        Ok(())
+    };
+    let mut lanes_fwd = || lanes_f64(case, (q, r), false, &mut b1);
+    let mut lanes_f32_grad = || lanes_f32(case, (q, r), true, lanes32);
+    let mut lanes_f32_fwd = || lanes_f32(case, (q, r), false, &mut b3);
+    let mut timings = timing::measure_interleaved(
+        budget,
+        &mut [
+            &mut interp_grad,
+            &mut interp_grad_walk,
+            &mut interp_fwd,
+            &mut ceiling_grad,
+            &mut ceiling_fwd,
+            &mut lanes_grad,
+            &mut lanes_fwd,
+            &mut lanes_f32_grad,
+            &mut lanes_f32_fwd,
+            &mut interp_f32_grad,
+            &mut lanes_wide_grad,
+        ],
+    )?
+    .into_iter();
+    let mut next = || timings.next().expect("eleven timings");
+    Ok(Timings {
+        interp_grad: next(),
+        interp_grad_walk: next(),
+        interp_fwd: next(),
+        ceiling_grad: next(),
+        ceiling_fwd: next(),
+        lanes_grad: next(),
+        lanes_fwd: next(),
+        lanes_f32_grad: next(),
+        lanes_f32_fwd: next(),
+        interp_f32_grad: next(),
+        lanes_wide_grad: next(),
+    })
+}
+
+/// One timed call of the f64 lane-batched ceiling into `out`.
+fn lanes_f64(
+    case: &KalmanCase,
+    (q, r): (&[f64], &[f64]),
+    grad: bool,
+    out: &mut LaneResults,
+) -> Result<()> {
+    ceiling_lanes::kalman_lanes_f64(black_box(&case.obs), q, r, grad, out);
+    black_box(&out.value);
+    Ok(())
+}
+
+/// One timed call of the f32 lane-batched ceiling into `out`.
+fn lanes_f32(
+    case: &KalmanCase,
+    (q, r): (&[f64], &[f64]),
+    grad: bool,
+    out: &mut LaneResults,
+) -> Result<()> {
+    ceiling_lanes::kalman_lanes_f32(black_box(&case.obs), q, r, grad, out);
+    black_box(&out.value);
+    Ok(())
+}
+
+/// The row of one lane count: per-lane times and ratios from the medians, the checks' figures
+/// and the raw timings.
+fn row(n_lanes: usize, diffs: &Diffs, t: Timings) -> SweepRow {
+    let per = |t: &Timing| t.median_us / n_lanes as f64;
+    SweepRow {
+        n_lanes,
+        interp_grad_us: per(&t.interp_grad),
+        interp_grad_walk_us: per(&t.interp_grad_walk),
+        ceiling_grad_us: per(&t.ceiling_grad),
+        ratio_grad: t.interp_grad.median_us / t.ceiling_grad.median_us,
+        ratio_grad_walk: t.interp_grad_walk.median_us / t.ceiling_grad.median_us,
+        interp_fwd_us: per(&t.interp_fwd),
+        ceiling_fwd_us: per(&t.ceiling_fwd),
+        ratio_fwd: t.interp_fwd.median_us / t.ceiling_fwd.median_us,
+        lanes_grad_us: per(&t.lanes_grad),
+        lanes_fwd_us: per(&t.lanes_fwd),
+        lanes_f32_grad_us: per(&t.lanes_f32_grad),
+        lanes_f32_fwd_us: per(&t.lanes_f32_fwd),
+        ratio_grad_lanes: t.interp_grad.median_us / t.lanes_grad.median_us,
+        ratio_grad_walk_lanes: t.interp_grad_walk.median_us / t.lanes_grad.median_us,
+        ratio_fwd_lanes: t.interp_fwd.median_us / t.lanes_fwd.median_us,
+        lanes_f32_over_f64_grad: t.lanes_f32_grad.median_us / t.lanes_grad.median_us,
+        lanes_wide_grad_us: per(&t.lanes_wide_grad),
+        ratio_grad_lanes_wide: t.interp_grad.median_us / t.lanes_wide_grad.median_us,
+        interp_f32_grad_us: per(&t.interp_f32_grad),
+        interp_f32_over_f64_grad: t.interp_f32_grad.median_us / t.interp_grad.median_us,
+        ratio_f32_grad_lanes_f32: t.interp_f32_grad.median_us / t.lanes_f32_grad.median_us,
+        max_rel_diff_f32: diffs.max_rel_diff_f32,
+        max_rel_diff_lanes: diffs.max_rel_diff_lanes,
+        max_rel_diff_lanes_f32: diffs.max_rel_diff_lanes_f32,
+        max_rel_diff: diffs.max_rel_diff,
+        arena_floats_grad: diffs.arena_floats_grad,
+        arena_floats_fwd: diffs.arena_floats_fwd,
+        interp_grad: t.interp_grad,
+        interp_grad_walk: t.interp_grad_walk,
+        ceiling_grad: t.ceiling_grad,
+        interp_fwd: t.interp_fwd,
+        ceiling_fwd: t.ceiling_fwd,
+        lanes_grad: t.lanes_grad,
+        lanes_fwd: t.lanes_fwd,
+        lanes_wide_grad: t.lanes_wide_grad,
+        lanes_f32_grad: t.lanes_f32_grad,
+        lanes_f32_fwd: t.lanes_f32_fwd,
+        interp_f32_grad: t.interp_f32_grad,
+    }
 }
 
 /// Records `runner` at `p1` and replays it at `p2` (checking that the second run replays and no

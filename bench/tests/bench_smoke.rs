@@ -1,4 +1,4 @@
-//! Smoke test of `ndvm-search bench --quick`: the binary runs every suite into a scratch folder and
+//! Smoke test of `ndvm-bench --quick`: the binary runs every suite into a scratch folder and
 //! writes JSON with the expected keys and positive numbers. No speed is asserted.
 
 use std::path::{Path, PathBuf};
@@ -63,8 +63,8 @@ fn quick_bench_writes_both_reports() {
             .unwrap()
             .as_nanos()
     )));
-    let out = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
-        .args(["bench", "all", "--quick", "--out"])
+    let out = Command::new(env!("CARGO_BIN_EXE_ndvm-bench"))
+        .args(["all", "--quick", "--out"])
         .arg(&dir.0)
         .output()
         .unwrap();
@@ -210,8 +210,8 @@ fn issue_11_default_out_is_a_fresh_ignored_folder() {
         std::env::temp_dir().join(format!("ndvm-bench-default-out-{}", std::process::id())),
     );
     std::fs::create_dir_all(&dir.0).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
-        .args(["bench", "kalman", "--quick"])
+    let out = Command::new(env!("CARGO_BIN_EXE_ndvm-bench"))
+        .args(["kalman", "--quick"])
         .current_dir(&dir.0)
         .output()
         .unwrap();
@@ -247,8 +247,8 @@ fn issue_11_default_out_is_a_fresh_ignored_folder() {
 
 #[test]
 fn unknown_suite_is_a_usage_error() {
-    let out = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
-        .args(["bench", "fast", "--quick"])
+    let out = Command::new(env!("CARGO_BIN_EXE_ndvm-bench"))
+        .args(["fast", "--quick"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -267,8 +267,8 @@ fn missing_seed_data_names_the_data_flag() {
     std::fs::create_dir_all(&data).unwrap();
     let out_dir = dir.0.join("out");
     let run = |expected: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
-            .args(["bench", "kalman", "--quick", "--data"])
+        let out = Command::new(env!("CARGO_BIN_EXE_ndvm-bench"))
+            .args(["kalman", "--quick", "--data"])
             .arg(&data)
             .arg("--out")
             .arg(&out_dir)

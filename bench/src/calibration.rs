@@ -15,7 +15,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use crate::{Result, SearchError};
+use ndvm_search::{Result, SearchError};
 
 /// One candidate, parsed, with the parameters it is calibrated over.
 struct Candidate {
@@ -131,8 +131,8 @@ pub fn recurrence_task() -> std::path::PathBuf {
 /// The recurrence task's cached candidates (each over the task parameters it uses) and its
 /// training table.
 fn load_recurrence(limit: usize) -> Result<Stream> {
-    let task = crate::task::load(&recurrence_task())?;
-    let crate::task::ProposerConfig::Replay { cache } = &task.proposer else {
+    let task = ndvm_search::task::load(&recurrence_task())?;
+    let ndvm_search::task::ProposerConfig::Replay { cache } = &task.proposer else {
         return Err(SearchError::BadArgument {
             arg: task.path.display().to_string(),
             message: "the recurrence task must replay a cache".into(),
@@ -143,7 +143,7 @@ fn load_recurrence(limit: usize) -> Result<Stream> {
     for rec in read_jsonl(cache, limit)? {
         let src = rec["src"].as_str().unwrap_or_default();
         // The parameters a candidate uses, as the engine finds them.
-        let (heap, program, checked) = crate::validate::check_source(
+        let (heap, program, checked) = ndvm_search::validate::check_source(
             task.frontend_named(&task.frontend)?,
             src,
             &task.inputs,
@@ -166,7 +166,7 @@ fn load_recurrence(limit: usize) -> Result<Stream> {
             params,
         });
     }
-    let data = crate::engine::dataset(&task, &task.train);
+    let data = ndvm_search::engine::dataset(&task, &task.train);
     Ok(Stream {
         name: "recurrence",
         cands,

@@ -11,8 +11,8 @@ use std::path::Path;
 use ndvm_core::{EvalOptions, Evaluation, Evaluator, Heap, Inputs, Program};
 use serde::Serialize;
 
-use super::timing::{self, Budget, Timing};
-use crate::{Result, SearchError};
+use crate::timing::{self, Budget, Timing};
+use ndvm_search::{Result, SearchError};
 
 /// The corpus file in the seed-data folder.
 pub const CORPUS: &str = "fuzz_corpus.jsonl";
@@ -222,7 +222,7 @@ mod tests {
     #[test]
     fn corpus_loads_and_a_quick_run_covers_it() {
         // The vendored corpus: 200 programs, each with 1 to 4 parameters.
-        let corpus = load(&super::super::default_seed_data()).unwrap();
+        let corpus = load(&crate::default_seed_data()).unwrap();
         assert_eq!(corpus.len(), 200);
         assert!(corpus.iter().all(|p| (1..=4).contains(&p.params.len())));
         let r = run(&corpus[..5], &budget(true), &mut |_| {}).unwrap();

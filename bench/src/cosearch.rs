@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::Result;
-use crate::observe::ProgressMode;
-use crate::runcmd::{self, RunArgs};
+use ndvm_search::Result;
+use ndvm_search::observe::ProgressMode;
+use ndvm_search::runcmd::{self, RunArgs};
 
 /// One thread count.
 #[derive(Clone, Debug, Serialize)]
@@ -36,9 +36,14 @@ pub struct CosearchRow {
 /// swings by ± 10 % on a shared machine, so the median of several is reported.
 pub const PASSES: usize = 5;
 
-/// The replay task the suite runs.
+/// The replay task the suite runs: `search/tests/data/tasks/replay.yaml` of the checkout this
+/// binary was built from.
 pub fn replay_task() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tasks/replay.yaml")
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .parent()
+        .unwrap_or(manifest)
+        .join("search/tests/data/tasks/replay.yaml")
 }
 
 /// Runs the replay task `passes` times per thread count, the thread counts round-robin within

@@ -17,7 +17,7 @@
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
 #[cfg(test)]
-use super::ceiling;
+use crate::ceiling;
 
 /// Lanes per block in f64 (the fastest of 4, 8, 16 and 32 on the machine of
 /// `results/history/BENCHMARKS-rounds.md`).
@@ -448,7 +448,7 @@ pub fn simd_target() -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::{default_seed_data, kalman};
+    use crate::{default_seed_data, kalman};
 
     fn case() -> kalman::KalmanCase {
         kalman::KalmanCase::load(&default_seed_data())

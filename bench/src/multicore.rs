@@ -10,9 +10,9 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::kalman::{KalmanCase, KalmanRunner};
-use super::timing::{self, Budget, Timing};
-use crate::{Result, SearchError};
+use crate::kalman::{KalmanCase, KalmanRunner};
+use crate::timing::{self, Budget, Timing};
+use ndvm_search::{Result, SearchError};
 
 /// One thread count.
 #[derive(Clone, Debug, Serialize)]

@@ -1,4 +1,4 @@
-//! `ndvm-search bench search`: this project's co-search side by side with pyoperon on the LLM-SR
+//! `ndvm-bench search`: this project's co-search side by side with pyoperon on the LLM-SR
 //! problems (`tasks/llmsr-<problem>.yaml`, data in `tasks/data/llmsr/`): each problem × seed runs
 //! for the same seconds at the same threads with both tools, and the NMSE of the model each selects
 //! is scored on the training file and on the in-distribution and out-of-distribution test files.
@@ -16,12 +16,12 @@ use std::process::Command;
 use ndvm_core::Heap;
 use serde::{Deserialize, Serialize};
 
-use super::{Machine, loadavg, write_json};
-use crate::engine::{self, RunOptions, Shard};
-use crate::observe::Nothing;
-use crate::summary::{RunSection, Summary};
-use crate::task::{self, Table, Task};
-use crate::{Result, SearchError};
+use crate::{Machine, loadavg, write_json};
+use ndvm_search::engine::{self, RunOptions, Shard};
+use ndvm_search::observe::Nothing;
+use ndvm_search::summary::{RunSection, Summary};
+use ndvm_search::task::{self, Table, Task};
+use ndvm_search::{Result, SearchError};
 
 /// The LLM-SR problems the suite runs by default (`tasks/llmsr-<problem>.yaml`).
 pub const PROBLEMS: [&str; 2] = ["oscillator1", "bactgrow"];
@@ -62,7 +62,7 @@ pub struct SearchOptions {
     pub script: PathBuf,
 }
 
-/// The checkout this binary was built from (the parent of `search/`).
+/// The checkout this binary was built from (the parent of `bench/`).
 fn workspace() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     manifest.parent().unwrap_or(manifest).to_path_buf()
@@ -433,7 +433,11 @@ struct CsvFiles {
 }
 
 fn csv_files(path: &Path) -> Result<CsvFiles> {
-    let text = crate::textfile::read(path, crate::textfile::MAX_TASK_BYTES, "a task is small")?;
+    let text = ndvm_search::textfile::read(
+        path,
+        ndvm_search::textfile::MAX_TASK_BYTES,
+        "a task is small",
+    )?;
     let spec = task::parse_spec(path, &text)?;
     let base = path.parent().unwrap_or(Path::new("."));
     let no_csv = || SearchError::BadArgument {
@@ -672,7 +676,7 @@ pub fn compare(opts: &SearchOptions, progress: &mut dyn FnMut(&str)) -> Result<V
 pub fn command(opts: &SearchOptions) -> String {
     let list = |v: Vec<String>| v.join(",");
     let mut s = format!(
-        "ndvm-search bench search --seconds {} --threads {} --seeds {} --problems {}",
+        "ndvm-bench search --seconds {} --threads {} --seeds {} --problems {}",
         opts.seconds,
         opts.threads,
         list(opts.seeds.iter().map(u64::to_string).collect()),
@@ -829,14 +833,14 @@ mod tests {
         let mut o = SearchOptions::standard();
         assert_eq!(
             command(&o),
-            "ndvm-search bench search --seconds 60 --threads 2 --seeds 0,1,2 --problems oscillator1,bactgrow"
+            "ndvm-bench search --seconds 60 --threads 2 --seeds 0,1,2 --problems oscillator1,bactgrow"
         );
         o.pyoperon = Pyoperon::Skip;
         o.calibrations = Some(4);
         o.seconds = 2.5;
         assert_eq!(
             command(&o),
-            "ndvm-search bench search --seconds 2.5 --threads 2 --seeds 0,1,2 --problems oscillator1,bactgrow --calibrations 4 --no-pyoperon"
+            "ndvm-bench search --seconds 2.5 --threads 2 --seeds 0,1,2 --problems oscillator1,bactgrow --calibrations 4 --no-pyoperon"
         );
     }
 }

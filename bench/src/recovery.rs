@@ -1,4 +1,4 @@
-//! `ndvm-search bench recovery`: the discrete structure-recovery experiment of the predecessor
+//! `ndvm-bench recovery`: the discrete structure-recovery experiment of the predecessor
 //! (its Exp E), reproduced with `soft-choice` and the batched multistart calibrator.
 //!
 //! The template is f(x) = α · outer(x, inner(x)), each of inner and outer a `soft-choice` over 8
@@ -25,7 +25,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::SeedableRng;
 use serde::Serialize;
 
-use crate::{Result, SearchError};
+use ndvm_search::{Result, SearchError};
 
 /// The inner options, as Scheme over `x`.
 pub const INNER: [&str; 8] = [

@@ -1,4 +1,4 @@
-//! Smoke tests of `ndvm-search bench search` on a tiny budget, pyoperon skipped (`--no-pyoperon`)
+//! Smoke tests of `ndvm-bench search` on a tiny budget, pyoperon skipped (`--no-pyoperon`)
 //! or unavailable: the JSON's structure, finite NMSE values that match a recomputation of each
 //! winner from the CSV files, and the refusals. No test needs Python or the network.
 
@@ -16,12 +16,12 @@ use serde_json::Value;
 use common::{root, scratch, testdata};
 
 fn tasks_dir() -> PathBuf {
-    root().join("search/tests/data/bench-search")
+    root().join("bench/tests/data/bench-search")
 }
 
 fn bench(args: &[&str], out: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
-        .args(["bench", "search"])
+    Command::new(env!("CARGO_BIN_EXE_ndvm-bench"))
+        .args(["search"])
         .args(args)
         .arg("--out")
         .arg(out)
@@ -169,7 +169,7 @@ fn smoke_run_without_pyoperon() {
     assert_eq!(json["suite"], "search");
     assert_eq!(
         json["command"],
-        "ndvm-search bench search --seconds 60 --threads 2 --seeds 0,1 --problems oscillator1 --calibrations 6 --no-pyoperon"
+        "ndvm-bench search --seconds 60 --threads 2 --seeds 0,1 --problems oscillator1 --calibrations 6 --no-pyoperon"
     );
     assert_eq!(json["seconds"], 60.0);
     assert_eq!(json["threads"], 2);
@@ -183,7 +183,7 @@ fn smoke_run_without_pyoperon() {
     assert_eq!(p["problem"], "oscillator1");
     assert_eq!(
         p["task"],
-        "search/tests/data/bench-search/llmsr-oscillator1.yaml"
+        "bench/tests/data/bench-search/llmsr-oscillator1.yaml"
     );
     assert_eq!(
         p["rows"],
@@ -263,8 +263,8 @@ fn unavailable_pyoperon_still_writes_our_numbers() {
 #[test]
 fn search_options_belong_to_search() {
     let dir = scratch("bench-search", "other-suite");
-    let out = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
-        .args(["bench", "kalman", "--quick", "--no-pyoperon", "--out"])
+    let out = Command::new(env!("CARGO_BIN_EXE_ndvm-bench"))
+        .args(["kalman", "--quick", "--no-pyoperon", "--out"])
         .arg(&dir)
         .output()
         .unwrap();
@@ -277,7 +277,7 @@ fn search_options_belong_to_search() {
 #[test]
 fn a_task_without_both_test_tables_is_refused_before_running() {
     let dir = scratch("bench-search", "bad-task");
-    let tasks = root().join("search/tests/data/bench-search-bad");
+    let tasks = root().join("bench/tests/data/bench-search-bad");
     let out = bench(
         &[
             "--quick",

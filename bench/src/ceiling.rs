@@ -190,7 +190,7 @@ mod tests {
         );
     }
 
-    use crate::bench::{default_seed_data, kalman};
+    use crate::{default_seed_data, kalman};
 
     fn case() -> kalman::KalmanCase {
         let dir = default_seed_data();

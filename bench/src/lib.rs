@@ -1,5 +1,7 @@
-//! `ndvm-search bench`: measured speed of the runtime, side by side with a compiled ceiling, written
-//! to `<out>/<suite>.json` (raw samples, medians, ratios, machine) and returned as tables. The
+//! ndvm-bench: the benchmark suites behind the `ndvm-bench` binary (`ndvm-search bench` forwards to
+//! it), kept out of the `ndvm_search` library so that the library a user links carries none of
+//! them. Measured speed of the runtime, side by side with a compiled ceiling, written to
+//! `<out>/<suite>.json` (raw samples, medians, ratios, machine) and returned as tables. The
 //! binary's default `<out>` is a fresh `results/bench-<timestamp>/`; the committed reference run is
 //! written with `--out results/bench`.
 //!
@@ -37,7 +39,7 @@ use std::process::Command;
 
 use serde::Serialize;
 
-use crate::{Result, SearchError};
+use ndvm_search::{Result, SearchError};
 use timing::Budget;
 
 /// Which suites to run.
@@ -290,149 +292,201 @@ fn write_json(dir: &Path, name: &str, value: &impl Serialize) -> Result<PathBuf>
         path: path.clone(),
         message: e.to_string(),
     })? + "\n";
-    crate::textfile::write_atomic(&path, text.as_bytes())?;
+    ndvm_search::textfile::write_atomic(&path, text.as_bytes())?;
     Ok(path)
 }
 
 /// Runs the selected suites, writes their JSON files and returns their tables. `progress` receives
 /// one line as each case starts.
 pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Vec<SuiteReport>> {
-    if cfg.selection == Selection::Search {
-        let (path, table) = search::run(&cfg.search, &cfg.out_dir, progress)?;
-        return Ok(vec![SuiteReport {
-            name: "search",
-            path,
-            table,
-        }]);
+    match cfg.selection {
+        Selection::Search => {
+            let (path, table) = search::run(&cfg.search, &cfg.out_dir, progress)?;
+            Ok(vec![SuiteReport {
+                name: "search",
+                path,
+                table,
+            }])
+        }
+        Selection::Recovery => recovery_suite(cfg, progress),
+        _ => runtime_suites(cfg, progress),
     }
-    if cfg.selection == Selection::Recovery {
-        return recovery_suite(cfg, progress);
-    }
+}
+
+/// What every suite of `all` shares: the configuration, the machine, the timing budget and the
+/// `--quick` flag as the command line spells it.
+struct Run<'a> {
+    cfg: &'a BenchConfig,
+    machine: Machine,
+    budget: Budget,
+    quick_flag: &'static str,
+}
+
+/// The suites of `all` the selection names, in order, after checking the seed data (nothing is
+/// measured or written when it is missing).
+fn runtime_suites(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Vec<SuiteReport>> {
     check_seed_data(&cfg.seed_data)?;
     let case = kalman::KalmanCase::load(&cfg.seed_data)?;
     std::fs::create_dir_all(&cfg.out_dir).map_err(|source| SearchError::Write { source })?;
-    let machine = Machine::probe();
-    let budget = if cfg.quick {
-        Budget::quick()
-    } else {
-        Budget::full()
-    };
-    let quick_flag = if cfg.quick { " --quick" } else { "" };
-    let mut reports = Vec::new();
-    if matches!(cfg.selection, Selection::Kalman | Selection::All) {
-        let rows = kalman::sweep(&case, &budget, progress)?;
-        let file = KalmanFile {
-            suite: "kalman",
-            command: format!("ndvm-search bench kalman{quick_flag}"),
-            quick: cfg.quick,
-            program: kalman::PROGRAM_NAME,
-            dialect: "reference",
-            ceiling: "plain Rust f64, 2×2 closed forms; gradient by forward-mode dual numbers (q, r)",
-            ceiling_lanes: format!(
-                "the same filter on structure-of-arrays packs of lanes (f64: {} lanes per block, \
-                 f32: {}), loops over lanes vectorised for the target ({})",
-                ceiling_lanes::LANES_F64,
-                ceiling_lanes::LANES_F32,
-                ceiling_lanes::simd_target()
-            ),
-            ceiling_lanes_wide: format!(
-                "the f64 lane-batched ceiling compiled at run time for the widest vectors this \
-                 processor has ({}; ndvm_core::widest), the same results bit for bit",
-                ndvm_core::widest::widest_vectors()
-            ),
-            machine: &machine,
-            loadavg_at_end: loadavg(),
-            budget: &budget,
-            rows: &rows,
-        };
-        reports.push(SuiteReport {
-            name: "kalman",
-            path: write_json(&cfg.out_dir, "kalman", &file)?,
-            table: kalman::table(&rows),
-        });
-    }
-    if matches!(cfg.selection, Selection::Multicore | Selection::All) {
-        let n_candidates = if cfg.quick { 16 } else { 512 };
-        let scaling = multicore::scaling(&case, n_candidates, machine.nproc, &budget, progress)?;
-        let file = MulticoreFile {
-            suite: "multicore",
-            command: format!("ndvm-search bench multicore{quick_flag}"),
-            quick: cfg.quick,
-            program: kalman::PROGRAM_NAME,
-            dialect: "reference",
-            machine: &machine,
-            loadavg_at_end: loadavg(),
-            budget: &budget,
-            scaling: &scaling,
-        };
-        reports.push(SuiteReport {
-            name: "multicore",
-            path: write_json(&cfg.out_dir, "multicore", &file)?,
-            table: multicore::table(&scaling),
-        });
-    }
-    if matches!(cfg.selection, Selection::Calibration | Selection::All) {
-        let (limit, starts, passes): (usize, &[usize], usize) = if cfg.quick {
-            (12, &[1, 8], 1)
+    let run = Run {
+        cfg,
+        machine: Machine::probe(),
+        budget: if cfg.quick {
+            Budget::quick()
         } else {
-            (usize::MAX, &[1, 8, 32], 3)
-        };
-        let rows = calibration::throughput(&cfg.seed_data, limit, starts, passes, progress)?;
-        let file = CalibrationFile {
-            suite: "calibration",
-            command: format!("ndvm-search bench calibration{quick_flag}"),
-            quick: cfg.quick,
-            streams: "symreg: cosearch_candidates_valid.jsonl; recurrence: tasks/recurrence.yaml's cache (50 Adam steps, 44 train points)",
-            machine: &machine,
-            loadavg_at_end: loadavg(),
-            rows: &rows,
-        };
-        reports.push(SuiteReport {
-            name: "calibration",
-            path: write_json(&cfg.out_dir, "calibration", &file)?,
-            table: calibration::table(&rows),
-        });
+            Budget::full()
+        },
+        quick_flag: if cfg.quick { " --quick" } else { "" },
+    };
+    let wants = |suite: Selection| cfg.selection == suite || cfg.selection == Selection::All;
+    let mut reports = Vec::new();
+    if wants(Selection::Kalman) {
+        reports.push(kalman_suite(&run, &case, progress)?);
     }
-    if matches!(cfg.selection, Selection::Cosearch | Selection::All) {
-        let threads: Vec<usize> = (1..=machine.nproc.max(1)).collect();
-        let passes = if cfg.quick { 1 } else { cosearch::PASSES };
-        let rows = cosearch::replay(&threads, cfg.quick.then_some(16), passes, progress)?;
-        let file = CosearchFile {
-            suite: "cosearch",
-            command: format!("ndvm-search bench cosearch{quick_flag}"),
-            quick: cfg.quick,
-            task: cosearch::replay_task().display().to_string(),
-            machine: &machine,
-            loadavg_at_end: loadavg(),
-            rows: &rows,
-        };
-        reports.push(SuiteReport {
-            name: "cosearch",
-            path: write_json(&cfg.out_dir, "cosearch", &file)?,
-            table: cosearch::table(&rows),
-        });
+    if wants(Selection::Multicore) {
+        reports.push(multicore_suite(&run, &case, progress)?);
     }
-    if matches!(cfg.selection, Selection::FirstEval | Selection::All) {
-        let corpus = firsteval::load(&cfg.seed_data)?;
-        let budget = firsteval::budget(cfg.quick);
-        let report = firsteval::run(&corpus, &budget, progress)?;
-        let file = FirstEvalFile {
-            suite: "firsteval",
-            command: format!("ndvm-search bench firsteval{quick_flag}"),
-            quick: cfg.quick,
-            corpus: firsteval::CORPUS,
-            machine: &machine,
-            loadavg_at_end: loadavg(),
-            budget_per_program: &budget,
-            report: &report,
-        };
-        reports.push(SuiteReport {
-            name: "firsteval",
-            path: write_json(&cfg.out_dir, "firsteval", &file)?,
-            table: firsteval::table(&report),
-        });
+    if wants(Selection::Calibration) {
+        reports.push(calibration_suite(&run, progress)?);
+    }
+    if wants(Selection::Cosearch) {
+        reports.push(cosearch_suite(&run, progress)?);
+    }
+    if wants(Selection::FirstEval) {
+        reports.push(firsteval_suite(&run, progress)?);
     }
     Ok(reports)
+}
+
+/// `bench kalman`: the per-lane sweep against the scalar and lane-batched ceilings.
+fn kalman_suite(
+    run: &Run<'_>,
+    case: &kalman::KalmanCase,
+    progress: &mut dyn FnMut(&str),
+) -> Result<SuiteReport> {
+    let rows = kalman::sweep(case, &run.budget, progress)?;
+    let file = KalmanFile {
+        suite: "kalman",
+        command: format!("ndvm-bench kalman{}", run.quick_flag),
+        quick: run.cfg.quick,
+        program: kalman::PROGRAM_NAME,
+        dialect: "reference",
+        ceiling: "plain Rust f64, 2×2 closed forms; gradient by forward-mode dual numbers (q, r)",
+        ceiling_lanes: format!(
+            "the same filter on structure-of-arrays packs of lanes (f64: {} lanes per block, \
+             f32: {}), loops over lanes vectorised for the target ({})",
+            ceiling_lanes::LANES_F64,
+            ceiling_lanes::LANES_F32,
+            ceiling_lanes::simd_target()
+        ),
+        ceiling_lanes_wide: format!(
+            "the f64 lane-batched ceiling compiled at run time for the widest vectors this \
+             processor has ({}; ndvm_core::widest), the same results bit for bit",
+            ndvm_core::widest::widest_vectors()
+        ),
+        machine: &run.machine,
+        loadavg_at_end: loadavg(),
+        budget: &run.budget,
+        rows: &rows,
+    };
+    Ok(SuiteReport {
+        name: "kalman",
+        path: write_json(&run.cfg.out_dir, "kalman", &file)?,
+        table: kalman::table(&rows),
+    })
+}
+
+/// `bench multicore`: candidates per second at 1 … all cores.
+fn multicore_suite(
+    run: &Run<'_>,
+    case: &kalman::KalmanCase,
+    progress: &mut dyn FnMut(&str),
+) -> Result<SuiteReport> {
+    let n_candidates = if run.cfg.quick { 16 } else { 512 };
+    let scaling = multicore::scaling(case, n_candidates, run.machine.nproc, &run.budget, progress)?;
+    let file = MulticoreFile {
+        suite: "multicore",
+        command: format!("ndvm-bench multicore{}", run.quick_flag),
+        quick: run.cfg.quick,
+        program: kalman::PROGRAM_NAME,
+        dialect: "reference",
+        machine: &run.machine,
+        loadavg_at_end: loadavg(),
+        budget: &run.budget,
+        scaling: &scaling,
+    };
+    Ok(SuiteReport {
+        name: "multicore",
+        path: write_json(&run.cfg.out_dir, "multicore", &file)?,
+        table: multicore::table(&scaling),
+    })
+}
+
+/// `bench calibration`: Adam calibrations per second on the two replayed streams.
+fn calibration_suite(run: &Run<'_>, progress: &mut dyn FnMut(&str)) -> Result<SuiteReport> {
+    let (limit, starts, passes): (usize, &[usize], usize) = if run.cfg.quick {
+        (12, &[1, 8], 1)
+    } else {
+        (usize::MAX, &[1, 8, 32], 3)
+    };
+    let rows = calibration::throughput(&run.cfg.seed_data, limit, starts, passes, progress)?;
+    let file = CalibrationFile {
+        suite: "calibration",
+        command: format!("ndvm-bench calibration{}", run.quick_flag),
+        quick: run.cfg.quick,
+        streams: "symreg: cosearch_candidates_valid.jsonl; recurrence: tasks/recurrence.yaml's cache (50 Adam steps, 44 train points)",
+        machine: &run.machine,
+        loadavg_at_end: loadavg(),
+        rows: &rows,
+    };
+    Ok(SuiteReport {
+        name: "calibration",
+        path: write_json(&run.cfg.out_dir, "calibration", &file)?,
+        table: calibration::table(&rows),
+    })
+}
+
+/// `bench cosearch`: the whole engine replaying the candidate stream at 1 … all threads.
+fn cosearch_suite(run: &Run<'_>, progress: &mut dyn FnMut(&str)) -> Result<SuiteReport> {
+    let threads: Vec<usize> = (1..=run.machine.nproc.max(1)).collect();
+    let passes = if run.cfg.quick { 1 } else { cosearch::PASSES };
+    let rows = cosearch::replay(&threads, run.cfg.quick.then_some(16), passes, progress)?;
+    let file = CosearchFile {
+        suite: "cosearch",
+        command: format!("ndvm-bench cosearch{}", run.quick_flag),
+        quick: run.cfg.quick,
+        task: cosearch::replay_task().display().to_string(),
+        machine: &run.machine,
+        loadavg_at_end: loadavg(),
+        rows: &rows,
+    };
+    Ok(SuiteReport {
+        name: "cosearch",
+        path: write_json(&run.cfg.out_dir, "cosearch", &file)?,
+        table: cosearch::table(&rows),
+    })
+}
+
+/// `bench firsteval`: reader, decoder and first walk of each fuzz-corpus program.
+fn firsteval_suite(run: &Run<'_>, progress: &mut dyn FnMut(&str)) -> Result<SuiteReport> {
+    let corpus = firsteval::load(&run.cfg.seed_data)?;
+    let budget = firsteval::budget(run.cfg.quick);
+    let report = firsteval::run(&corpus, &budget, progress)?;
+    let file = FirstEvalFile {
+        suite: "firsteval",
+        command: format!("ndvm-bench firsteval{}", run.quick_flag),
+        quick: run.cfg.quick,
+        corpus: firsteval::CORPUS,
+        machine: &run.machine,
+        loadavg_at_end: loadavg(),
+        budget_per_program: &budget,
+        report: &report,
+    };
+    Ok(SuiteReport {
+        name: "firsteval",
+        path: write_json(&run.cfg.out_dir, "firsteval", &file)?,
+        table: firsteval::table(&report),
+    })
 }
 
 /// The JSON file of the `recovery` suite.
@@ -464,7 +518,7 @@ fn recovery_suite(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<V
     let file = RecoveryFile {
         suite: "recovery",
         command: format!(
-            "ndvm-search bench recovery{}",
+            "ndvm-bench recovery{}",
             if cfg.quick { " --quick" } else { "" }
         ),
         quick: cfg.quick,

@@ -1,0 +1,207 @@
+//! The `ndvm-bench` command line: argument parsing, printing, and exit codes (0 success or closed
+//! pipe, 1 failure, 2 usage error). The suites live in the `ndvm_bench` library;
+//! `ndvm-search bench ARGS` runs this binary with the same arguments.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use ndvm_bench::Selection;
+use ndvm_bench::search::{Pyoperon, SearchOptions};
+use ndvm_search::SearchError;
+use ndvm_search::secret::redact;
+
+/// Measure the runtime: the Kalman per-lane sweep beside a compiled Rust ceiling, and multicore
+/// scaling; writes OUT/<suite>.json (raw samples, medians, machine) and prints the tables.
+/// `search` runs the co-search beside pyoperon on the LLM-SR problems (NMSE of the selected
+/// models; pyoperon is installed into results/bench/.venv-pyoperon on first use).
+///
+/// Examples:
+///   ndvm-bench all --out results/bench
+///   ndvm-bench search --out results/bench          # 2 problems × 3 seeds × 2 tools × 60 s
+///   ndvm-bench search --quick --no-pyoperon        # 5 s, seed 0, this project only
+#[derive(Debug, Parser)]
+#[command(name = "ndvm-bench", version, verbatim_doc_comment)]
+struct Cli {
+    /// Which suite: kalman, multicore, calibration, cosearch, firsteval, all (these five), search or recovery.
+    #[arg(default_value = "all", value_parser = |s: &str| usage(Selection::parse(s)))]
+    suite: Selection,
+    /// A few-second smoke run instead of the full measurement.
+    #[arg(long)]
+    quick: bool,
+    /// Folder receiving the JSON reports (default `results/bench-<timestamp>/`, which git
+    /// ignores; the committed reference run is written with `--out results/bench`).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// The seed-data folder (oracle_refs.json, cosearch_candidates_valid.jsonl); default: the
+    /// testdata/seed-data folder of the checkout this binary was built from.
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    #[command(flatten)]
+    search: SearchCli,
+}
+
+/// Options of `search` (refused with the other suites).
+#[derive(Debug, Default, clap::Args)]
+struct SearchCli {
+    /// search: wall-clock seconds per run, both tools (default 60; 5 with --quick).
+    #[arg(long, value_name = "S", value_parser = ndvm_search::task::parse_budget_seconds)]
+    seconds: Option<f64>,
+    /// search: threads per run, both tools (default 2).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    threads: Option<u64>,
+    /// search: seeds, comma-separated (default 0,1,2; 0 with --quick).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    seeds: Option<Vec<u64>>,
+    /// search: problems, comma-separated; each is TASKS/llmsr-<problem>.yaml (default
+    /// oscillator1,bactgrow).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    problems: Option<Vec<String>>,
+    /// search: also stop this project's runs after N calibrations (smoke runs).
+    #[arg(long, value_name = "N")]
+    calibrations: Option<usize>,
+    /// search: the folder of the llmsr-<problem>.yaml task files (default: the checkout's tasks/).
+    #[arg(long, value_name = "DIR")]
+    tasks: Option<PathBuf>,
+    /// search: run this project only (no Python, no network).
+    #[arg(long)]
+    no_pyoperon: bool,
+    /// search: the virtual environment pyoperon runs in, created when missing (default
+    /// results/bench/.venv-pyoperon of the checkout).
+    #[arg(long, value_name = "DIR", conflicts_with = "no_pyoperon")]
+    pyoperon_venv: Option<PathBuf>,
+}
+
+impl SearchCli {
+    fn is_empty(&self) -> bool {
+        self.seconds.is_none()
+            && self.threads.is_none()
+            && self.seeds.is_none()
+            && self.problems.is_none()
+            && self.calibrations.is_none()
+            && self.tasks.is_none()
+            && !self.no_pyoperon
+            && self.pyoperon_venv.is_none()
+    }
+
+    /// The suite's options: the standard ones, --quick's, then the flags.
+    fn options(self, quick: bool) -> SearchOptions {
+        let mut o = SearchOptions::standard();
+        if quick {
+            o.seconds = 5.0;
+            o.seeds = vec![0];
+        }
+        o.seconds = self.seconds.unwrap_or(o.seconds);
+        o.threads = self.threads.map_or(o.threads, |t| t as usize);
+        o.seeds = self.seeds.unwrap_or(o.seeds);
+        o.problems = self.problems.unwrap_or(o.problems);
+        o.calibrations = self.calibrations;
+        o.tasks = self.tasks.unwrap_or(o.tasks);
+        if self.no_pyoperon {
+            o.pyoperon = Pyoperon::Skip;
+        } else if let Some(venv) = self.pyoperon_venv {
+            o.pyoperon = Pyoperon::Venv(venv);
+        }
+        o
+    }
+}
+
+/// The argument parser names the argument itself; keep only what is wrong with it.
+fn usage<T>(res: Result<T, SearchError>) -> Result<T, String> {
+    res.map_err(|err| match err {
+        SearchError::BadArgument { message, .. } => message,
+        other => other.to_string(),
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) => {
+            if is_diagnostic(&err) {
+                // Already `file:line:col: error[CODE]: …` with the source excerpt.
+                eprintln!("{}", redact(&format!("{err:#}")));
+            } else {
+                eprintln!("error: {}", redact(&format!("{err:#}")));
+            }
+            if is_usage_error(&err) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+/// Program diagnostics carry their own `error[CODE]` header.
+fn is_diagnostic(err: &anyhow::Error) -> bool {
+    matches!(
+        err.downcast_ref::<SearchError>(),
+        Some(SearchError::Parse { .. } | SearchError::Eval { .. })
+    )
+}
+
+/// Bad arguments are usage errors (exit 2), like the ones the parser reports.
+fn is_usage_error(err: &anyhow::Error) -> bool {
+    matches!(
+        err.downcast_ref::<SearchError>(),
+        Some(
+            SearchError::BadArgument { .. }
+                | SearchError::LaneCount { .. }
+                | SearchError::DuplicateBinding { .. }
+                | SearchError::NoParameters { .. }
+                | SearchError::Calibrate {
+                    error: ndvm_optimizers::CalibrateError::InvalidConfig { .. }
+                }
+        )
+    )
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let Cli {
+        suite,
+        quick,
+        out,
+        data,
+        search,
+    } = cli;
+    if suite != Selection::Search && !search.is_empty() {
+        return Err(SearchError::BadArgument {
+            arg: "--seconds, --threads, --seeds, --problems, --calibrations, --tasks, --no-pyoperon, --pyoperon-venv".to_string(),
+            message: "these options belong to `bench search`".to_string(),
+        }
+        .into());
+    }
+    let cfg = ndvm_bench::BenchConfig {
+        selection: suite,
+        quick,
+        out_dir: out.unwrap_or_else(|| {
+            ndvm_search::results::new_run_dir(std::path::Path::new("results"), "bench")
+        }),
+        seed_data: data.unwrap_or_else(ndvm_bench::default_seed_data),
+        search: search.options(quick),
+    };
+    let reports = ndvm_bench::run(&cfg, &mut |line| eprintln!("{line}"))?;
+    let mut stdout = io::stdout().lock();
+    for report in reports {
+        writeln!(
+            stdout,
+            "{}\nwrote {}\n",
+            report.table,
+            report.path.display()
+        )
+        .map_err(|source| SearchError::Write { source })?;
+    }
+    Ok(())
+}
