@@ -273,3 +273,81 @@ fn search_imports_point_down_its_layers() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// The longest a non-test function may be, in lines (its signature to its closing brace).
+const MAX_FUNCTION_LINES: usize = 150;
+
+/// `(name, first line, lines)` of every function with a body in `text` outside its test module:
+/// a `fn` line and the closing brace at the same indentation.
+fn function_lengths(text: &str) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let stop = lines
+        .windows(2)
+        .position(|w| w[0].starts_with("#[cfg(test)]") && w[1].starts_with("mod tests"))
+        .unwrap_or(lines.len());
+    let mut out = Vec::new();
+    for i in 0..stop {
+        let line = lines[i];
+        let trimmed = line.trim_start();
+        let indent = &line[..line.len() - trimmed.len()];
+        let after_vis = trimmed
+            .strip_prefix("pub(crate) ")
+            .or_else(|| trimmed.strip_prefix("pub(super) "))
+            .or_else(|| trimmed.strip_prefix("pub "))
+            .unwrap_or(trimmed);
+        let after_mods = after_vis
+            .trim_start_matches("const ")
+            .trim_start_matches("unsafe ");
+        let Some(rest) = after_mods.strip_prefix("fn ") else {
+            continue;
+        };
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        // The signature ends at `{` (a body) or `;` (a declaration).
+        let Some(open) = (i..stop).find(|&j| {
+            let t = lines[j].trim_end();
+            t.ends_with('{') || t.ends_with(';')
+        }) else {
+            continue;
+        };
+        if lines[open].trim_end().ends_with(';') {
+            continue;
+        }
+        let close = format!("{indent}}}");
+        if let Some(end) = (open + 1..stop).find(|&j| lines[j] == close) {
+            out.push((name, i + 1, end - i + 1));
+        }
+    }
+    out
+}
+
+#[test]
+fn no_function_is_longer_than_the_limit() {
+    let mut long = Vec::new();
+    let mut seen = 0;
+    for path in rust_files() {
+        let rel = relative(&path);
+        // Library and binary code; tests, benches and build scripts are not held to it.
+        if !rel.contains("/src/") || rel.starts_with("fuzz-targets/") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (name, line, n) in function_lengths(&text) {
+            seen += 1;
+            if n > MAX_FUNCTION_LINES {
+                long.push(format!("{rel}:{line}: fn {name} is {n} lines"));
+            }
+        }
+    }
+    assert!(seen > 1000, "the walk found only {seen} functions");
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FUNCTION_LINES} lines (split them by what they decide):\n{}",
+        long.join("\n")
+    );
+    // The measure itself: a known short function and a declaration.
+    let sample = "fn a() {\n    let x = 1;\n}\ntrait T {\n    fn b(&self);\n}\n";
+    assert_eq!(function_lengths(sample), vec![("a".to_string(), 1, 3)]);
+}
