@@ -351,3 +351,58 @@ fn no_function_is_longer_than_the_limit() {
     let sample = "fn a() {\n    let x = 1;\n}\ntrait T {\n    fn b(&self);\n}\n";
     assert_eq!(function_lengths(sample), vec![("a".to_string(), 1, 3)]);
 }
+
+/// The `.rs` names ARCHITECTURE.md writes in backticks.
+fn architecture_names(text: &str) -> Vec<String> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| s.ends_with(".rs") && !s.contains(char::is_whitespace))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn architecture_names_every_module_of_search_and_core_and_only_real_ones() {
+    let root = workspace_root();
+    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let named = architecture_names(&text);
+    let all: Vec<PathBuf> = rust_files();
+    let mut problems = Vec::new();
+    for krate in ["search", "core"] {
+        let src = root.join(krate).join("src");
+        for path in files_under(&src) {
+            let rel = path.strip_prefix(&src).unwrap().display().to_string();
+            let file = path.file_name().unwrap().to_string_lossy().to_string();
+            if matches!(file.as_str(), "mod.rs" | "lib.rs" | "main.rs") {
+                continue;
+            }
+            let suffix = |n: &String| rel == *n || rel.ends_with(&format!("/{n}")) || file == *n;
+            if !named.iter().any(suffix) {
+                problems.push(format!(
+                    "{krate}/src/{rel} is not in ARCHITECTURE.md's codemap"
+                ));
+            }
+        }
+    }
+    for n in &named {
+        let exists = all
+            .iter()
+            .any(|p| relative(p).ends_with(n.trim_start_matches("./")));
+        if !exists {
+            problems.push(format!(
+                "ARCHITECTURE.md names `{n}`, which is not in the repository"
+            ));
+        }
+    }
+    // `nothing_points_outside_the_repository` covers the shared folder itself.
+    for outside in ["DESIGN.md", "/work/", "/root/"] {
+        if text.contains(outside) {
+            problems.push(format!(
+                "ARCHITECTURE.md refers outside the repository: {outside}"
+            ));
+        }
+    }
+    assert!(named.len() > 50, "{} names", named.len());
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

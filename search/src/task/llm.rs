@@ -107,22 +107,7 @@ pub(super) fn resolve_llm(base: &Path, spec: &TaskSpec, no_vars: bool) -> Result
     let model = p.model.as_ref().ok_or_else(|| need("model"))?;
     let prompt = p.prompt.as_ref().ok_or_else(|| need("prompt"))?;
     let cache = p.cache.as_ref().ok_or_else(|| need("cache"))?;
-    let prompt_path = base.join(&prompt.value);
-    let prompt_text = textfile::read(
-        &prompt_path,
-        textfile::MAX_PROMPT_BYTES,
-        "a prompt template is a few KiB",
-    )
-    .map_err(|e| {
-        let e = match e {
-            SearchError::Read { source, .. } => source.to_string(),
-            other => other.to_string(),
-        };
-        err(
-            prompt.referenced,
-            format!("cannot read prompt {}: {e}", prompt_path.display()),
-        )
-    })?;
+    let (prompt_path, prompt_text) = read_prompt(base, prompt)?;
     let positive = |v: &Option<Spanned<f64>>, key: &str, default: f64, max: f64| match v {
         Some(t) if !(t.value.is_finite() && t.value > 0.0 && t.value <= max) => Err(err(
             t.referenced,
@@ -156,15 +141,7 @@ pub(super) fn resolve_llm(base: &Path, spec: &TaskSpec, no_vars: bool) -> Result
         Some(t) => t.value,
         None => 1.0,
     };
-    // The secrets this task names, so that no path out of the process shows them.
-    crate::secret::register_url(&base_url.value);
-    if let Some(k) = &p.api_key {
-        crate::secret::register(k);
-    }
-    let key_env = p.api_key_env.as_ref().map(|v| v.value.as_str());
-    if let Ok(k) = std::env::var(key_env.unwrap_or("OPENAI_API_KEY")) {
-        crate::secret::register(&k);
-    }
+    register_secrets(p);
     Ok(LlmConfig {
         base_url: base_url.value.trim_end_matches('/').to_string(),
         model: model.value.clone(),
@@ -203,4 +180,41 @@ pub(super) fn resolve_llm(base: &Path, spec: &TaskSpec, no_vars: bool) -> Result
         description: spec.description.clone().unwrap_or_default(),
         failure_log: None,
     })
+}
+
+/// The prompt template `prompt` names (relative to `base`): its path and text; an unreadable one
+/// is an error at `prompt:` with the OS reason.
+fn read_prompt(base: &Path, prompt: &Spanned<String>) -> Result<(PathBuf, String)> {
+    let prompt_path = base.join(&prompt.value);
+    let text = textfile::read(
+        &prompt_path,
+        textfile::MAX_PROMPT_BYTES,
+        "a prompt template is a few KiB",
+    )
+    .map_err(|e| {
+        let e = match e {
+            SearchError::Read { source, .. } => source.to_string(),
+            other => other.to_string(),
+        };
+        spec_err(
+            Some(prompt.referenced),
+            format!("cannot read prompt {}: {e}", prompt_path.display()),
+        )
+    })?;
+    Ok((prompt_path, text))
+}
+
+/// The secrets the task names (`base_url`'s user-info, `api_key`, the key's variable), so that
+/// no path out of the process shows them (see [`crate::secret`]).
+fn register_secrets(p: &ProposerSpec) {
+    if let Some(url) = &p.base_url {
+        crate::secret::register_url(&url.value);
+    }
+    if let Some(k) = &p.api_key {
+        crate::secret::register(k);
+    }
+    let key_env = p.api_key_env.as_ref().map(|v| v.value.as_str());
+    if let Ok(k) = std::env::var(key_env.unwrap_or("OPENAI_API_KEY")) {
+        crate::secret::register(&k);
+    }
 }
