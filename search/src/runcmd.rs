@@ -117,7 +117,7 @@ fn load_for(meta: &RunMeta, dir: &Path) -> Result<Task> {
 /// missing folder of `run_dir` made and removed again, so a name the file system refuses is
 /// refused here). `check` and `run` both call it.
 pub fn preflight(task: &Task, run_dir: &Path) -> Result<()> {
-    match &task.llm {
+    match task.llm() {
         // The llm proposer opens its cache for appending and needs its key: only the cache's
         // lines are read here.
         Some(llm) if llm.cache.is_file() => {
@@ -217,14 +217,14 @@ pub fn run(args: &RunArgs, log: &mut dyn FnMut(&str)) -> Result<RunReport> {
             });
         }
     };
-    if let Some(note) = task.screen_note() {
+    for note in task.start_notes() {
         log(&note);
     }
     log(&crate::select::note(task.selection));
     for w in &task.warnings {
         log(&format!("warning: {w}"));
     }
-    if let Some(llm) = task.llm.as_mut() {
+    if let Some(llm) = task.proposer.llm_mut() {
         llm.failure_log = Some(dir.join(crate::propose::LLM_FAILURES_FILE));
     }
     let threads = args
@@ -399,7 +399,7 @@ pub fn check(path: &Path, frontend: Option<&str>) -> Result<String> {
     }
     let t = task::load_to_check(path)?;
     preflight(&t, &results::new_run_dir(&t.output, &t.name))?;
-    let unbuilt = if t.llm.is_some() && !cfg!(feature = "llm") {
+    let unbuilt = if t.llm().is_some() && !cfg!(feature = "llm") {
         " (running it needs a build with the `llm` feature: cargo install --path search --features llm)"
     } else {
         ""
@@ -413,10 +413,11 @@ pub fn check(path: &Path, frontend: Option<&str>) -> Result<String> {
         t.tests.len(),
         t.params.len(),
         match t.proposer {
-            task::ProposerConfig::Evolve { .. } if t.llm.is_some() => "evolve (seeded by llm)",
+            task::ProposerConfig::Evolve { .. } if t.llm().is_some() => "evolve (seeded by llm)",
             task::ProposerConfig::Evolve { .. } => "evolve",
-            _ if t.llm.is_some() => "llm",
+            _ if t.llm().is_some() => "llm",
             task::ProposerConfig::Replay { .. } => "replay",
+            task::ProposerConfig::Llm(_) => "llm",
             task::ProposerConfig::Grammar { .. } => "grammar",
         }
     ))

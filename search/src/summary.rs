@@ -28,6 +28,9 @@ pub struct Summary {
     pub calibrations: usize,
     /// Table sizes.
     pub data: DataSizes,
+    /// The settings chosen from the data (absent when none was).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub defaults: Vec<crate::task::ChosenDefault>,
     /// Failed calibrations by error class.
     pub failures: BTreeMap<String, u64>,
     /// The first candidate that met the success threshold.
@@ -323,6 +326,7 @@ impl Summary {
                 train: task.train.n_rows(),
                 validation: task.validation.n_rows(),
             },
+            defaults: task.defaults.clone(),
             failures,
             first_success,
             pareto: pareto(&ranked, task.metric, &choice.report),

@@ -1284,7 +1284,7 @@ fn load_err(dir: &Path, text: &str) -> String {
 fn kind_llm_resolves_its_keys_with_defaults_and_contacts_nothing() {
     let dir = scratch("spec");
     let t = ndvm_search::task::load(&write_task(&dir, LLM_TASK)).unwrap();
-    let c = t.llm.expect("an llm task");
+    let c = t.llm().expect("an llm task");
     assert_eq!(c.base_url, "http://127.0.0.1:1/v1");
     assert_eq!(c.model, "m");
     assert_eq!(c.api_key_env, "OPENAI_API_KEY");
@@ -1314,7 +1314,7 @@ fn kind_llm_resolves_its_keys_with_defaults_and_contacts_nothing() {
     // Every other kind is offline.
     let grammar = LLM_TASK.lines().take(6).collect::<Vec<_>>().join("\n");
     let t = ndvm_search::task::load(&write_task(&dir, &grammar)).unwrap();
-    assert!(t.llm.is_none());
+    assert!(t.llm().is_none());
 }
 
 #[test]

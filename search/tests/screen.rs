@@ -66,6 +66,26 @@ fn a_large_generated_table_screens_on_the_subsample_and_reports_it() {
     );
     assert_eq!(s["data"]["train"], 5040);
     assert_eq!(s["data"]["screen_rows"], 1000);
+    // A setting chosen from the data: printed once, recorded with its key and value.
+    assert_eq!(
+        stderr.matches("screening each candidate").count(),
+        1,
+        "{stderr}"
+    );
+    assert_eq!(
+        s["defaults"].as_array().unwrap().len(),
+        1,
+        "{}",
+        s["defaults"]
+    );
+    assert_eq!(s["defaults"][0]["key"], "data.screen_rows");
+    assert_eq!(s["defaults"][0]["value"], "1000");
+    assert!(
+        s["defaults"][0]["note"]
+            .as_str()
+            .unwrap()
+            .contains("the default above 2000 rows")
+    );
     assert_eq!(events.len(), 2);
     for e in &events {
         assert_eq!(e["screen_rows"], 1000, "{e}");
@@ -135,6 +155,8 @@ fn a_small_table_is_not_screened() {
         "{stderr}"
     );
     assert_eq!(s["data"]["screen_rows"], 100);
+    // Written in the task: not a default.
+    assert!(s.get("defaults").is_none(), "{s}");
     assert!(events.iter().all(|e| e["screen_rows"] == 100));
     assert!(s["best"]["validation_r2"].as_f64().unwrap() > 0.99);
 }

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use crate::error::Result;
 use crate::events::Event;
-use crate::task::{ProposerConfig, Task, TreeShape};
+use crate::task::{ProposerConfig, Seeds, Task, TreeShape};
 
 /// One proposed program, numbered by its position in the proposer's stream.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -106,22 +106,18 @@ pub use crate::task::LLM_FEATURE_MISSING;
 
 /// The proposer a task asks for.
 pub fn for_task(task: &Task) -> Result<Box<dyn Proposer>> {
-    let llm = llm_for_task(task)?;
-    Ok(match (&task.proposer, llm) {
-        (
-            ProposerConfig::Evolve {
-                operators,
-                tree,
-                population,
-                islands,
-                seeds,
-            },
-            llm,
-        ) => {
-            let seeds = match (llm, seeds) {
-                (Some(llm), _) => Some(llm),
-                (None, Some(cache)) => Some(replay(task, cache)?),
-                (None, None) => None,
+    Ok(match &task.proposer {
+        ProposerConfig::Evolve {
+            operators,
+            tree,
+            population,
+            islands,
+            seeds,
+        } => {
+            let seeds = match seeds {
+                Seeds::Llm(config) => Some(llm_proposer(task, config)?),
+                Seeds::Cache(cache) => Some(replay(task, cache)?),
+                Seeds::None => None,
             };
             Box::new(evolve::Evolve::new(
                 task.seed,
@@ -136,16 +132,13 @@ pub fn for_task(task: &Task) -> Result<Box<dyn Proposer>> {
                 seeds,
             )?)
         }
-        (_, Some(llm)) => llm,
-        (ProposerConfig::Replay { cache }, None) => replay(task, cache)?,
-        (
-            ProposerConfig::Grammar {
-                operators,
-                max_terms,
-                tree,
-            },
-            None,
-        ) => Box::new(grammar::Grammar::new(
+        ProposerConfig::Llm(config) => llm_proposer(task, config)?,
+        ProposerConfig::Replay { cache } => replay(task, cache)?,
+        ProposerConfig::Grammar {
+            operators,
+            max_terms,
+            tree,
+        } => Box::new(grammar::Grammar::new(
             task.seed,
             Vocabulary::of(task),
             operators.clone(),
@@ -247,18 +240,19 @@ fn spread(column: &[f64]) -> (f64, f64) {
     }
 }
 
-/// The `llm` proposer when the task asks for one.
-fn llm_for_task(task: &Task) -> Result<Option<Box<dyn Proposer>>> {
+/// The `llm` proposer of `config` (an error in a build without the `llm` feature).
+fn llm_proposer(task: &Task, config: &crate::task::LlmConfig) -> Result<Box<dyn Proposer>> {
     #[cfg(not(feature = "llm"))]
-    if task.llm.is_some() {
-        return Err(crate::error::SearchError::Proposer {
+    {
+        let _ = (task, config);
+        Err(crate::error::SearchError::Proposer {
             proposer: "llm",
             message: LLM_FEATURE_MISSING.to_string(),
-        });
+        })
     }
     #[cfg(feature = "llm")]
-    if let Some(config) = &task.llm {
-        return Ok(Some(Box::new(llm::LlmProposer::new(
+    {
+        Ok(Box::new(llm::LlmProposer::new(
             config.clone(),
             // Shared inputs (matrices) are variables a program may read, as in the engine.
             task.inputs
@@ -270,7 +264,6 @@ fn llm_for_task(task: &Task) -> Result<Option<Box<dyn Proposer>>> {
             task.forbidden_forms.clone(),
             task.frontends.clone(),
             task.frontend.clone(),
-        )?)));
+        )?))
     }
-    Ok(None)
 }

@@ -312,61 +312,87 @@ pub(super) fn resolve_shared(
     Ok(shared)
 }
 
-/// The main table: generated from `data.generate` or read from `data.csv` (`None`: neither).
+/// Where the main table comes from: exactly one of a task's data sources.
+pub enum DataSource<'a> {
+    /// Columns held in memory (a task built in code).
+    Columns(&'a Columns),
+    /// A formula on a grid, with seeded noise (`data.generate`).
+    Generate(&'a Spanned<GenerateSpec>),
+    /// A CSV file (`data.csv`).
+    Csv(&'a Spanned<String>),
+    /// None: a `loss: program` task.
+    Nothing,
+}
+
+impl<'a> DataSource<'a> {
+    /// The one source `data` names; two are an error at the second.
+    pub fn of(data: &'a DataSpec) -> Result<DataSource<'a>> {
+        match (&data.columns, &data.generate, &data.csv) {
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => Err(spec_err(
+                None,
+                "`data` takes in-memory columns, `generate` or `csv`: one of them",
+            )),
+            (None, Some(_), Some(c)) => Err(spec_err(
+                Some(c.referenced),
+                "`data` takes `generate` or `csv`, not both",
+            )),
+            (Some(c), None, None) => Ok(DataSource::Columns(c)),
+            (None, Some(g), None) => Ok(DataSource::Generate(g)),
+            (None, None, Some(c)) => Ok(DataSource::Csv(c)),
+            (None, None, None) => Ok(DataSource::Nothing),
+        }
+    }
+}
+
+/// The main table from its source (`None`: there is none).
 pub(super) fn main_table(
     cx: &DataCx<'_>,
     csv_opts: CsvOptions,
     frontends: &Registry,
     frontend: &str,
 ) -> Result<Option<Table>> {
-    let (spec, inputs, data) = (cx.spec, cx.inputs, &cx.spec.data);
-    let err = |loc: Location, msg: String| cx.err(loc, msg);
-    if let Some(columns) = &data.columns {
-        if data.generate.is_some() || data.csv.is_some() {
-            return Err(spec_err(
-                None,
-                "`data` takes in-memory columns, `generate` or `csv`: one of them",
-            ));
-        }
-        return Ok(Some(cx.columns_table("data.columns", columns)?));
-    }
-    Ok(match (&data.generate, &data.csv) {
-        (Some(_), Some(c)) => {
-            return Err(err(
-                c.referenced,
-                "`data` takes `generate` or `csv`, not both".into(),
-            ));
-        }
-        (Some(g), None) => {
-            let gs = &g.value;
-            if inputs != [gs.input.clone()] {
-                return Err(err(
-                    g.referenced,
-                    format!(
-                        "a generated table has one input, `{}`: set `inputs: [{}]`",
-                        gs.input, gs.input
-                    ),
-                ));
-            }
-            let finite = gs.from.is_finite() && gs.to.is_finite() && gs.noise.is_finite();
-            let ordered = gs.from < gs.to && gs.noise >= 0.0;
-            if gs.n < 2 || !ordered || !finite {
-                return Err(err(
-                    g.referenced,
-                    "`generate` needs n ≥ 2, finite from < to and finite noise ≥ 0".into(),
-                ));
-            }
-            if gs.n > MAX_GENERATE_N {
-                return Err(err(
-                    g.referenced,
-                    format!("`generate.n` must be at most {MAX_GENERATE_N}"),
-                ));
-            }
-            Some(generate(gs, spec.seed, frontends, frontend).map_err(|m| err(g.referenced, m))?)
-        }
-        (None, Some(c)) => Some(cx.table_at(c, csv_opts)?),
-        (None, None) => None,
+    Ok(match DataSource::of(&cx.spec.data)? {
+        DataSource::Columns(columns) => Some(cx.columns_table("data.columns", columns)?),
+        DataSource::Generate(g) => Some(generated_table(cx, g, frontends, frontend)?),
+        DataSource::Csv(c) => Some(cx.table_at(c, csv_opts)?),
+        DataSource::Nothing => None,
     })
+}
+
+/// `data.generate` checked (one input, a finite ordered grid of 2 to [`MAX_GENERATE_N`] points,
+/// finite noise ≥ 0) and generated.
+fn generated_table(
+    cx: &DataCx<'_>,
+    g: &Spanned<GenerateSpec>,
+    frontends: &Registry,
+    frontend: &str,
+) -> Result<Table> {
+    let err = |loc: Location, msg: String| cx.err(loc, msg);
+    let gs = &g.value;
+    if cx.inputs != [gs.input.clone()] {
+        return Err(err(
+            g.referenced,
+            format!(
+                "a generated table has one input, `{}`: set `inputs: [{}]`",
+                gs.input, gs.input
+            ),
+        ));
+    }
+    let finite = gs.from.is_finite() && gs.to.is_finite() && gs.noise.is_finite();
+    let ordered = gs.from < gs.to && gs.noise >= 0.0;
+    if gs.n < 2 || !ordered || !finite {
+        return Err(err(
+            g.referenced,
+            "`generate` needs n ≥ 2, finite from < to and finite noise ≥ 0".into(),
+        ));
+    }
+    if gs.n > MAX_GENERATE_N {
+        return Err(err(
+            g.referenced,
+            format!("`generate.n` must be at most {MAX_GENERATE_N}"),
+        ));
+    }
+    generate(gs, cx.spec.seed, frontends, frontend).map_err(|m| err(g.referenced, m))
 }
 
 /// Train, validation and the rest (`test`) of the main table by `split:` (seeded shuffle), and

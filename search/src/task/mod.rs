@@ -10,6 +10,7 @@
 
 mod calibrator;
 mod data;
+mod defaults;
 mod llm;
 mod params;
 mod proposer;
@@ -17,6 +18,7 @@ mod spec;
 
 pub use calibrator::*;
 pub use data::*;
+pub use defaults::ChosenDefault;
 pub use llm::*;
 pub use proposer::*;
 pub use spec::*;
@@ -88,12 +90,9 @@ pub struct Task {
     pub params: Vec<ParamSpec>,
     /// Calibrator settings; `params` is filled per candidate.
     pub calibrate: CalibrateConfig,
-    /// Proposer. For `kind: llm` this is `Replay` of the llm cache (which the llm proposer
-    /// replays before asking for more) and [`Task::llm`] holds the endpoint settings.
+    /// Proposer: each kind with only its own settings (`kind: llm` and an LLM-seeded evolve hold
+    /// the endpoint, see [`Task::llm`]).
     pub proposer: ProposerConfig,
-    /// The `llm` proposer's settings when the task says `proposer.kind: llm`; `None` otherwise,
-    /// and then nothing contacts the network.
-    pub llm: Option<LlmConfig>,
     /// Candidates per round (see `ProposerSpec::batch`).
     pub batch: usize,
     /// Wall-clock budget.
@@ -136,6 +135,8 @@ pub struct Task {
     pub generated: Option<(Table, Vec<&'static str>)>,
     /// What the run should say about the task at its start (and record in `summary.json`).
     pub warnings: Vec<String>,
+    /// The settings chosen from the data (printed once, recorded in `summary.json`).
+    pub defaults: Vec<ChosenDefault>,
 }
 
 /// An error of the task at `loc` (none: the task as a whole). The task's file is named once,
@@ -291,11 +292,8 @@ fn resolve(
         generated,
     } = data::resolve_data(&cx, program_loss, &frontends, &frontend)?;
     let mut calibrate = calibrator::resolve_calibrator(&spec)?;
-    let proposer::Proposed {
-        proposer,
-        llm,
-        batch,
-    } = proposer::resolve_proposer(&base, &spec, &inputs, &params, purpose)?;
+    let proposer::Proposed { proposer, batch } =
+        proposer::resolve_proposer(&base, &spec, &inputs, &params, purpose)?;
     let budget_seconds = match &spec.budget.seconds {
         Some(s) if check_budget_seconds(s.value).is_err() => {
             return Err(err(
@@ -330,6 +328,7 @@ fn resolve(
             "`success.metric: r2` needs a target; use `loss`",
         ));
     }
+    let defaults = defaults::chosen(screen.as_ref(), &train);
     let warnings = check_scores(&spec, &train, &validation, &tests, metric)?;
     let threshold = match (&spec.success.threshold, metric) {
         (Some(t), _) if !t.value.is_finite() => {
@@ -357,7 +356,6 @@ fn resolve(
         params,
         calibrate,
         proposer,
-        llm,
         batch,
         budget_seconds,
         budget_calibrations: spec.budget.calibrations,
@@ -379,6 +377,7 @@ fn resolve(
         shared,
         generated,
         warnings,
+        defaults,
     })
 }
 
@@ -386,16 +385,23 @@ impl Task {
     /// The line a run prints when it screens candidates on a row sample, `None` when it does not.
     pub fn screen_note(&self) -> Option<String> {
         let s = self.screen.as_ref()?;
-        Some(format!(
-            "screening each candidate on {} of {} training rows{}, then refitting it on all of them (data.screen_rows; 'off' fits on all rows)",
-            s.rows(),
-            self.train.n_rows(),
-            if s.automatic {
-                format!(", the default above {AUTO_SCREEN_ABOVE} rows")
-            } else {
-                String::new()
-            },
-        ))
+        Some(defaults::screen_line(s, &self.train))
+    }
+
+    /// The lines a run prints once at its start: the defaults chosen from the data (see
+    /// [`ChosenDefault`]), then a screen the task asked for itself.
+    pub fn start_notes(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.defaults.iter().map(|d| d.note.clone()).collect();
+        if let Some(s) = self.screen.as_ref().filter(|s| !s.automatic) {
+            out.push(defaults::screen_line(s, &self.train));
+        }
+        out
+    }
+
+    /// The llm endpoint the task asks (`kind: llm`, or an LLM-seeded evolve); `None` otherwise,
+    /// and then nothing contacts the network.
+    pub fn llm(&self) -> Option<&LlmConfig> {
+        self.proposer.llm()
     }
 
     /// The registered front end called `name`.
@@ -736,7 +742,7 @@ mod tests {
             panic!("{:?}", t.proposer)
         };
         assert_eq!(operators, DEFAULT_OPERATORS);
-        assert_eq!((population, islands, seeds), (64, 4, None));
+        assert_eq!((population, islands, seeds), (64, 4, Seeds::None));
         assert_eq!(tree.binary, ["+", "-", "*", "/", "pow"]);
         assert_eq!((tree.max_terms, tree.max_depth, tree.max_size), (3, 3, 40));
         assert_eq!(tree.factors, None);
@@ -756,7 +762,7 @@ mod tests {
         let t = load_text("{kind: evolve, cache: c.jsonl, binary: [/], islands: 2}").unwrap();
         assert!(matches!(
             t.proposer,
-            ProposerConfig::Evolve { islands: 2, seeds: Some(_), ref tree, .. } if tree.binary == ["/"]
+            ProposerConfig::Evolve { islands: 2, seeds: Seeds::Cache(_), ref tree, .. } if tree.binary == ["/"]
         ));
         for (proposer, message) in [
             (

@@ -49,9 +49,50 @@ pub enum ProposerConfig {
         population: usize,
         /// Subpopulations.
         islands: usize,
-        /// A cache whose programs are proposed first and join the population.
-        seeds: Option<PathBuf>,
+        /// Programs proposed first that join the population.
+        seeds: Seeds,
     },
+    /// An OpenAI-compatible endpoint (`kind: llm`): its cache is replayed first, then it is
+    /// asked for more.
+    Llm(Box<LlmConfig>),
+}
+
+/// Where an evolving population's first programs come from besides the random ones.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Seeds {
+    /// None: random programs of the tree grammar only.
+    None,
+    /// A cache, replayed first.
+    Cache(PathBuf),
+    /// An LLM endpoint (its cache replayed first, then its answers).
+    Llm(Box<LlmConfig>),
+}
+
+impl ProposerConfig {
+    /// The llm endpoint the proposer asks, as the proposer (`kind: llm`) or as an evolving
+    /// population's seeds.
+    pub fn llm(&self) -> Option<&LlmConfig> {
+        match self {
+            ProposerConfig::Llm(c)
+            | ProposerConfig::Evolve {
+                seeds: Seeds::Llm(c),
+                ..
+            } => Some(c.as_ref()),
+            _ => None,
+        }
+    }
+
+    /// [`Self::llm`], mutable (the run sets its failure log).
+    pub fn llm_mut(&mut self) -> Option<&mut LlmConfig> {
+        match self {
+            ProposerConfig::Llm(c)
+            | ProposerConfig::Evolve {
+                seeds: Seeds::Llm(c),
+                ..
+            } => Some(c.as_mut()),
+            _ => None,
+        }
+    }
 }
 
 /// The tree grammar's shape (`binary`, `max_terms`, `max_depth`, `max_size`).
@@ -318,7 +359,6 @@ pub(super) fn llm_feature(loc: Option<Location>, built: bool) -> Result<()> {
 /// The proposer section resolved.
 pub(super) struct Proposed {
     pub(super) proposer: ProposerConfig,
-    pub(super) llm: Option<LlmConfig>,
     pub(super) batch: usize,
 }
 
@@ -343,7 +383,6 @@ pub(super) fn resolve_proposer(
         } else {
             ProposerName::Evolve
         });
-    let mut llm = None;
     let proposer = match kind {
         ProposerName::Replay => {
             let Some(cache) = &p.cache else {
@@ -380,11 +419,10 @@ pub(super) fn resolve_proposer(
                         p.kind.as_ref().map(|k| k.referenced),
                         cfg!(feature = "llm") || purpose == Purpose::Check,
                     )?;
-                    llm = Some(config);
-                    None
+                    Seeds::Llm(Box::new(config))
                 }
-                (Some(cache), None) => Some(existing_cache(&rel(&cache.value), cache)?),
-                (None, None) => None,
+                (Some(cache), None) => Seeds::Cache(existing_cache(&rel(&cache.value), cache)?),
+                (None, None) => Seeds::None,
             };
             ProposerConfig::Evolve {
                 operators: resolve_unary(p)?,
@@ -400,12 +438,10 @@ pub(super) fn resolve_proposer(
                 p.kind.as_ref().map(|k| k.referenced),
                 cfg!(feature = "llm") || purpose == Purpose::Check,
             )?;
-            let cache = config.cache.clone();
-            llm = Some(config);
-            ProposerConfig::Replay { cache }
+            ProposerConfig::Llm(Box::new(config))
         }
     };
-    if kind != ProposerName::Llm && llm.is_none() {
+    if proposer.llm().is_none() {
         refuse_llm_keys(p)?;
     }
     check_kind_keys(kind, p)?;
@@ -419,11 +455,7 @@ pub(super) fn resolve_proposer(
         Some(b) => b.value,
         None => 8,
     };
-    Ok(Proposed {
-        proposer,
-        llm,
-        batch,
-    })
+    Ok(Proposed { proposer, batch })
 }
 
 /// The llm-only keys in a task whose proposer asks no llm are refused at their line.
