@@ -487,17 +487,32 @@ impl ErrorAxis {
         if self.log { e.max(1e-300).log10() } else { e }
     }
 
-    /// Tick labels for an axis over `range`: powers of ten on a log axis.
+    /// Tick labels for an axis over `range`: powers of ten on a log axis, with as many
+    /// significant digits as a range of less than a decade needs to tell its ticks apart.
     fn ticks(&self, range: &std::ops::Range<f64>) -> impl Fn(&f64) -> String + use<> {
         let log = self.log;
         let linear = ticks(range);
+        let digits = log_digits(range);
         move |v: &f64| {
             if log {
-                format!("{:.0e}", 10f64.powf(*v))
+                format!("{:.*e}", digits, 10f64.powf(*v))
             } else {
                 linear(v)
             }
         }
+    }
+}
+
+/// Decimals of a log axis's labels over `range` (in decades): none over two decades or more, one
+/// down to a third of a decade, two below (ticks 1/10 of the range apart stay distinct).
+fn log_digits(range: &std::ops::Range<f64>) -> usize {
+    let span = (range.end - range.start).abs();
+    if span >= 2.0 {
+        0
+    } else if span >= 0.3 {
+        1
+    } else {
+        2
     }
 }
 
@@ -580,7 +595,7 @@ fn step_panel<DB: DrawingBackend>(
     let mut chart = ChartBuilder::on(area)
         .margin(14)
         .x_label_area_size(44)
-        .y_label_area_size(64)
+        .y_label_area_size(76)
         .build_cartesian_2d(x_range, y_range)
         .map_err(err)?;
     chart
@@ -695,7 +710,7 @@ impl Plot for Pareto {
             )
             .margin(14)
             .x_label_area_size(44)
-            .y_label_area_size(64)
+            .y_label_area_size(76)
             .build_cartesian_2d(x_range, y_range.clone())
             .map_err(err)?;
         chart
@@ -753,5 +768,28 @@ impl Plot for Pareto {
             }
         }
         legend(&mut chart, SeriesLabelPosition::UpperRight)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_ticks_within_a_decade_stay_distinct() {
+        let axis = ErrorAxis::new(MetricName::R2, [3.9e-3, 5.6e-3]);
+        assert!(axis.log);
+        let (lo, hi) = (axis.y(3.9e-3), axis.y(5.6e-3));
+        let label = axis.ticks(&(lo..hi));
+        let labels: Vec<String> = (0..=4)
+            .map(|i| label(&(lo + (hi - lo) * f64::from(i) / 4.0)))
+            .collect();
+        let mut unique = labels.clone();
+        unique.dedup();
+        assert_eq!(unique.len(), labels.len(), "{labels:?}");
+        assert_eq!(labels[0], "3.90e-3");
+        // Over several decades: one digit, as before.
+        let wide = axis.ticks(&(-6.0..0.0));
+        assert_eq!(wide(&-3.0), "1e-3");
     }
 }
