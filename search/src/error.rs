@@ -242,6 +242,53 @@ pub enum CsvProblem {
 /// Result alias for this crate.
 pub type Result<T, E = SearchError> = std::result::Result<T, E>;
 
+/// How a binary ends on an error whose chain (the error, then its causes) is `chain`: the line to
+/// print on stderr (redacted; `None` for a closed pipe, which is a quiet success) and the exit
+/// status: 2 for a usage error (a bad argument, lane count, binding or calibrator setting), 1
+/// otherwise, 0 for a closed pipe. A rendered program diagnostic (`file:line:col: error[CODE]`
+/// with its excerpt) is printed as it is, anything else after `error: `.
+pub fn exit_report<'a>(
+    chain: impl IntoIterator<Item = &'a (dyn std::error::Error + 'static)>,
+) -> (Option<String>, u8) {
+    let chain: Vec<&(dyn std::error::Error + 'static)> = chain.into_iter().collect();
+    let broken_pipe = chain.iter().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    });
+    if broken_pipe {
+        return (None, 0);
+    }
+    let text = chain
+        .iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(": ");
+    let top = chain.first().and_then(|e| e.downcast_ref::<SearchError>());
+    let diagnostic = matches!(
+        top,
+        Some(SearchError::Parse { .. } | SearchError::Eval { .. })
+    );
+    let usage = matches!(
+        top,
+        Some(
+            SearchError::BadArgument { .. }
+                | SearchError::LaneCount { .. }
+                | SearchError::DuplicateBinding { .. }
+                | SearchError::NoParameters { .. }
+                | SearchError::Calibrate {
+                    error: ndvm_optimizers::CalibrateError::InvalidConfig { .. }
+                }
+        )
+    );
+    let text = crate::secret::redacted(&text);
+    let line = if diagnostic {
+        text
+    } else {
+        format!("error: {text}")
+    };
+    (Some(line), if usage { 2 } else { 1 })
+}
+
 /// `:line:col`, or nothing when the place is unknown (line 0).
 fn line_col(line: u64, column: u64) -> String {
     if line == 0 {
@@ -266,6 +313,42 @@ pub fn with_causes(e: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_report_maps_errors_to_lines_and_statuses() {
+        let bad = SearchError::BadArgument {
+            arg: "--x".into(),
+            message: "no".into(),
+        };
+        assert_eq!(
+            exit_report([&bad as &(dyn std::error::Error + 'static)]),
+            (Some("error: bad argument `--x`: no".to_string()), 2)
+        );
+        let read = SearchError::Read {
+            path: "d.csv".into(),
+            source: io::Error::new(io::ErrorKind::NotFound, "gone"),
+        };
+        let chain: Vec<&(dyn std::error::Error + 'static)> =
+            vec![&read, std::error::Error::source(&read).unwrap()];
+        assert_eq!(
+            exit_report(chain),
+            (Some("error: cannot read d.csv: gone".to_string()), 1)
+        );
+        let pipe = io::Error::new(io::ErrorKind::BrokenPipe, "closed");
+        assert_eq!(
+            exit_report([&pipe as &(dyn std::error::Error + 'static)]),
+            (None, 0)
+        );
+        crate::secret::register("sk-exit-report-canary");
+        let leak = SearchError::BadArgument {
+            arg: "key".into(),
+            message: "sk-exit-report-canary".into(),
+        };
+        let (line, _) = exit_report([&leak as &(dyn std::error::Error + 'static)]);
+        assert!(!line.unwrap().contains("canary"));
+    }
+
     #[test]
     fn search_error_is_send_sync() {
         fn assert_send_sync<T: Send + Sync>() {}

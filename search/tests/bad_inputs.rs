@@ -339,12 +339,30 @@ fn every_bad_input_is_a_located_error_and_never_a_panic() {
     assert!(!transcript.contains("panicked at"), "{transcript}");
 }
 
-#[test]
-fn an_undefined_validation_score_ranked_by_the_training_loss_is_said_out_loud() {
-    let dir = scratch().join("undefined-validation-loss");
+/// A fresh scratch folder `name` holding `data.csv` (the corpus's small table).
+fn fresh_with_csv(name: &str) -> PathBuf {
+    let dir = scratch().join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("data.csv"), CSV).unwrap();
+    dir
+}
+
+/// `ndvm-search run TASK --out OUT` with `extra` arguments.
+fn run_into(task: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "run".to_string(),
+        task.display().to_string(),
+        "--out".to_string(),
+        out.display().to_string(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    ndvm(&args)
+}
+
+#[test]
+fn an_undefined_validation_score_ranked_by_the_training_loss_is_said_out_loud() {
+    let dir = fresh_with_csv("undefined-validation-loss");
     let task = dir.join("task.yaml");
     std::fs::write(
         &task,
@@ -354,20 +372,11 @@ fn an_undefined_validation_score_ranked_by_the_training_loss_is_said_out_loud() 
     )
     .unwrap();
     let out_dir = dir.join("run");
-    let args: Vec<String> = [
-        "run",
-        task.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-        "--budget-calibrations",
-        "6",
-        "--threads",
-        "1",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let out = ndvm(&args);
+    let out = run_into(
+        &task,
+        &out_dir,
+        &["--budget-calibrations", "6", "--threads", "1"],
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let warning = "the validation part has 1 row(s): R² and NMSE need at least 2; candidates are \
@@ -391,10 +400,7 @@ fn an_undefined_validation_score_ranked_by_the_training_loss_is_said_out_loud() 
 
 #[test]
 fn a_run_whose_every_candidate_is_rejected_says_so_even_when_quiet() {
-    let dir = scratch().join("all-rejected");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("data.csv"), CSV).unwrap();
+    let dir = fresh_with_csv("all-rejected");
     std::fs::write(
         dir.join("cache.jsonl"),
         "{\"src\": \"(* a z)\"}\n{\"src\": \"(+ a w)\"}\n{\"src\": \"(* a (\"}\n",
@@ -406,18 +412,7 @@ fn a_run_whose_every_candidate_is_rejected_says_so_even_when_quiet() {
         task("all-rejected", "  csv: data.csv\n") + "proposer: {cache: cache.jsonl}\n",
     )
     .unwrap();
-    let out_dir = dir.join("run");
-    let args: Vec<String> = [
-        "run",
-        path.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-        "-q",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let out = ndvm(&args);
+    let out = run_into(&path, &dir.join("run"), &["-q"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(

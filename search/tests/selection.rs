@@ -9,7 +9,6 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::root;
 use ndvm_core::Heap;
 use serde_json::Value;
 
@@ -40,24 +39,11 @@ fn write_task(dir: &Path, formula: &str, noise: f64, extra: &str) -> PathBuf {
 
 /// Runs `task` into `dir/out`; returns its stderr, summary and `summary.md`.
 fn run(task: &Path, out: &Path) -> (String, Value, String) {
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
-        .current_dir(root())
-        .env_remove("SLURM_ARRAY_TASK_ID")
-        .args([
-            "run",
-            task.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ])
-        .args(["--threads", "2"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr).to_string();
-    assert!(o.status.success(), "run failed:\n{stderr}");
-    let summary: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let (t, o) = (task.to_str().unwrap(), out.to_str().unwrap());
+    let done = common::run_ok(&["run", t, "--out", o, "--threads", "2"]);
+    let stderr = String::from_utf8_lossy(&done.stderr).to_string();
     let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
-    (stderr, summary, md)
+    (stderr, common::summary(out), md)
 }
 
 fn id_of(summary: &Value, src: &str) -> u64 {

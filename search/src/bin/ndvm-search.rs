@@ -482,54 +482,15 @@ fn main() -> ExitCode {
     let cli = Cli::parse_from(default_to_run(std::env::args_os().collect()));
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             // Every error text leaves redacted (a server's message may echo a key).
-            if is_diagnostic(&err) {
-                // Already `file:line:col: error[CODE]: …` with the source excerpt.
-                eprintln!("{}", redact(&format!("{err:#}")));
-            } else {
-                eprintln!("error: {}", redact(&format!("{err:#}")));
+            let (line, code) = ndvm_search::error::exit_report(err.chain());
+            if let Some(line) = line {
+                eprintln!("{line}");
             }
-            if is_usage_error(&err) {
-                ExitCode::from(2)
-            } else {
-                ExitCode::from(1)
-            }
+            ExitCode::from(code)
         }
     }
-}
-
-/// Program diagnostics carry their own `error[CODE]` header.
-fn is_diagnostic(err: &anyhow::Error) -> bool {
-    matches!(
-        err.downcast_ref::<SearchError>(),
-        Some(SearchError::Parse { .. } | SearchError::Eval { .. })
-    )
-}
-
-/// Bad bindings and lane counts are usage errors (exit 2), like the ones the parser reports.
-fn is_usage_error(err: &anyhow::Error) -> bool {
-    matches!(
-        err.downcast_ref::<SearchError>(),
-        Some(
-            SearchError::BadArgument { .. }
-                | SearchError::LaneCount { .. }
-                | SearchError::DuplicateBinding { .. }
-                | SearchError::NoParameters { .. }
-                | SearchError::Calibrate {
-                    error: ndvm_optimizers::CalibrateError::InvalidConfig { .. }
-                }
-        )
-    )
-}
-
-fn is_broken_pipe(err: &anyhow::Error) -> bool {
-    err.chain().any(|cause| {
-        cause
-            .downcast_ref::<io::Error>()
-            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
-    })
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
