@@ -22,6 +22,11 @@
 //!
 //! `search` ([`search::run`], not part of `all`): the co-search side by side with pyoperon on the
 //! LLM-SR problems, NMSE of the selected models (minutes; pyoperon in its own virtual environment).
+//!
+//! `suite` ([`suite::run`], not part of `all`): the broad benchmark with known ground truth, the
+//! co-search beside pyoperon on 24 generated problems (the selection suite's seven, Feynman,
+//! Nguyen, Strogatz) at two noise levels and the two LLM-SR problems: NMSE in and out of range
+//! and on noise-free truth, recovery, model size, who wins each problem (hours at the defaults).
 
 pub mod calibration;
 pub mod ceiling;
@@ -32,6 +37,7 @@ pub mod kalman;
 pub mod multicore;
 pub mod recovery;
 pub mod search;
+pub mod suite;
 pub mod timing;
 
 use std::path::{Path, PathBuf};
@@ -61,6 +67,8 @@ pub enum Selection {
     Search,
     /// The structure-recovery experiment with `soft-choice` (not part of `all`).
     Recovery,
+    /// The broad ground-truth suite beside pyoperon (not part of `all`).
+    Suite,
 }
 
 impl Selection {
@@ -75,11 +83,13 @@ impl Selection {
             "all" => Ok(Selection::All),
             "search" => Ok(Selection::Search),
             "recovery" => Ok(Selection::Recovery),
+            "suite" => Ok(Selection::Suite),
             _ => Err(SearchError::BadArgument {
                 arg: s.to_string(),
                 message:
                     "expected one of kalman, multicore, calibration, cosearch, firsteval, all, \
-                          search (beside pyoperon, not part of all) or recovery (not part of all)"
+                          search (beside pyoperon, not part of all), suite (beside pyoperon, not \
+                          part of all) or recovery (not part of all)"
                         .to_string(),
             }),
         }
@@ -99,6 +109,8 @@ pub struct BenchConfig {
     pub seed_data: PathBuf,
     /// What the `search` suite runs.
     pub search: search::SearchOptions,
+    /// What the `suite` suite runs.
+    pub suite: suite::SuiteOptions,
 }
 
 /// The seed data vendored in the checkout this binary was built from: `<workspace>/testdata/seed-data`.
@@ -304,6 +316,14 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Vec<Suit
             let (path, table) = search::run(&cfg.search, &cfg.out_dir, progress)?;
             Ok(vec![SuiteReport {
                 name: "search",
+                path,
+                table,
+            }])
+        }
+        Selection::Suite => {
+            let (path, table) = suite::run(&cfg.suite, &cfg.out_dir, progress)?;
+            Ok(vec![SuiteReport {
+                name: "suite",
                 path,
                 table,
             }])
@@ -560,6 +580,7 @@ mod tests {
     fn selection_names() {
         assert_eq!(Selection::parse("all").unwrap(), Selection::All);
         assert_eq!(Selection::parse("search").unwrap(), Selection::Search);
+        assert_eq!(Selection::parse("suite").unwrap(), Selection::Suite);
         assert_eq!(Selection::parse("firsteval").unwrap(), Selection::FirstEval);
         assert!(Selection::parse("fast").is_err());
     }

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use indexmap::IndexMap;
 use ndvm_core::Heap;
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +32,9 @@ pub const PYOPERON_VERSION: &str = "0.5.0";
 
 /// The test tables every bench task names (the LLM-SR layout).
 pub const TEST_TABLES: [&str; 2] = ["test_id", "test_ood"];
+
+/// The tables `bench search` scores: the training file, then [`TEST_TABLES`].
+pub const SEARCH_TABLES: [&str; 3] = ["train", "test_id", "test_ood"];
 
 /// Whether and where the pyoperon side runs.
 #[derive(Clone, Debug, PartialEq)]
@@ -63,13 +67,13 @@ pub struct SearchOptions {
 }
 
 /// The checkout this binary was built from (the parent of `bench/`).
-fn workspace() -> PathBuf {
+pub(crate) fn workspace() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     manifest.parent().unwrap_or(manifest).to_path_buf()
 }
 
 /// `path` relative to the checkout when it lies inside it (so the JSON names no home folder).
-fn shown(path: &Path) -> PathBuf {
+pub(crate) fn shown(path: &Path) -> PathBuf {
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     abs.strip_prefix(workspace())
         .map_or_else(|_| path.to_path_buf(), Path::to_path_buf)
@@ -96,6 +100,29 @@ impl SearchOptions {
     pub fn task_path(&self, problem: &str) -> PathBuf {
         self.tasks.join(format!("llmsr-{problem}.yaml"))
     }
+
+    /// What each run of both tools is given.
+    fn settings(&self) -> RunSettings<'_> {
+        RunSettings {
+            seconds: self.seconds,
+            threads: self.threads,
+            calibrations: self.calibrations,
+            script: &self.script,
+        }
+    }
+}
+
+/// What one run of either tool is given (`bench search` and `bench suite` alike).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RunSettings<'a> {
+    /// Wall-clock seconds.
+    pub(crate) seconds: f64,
+    /// Threads.
+    pub(crate) threads: usize,
+    /// Also stop this project's run after this many calibrations.
+    pub(crate) calibrations: Option<usize>,
+    /// The pyoperon script.
+    pub(crate) script: &'a Path,
 }
 
 /// The two tools.
@@ -109,7 +136,8 @@ pub enum Tool {
 }
 
 impl Tool {
-    fn label(self) -> String {
+    /// The tool and its version, as the tables name it.
+    pub fn label(self) -> String {
         match self {
             Tool::Ndvm => format!("ndvm-search {}", env!("CARGO_PKG_VERSION")),
             Tool::Pyoperon => format!("pyoperon {PYOPERON_VERSION}"),
@@ -129,25 +157,49 @@ pub enum ToolStatus {
     Unavailable,
 }
 
-/// One value per table: the training file and the two test files.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Tables<T> {
-    /// Every row of the training file (for this project: its train and validation rows).
-    pub train: T,
-    /// The in-distribution test file.
-    pub test_id: T,
-    /// The out-of-distribution test file.
-    pub test_ood: T,
+/// One value per named table, in order: `train` (every row of the training file; for this
+/// project its train and validation rows) and then test files by name (`bench search`:
+/// [`SEARCH_TABLES`]; `bench suite` adds `truth`). Written as a JSON object in that order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Tables<T>(pub IndexMap<String, T>);
+
+impl<T> Default for Tables<T> {
+    fn default() -> Self {
+        Tables(IndexMap::new())
+    }
 }
 
 impl<T> Tables<T> {
-    fn map<U>(&self, f: impl Fn(&T) -> U) -> Tables<U> {
-        Tables {
-            train: f(&self.train),
-            test_id: f(&self.test_id),
-            test_ood: f(&self.test_ood),
-        }
+    /// One value per name, in the order of `names`.
+    pub fn from_names(names: &[&str], mut f: impl FnMut(&str) -> T) -> Tables<T> {
+        Tables(names.iter().map(|&n| (n.to_string(), f(n))).collect())
     }
+
+    /// The value of table `name`.
+    pub fn get(&self, name: &str) -> Option<&T> {
+        self.0.get(name)
+    }
+
+    /// The same names with `f` of each value.
+    pub fn map<U>(&self, f: impl Fn(&T) -> U) -> Tables<U> {
+        Tables(self.0.iter().map(|(k, v)| (k.clone(), f(v))).collect())
+    }
+}
+
+/// The spread of each named table's NMSE over `runs` (a run without the table counts as not
+/// finite).
+pub(crate) fn spreads<'a>(
+    runs: impl Iterator<Item = &'a SeedRun> + Clone,
+    names: &[&str],
+) -> Tables<Spread> {
+    Tables::from_names(names, |name| {
+        let values: Vec<Option<f64>> = runs
+            .clone()
+            .map(|r| r.nmse.get(name).copied().flatten())
+            .collect();
+        Spread::of(&values)
+    })
 }
 
 /// Median and range of one metric over the seeds whose value is finite.
@@ -220,10 +272,11 @@ pub struct SeedRun {
 }
 
 impl SeedRun {
-    fn failed(seed: u64, wall_s: f64, error: String) -> SeedRun {
+    /// A run that gave no model: no value for any of `names`.
+    pub(crate) fn failed(seed: u64, wall_s: f64, names: &[&str], error: String) -> SeedRun {
         SeedRun {
             seed,
-            nmse: Tables::default(),
+            nmse: Tables::from_names(names, |_| None),
             wall_s,
             model: None,
             frontend: None,
@@ -253,14 +306,7 @@ pub struct ToolResult {
 
 impl ToolResult {
     fn new(tool: Tool, status: ToolStatus, note: Option<String>, runs: Vec<SeedRun>) -> Self {
-        let col = |f: fn(&Tables<Option<f64>>) -> Option<f64>| {
-            Spread::of(&runs.iter().map(|r| f(&r.nmse)).collect::<Vec<_>>())
-        };
-        let nmse = Tables {
-            train: col(|t| t.train),
-            test_id: col(|t| t.test_id),
-            test_ood: col(|t| t.test_ood),
-        };
+        let nmse = spreads(runs.iter(), &SEARCH_TABLES);
         ToolResult {
             tool,
             status,
@@ -310,7 +356,7 @@ pub struct SearchFile<'a> {
 }
 
 /// The loaded bench task of a problem, checked for its two test tables.
-fn load_task(path: &Path, seed: u64) -> Result<Task> {
+pub(crate) fn load_task(path: &Path, seed: u64) -> Result<Task> {
     let task = task::load_seeded(path, seed)?;
     for name in TEST_TABLES {
         if !task.tests.iter().any(|(n, _)| n == name) {
@@ -338,7 +384,7 @@ pub fn train_table(task: &Task) -> Table {
 }
 
 /// Rows of the test table `name` (0 when the task has none of that name).
-fn test_rows(task: &Task, name: &str) -> usize {
+pub(crate) fn test_rows(task: &Task, name: &str) -> usize {
     task.tests
         .iter()
         .find(|(n, _)| n == name)
@@ -359,50 +405,59 @@ pub fn nmse_of(
     engine::metrics(&pred, &table.target).map(|(_, nmse)| nmse)
 }
 
-/// One run of this project's co-search.
-fn run_ndvm(path: &Path, seed: u64, opts: &SearchOptions) -> Result<SeedRun> {
+/// One run of this project's co-search on the task file at `path`, scored on `names` (`train`:
+/// the training file, every other name a test table of the task); also returns the size of its
+/// answer (`complexity`: atoms and pairs of the program).
+pub(crate) fn run_ndvm(
+    path: &Path,
+    seed: u64,
+    settings: &RunSettings<'_>,
+    names: &[&str],
+) -> Result<(SeedRun, Option<u64>)> {
     let mut task = load_task(path, seed)?;
-    task.budget_seconds = Some(opts.seconds);
-    if opts.calibrations.is_some() {
-        task.budget_calibrations = opts.calibrations;
+    task.budget_seconds = Some(settings.seconds);
+    if settings.calibrations.is_some() {
+        task.budget_calibrations = settings.calibrations;
     }
-    let outcome = engine::run(&task, &RunOptions::new(opts.threads), &mut Nothing)?;
+    let outcome = engine::run(&task, &RunOptions::new(settings.threads), &mut Nothing)?;
     let summary = Summary::new(
         &task,
         &outcome,
-        RunSection::new(&outcome, opts.threads, Shard::ALL),
+        RunSection::new(&outcome, settings.threads, Shard::ALL),
     );
     let Some(best) = summary.best else {
-        return Ok(SeedRun {
+        let failed = SeedRun {
             calibrations: Some(outcome.n_fresh),
             ..SeedRun::failed(
                 seed,
                 outcome.elapsed,
+                names,
                 format!(
                     "no candidate scored ({} calibrated, stop: {})",
                     outcome.n_fresh,
                     outcome.stop.as_str()
                 ),
             )
-        });
+        };
+        return Ok((failed, None));
     };
-    let test = |name: &str| {
-        let t = best.test.as_ref().and_then(|m| m.get(name));
-        t.and_then(|s| s.nmse)
-    };
-    Ok(SeedRun {
+    let nmse = Tables::from_names(names, |name| match name {
+        "train" => nmse_of(
+            &task,
+            &best.frontend,
+            &best.src,
+            &best.params,
+            &train_table(&task),
+        ),
+        _ => {
+            let t = best.test.as_ref().and_then(|m| m.get(name));
+            t.and_then(|s| s.nmse)
+        }
+    });
+    let size = u64::try_from(best.complexity).ok();
+    let run = SeedRun {
         seed,
-        nmse: Tables {
-            train: nmse_of(
-                &task,
-                &best.frontend,
-                &best.src,
-                &best.params,
-                &train_table(&task),
-            ),
-            test_id: test("test_id"),
-            test_ood: test("test_ood"),
-        },
+        nmse,
         wall_s: outcome.elapsed,
         model: Some(best.src),
         frontend: Some(best.frontend),
@@ -411,7 +466,8 @@ fn run_ndvm(path: &Path, seed: u64, opts: &SearchOptions) -> Result<SeedRun> {
         evaluations: None,
         generations: None,
         error: None,
-    })
+    };
+    Ok((run, size))
 }
 
 /// The line `pyoperon_search.py` prints.
@@ -422,17 +478,25 @@ struct PyoperonLine {
     nmse: BTreeMap<String, Option<f64>>,
     generations: u64,
     evaluations: u64,
+    /// Nodes of the model's tree (`reg.model_.Length`); absent from older scripts.
+    #[serde(default)]
+    length: Option<u64>,
 }
 
 /// Where a task's CSV files are (the Python side reads the same files).
-struct CsvFiles {
-    train: PathBuf,
-    tests: Vec<(String, PathBuf)>,
-    inputs: Vec<String>,
-    target: String,
+pub(crate) struct CsvFiles {
+    /// The training file.
+    pub(crate) train: PathBuf,
+    /// The test files by name.
+    pub(crate) tests: Vec<(String, PathBuf)>,
+    /// The input columns.
+    pub(crate) inputs: Vec<String>,
+    /// The target column.
+    pub(crate) target: String,
 }
 
-fn csv_files(path: &Path) -> Result<CsvFiles> {
+/// The CSV files, inputs and target of the task file at `path`.
+pub(crate) fn csv_files(path: &Path) -> Result<CsvFiles> {
     let text = ndvm_search::textfile::read(
         path,
         ndvm_search::textfile::MAX_TASK_BYTES,
@@ -483,7 +547,7 @@ fn run_checked(cmd: &mut Command, what: &str) -> std::result::Result<Vec<u8>, St
 
 /// The venv's Python with pyoperon importable, creating the venv and installing into it when
 /// needed; the `Ok` also carries the versions it found.
-fn ensure_venv(
+pub(crate) fn ensure_venv(
     venv: &Path,
     progress: &mut dyn FnMut(&str),
 ) -> std::result::Result<(PathBuf, String), String> {
@@ -540,17 +604,24 @@ fn ensure_venv(
     Ok((python, versions))
 }
 
-/// One pyoperon run.
-fn run_pyoperon(python: &Path, files: &CsvFiles, seed: u64, opts: &SearchOptions) -> SeedRun {
+/// One pyoperon run, scored on `names` (`train` and test tables of `files`); also returns the
+/// size of its model (`length`: nodes of its tree) when the script printed it.
+pub(crate) fn run_pyoperon(
+    python: &Path,
+    files: &CsvFiles,
+    seed: u64,
+    settings: &RunSettings<'_>,
+    names: &[&str],
+) -> (SeedRun, Option<u64>) {
     let started = std::time::Instant::now();
     let mut cmd = Command::new(python);
-    cmd.arg(&opts.script)
+    cmd.arg(settings.script)
         .arg("--train")
         .arg(&files.train)
         .args(["--inputs", &files.inputs.join(",")])
         .args(["--target", &files.target])
-        .args(["--seconds", &opts.seconds.to_string()])
-        .args(["--threads", &opts.threads.to_string()])
+        .args(["--seconds", &settings.seconds.to_string()])
+        .args(["--threads", &settings.threads.to_string()])
         .args(["--seed", &seed.to_string()]);
     for (name, path) in &files.tests {
         cmd.arg("--test")
@@ -559,24 +630,20 @@ fn run_pyoperon(python: &Path, files: &CsvFiles, seed: u64, opts: &SearchOptions
     let elapsed = || started.elapsed().as_secs_f64();
     let stdout = match run_checked(&mut cmd, "pyoperon_search.py") {
         Ok(out) => out,
-        Err(e) => return SeedRun::failed(seed, elapsed(), e),
+        Err(e) => return (SeedRun::failed(seed, elapsed(), names, e), None),
     };
     let text = String::from_utf8_lossy(&stdout);
     let last = text.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
     let line: PyoperonLine = match serde_json::from_str(last) {
         Ok(l) => l,
         Err(e) => {
-            return SeedRun::failed(seed, elapsed(), format!("unreadable output `{last}`: {e}"));
+            let why = format!("unreadable output `{last}`: {e}");
+            return (SeedRun::failed(seed, elapsed(), names, why), None);
         }
     };
-    let get = |name: &str| line.nmse.get(name).copied().flatten();
-    SeedRun {
+    let run = SeedRun {
         seed,
-        nmse: Tables {
-            train: get("train"),
-            test_id: get("test_id"),
-            test_ood: get("test_ood"),
-        },
+        nmse: Tables::from_names(names, |name| line.nmse.get(name).copied().flatten()),
         wall_s: line.wall_s,
         model: Some(line.model),
         frontend: None,
@@ -585,7 +652,8 @@ fn run_pyoperon(python: &Path, files: &CsvFiles, seed: u64, opts: &SearchOptions
         evaluations: Some(line.evaluations),
         generations: Some(line.generations),
         error: None,
-    }
+    };
+    (run, line.length)
 }
 
 /// The pyoperon side of one problem.
@@ -620,7 +688,8 @@ fn pyoperon_side(
     let mut runs = Vec::new();
     for &seed in &opts.seeds {
         progress(&format!("search: {problem}, pyoperon, seed {seed}"));
-        runs.push(run_pyoperon(python, &files, seed, opts));
+        let (run, _) = run_pyoperon(python, &files, seed, &opts.settings(), &SEARCH_TABLES);
+        runs.push(run);
     }
     Ok(ToolResult::new(
         Tool::Pyoperon,
@@ -637,11 +706,10 @@ pub fn compare(opts: &SearchOptions, progress: &mut dyn FnMut(&str)) -> Result<V
     let mut rows = Vec::new();
     for path in &paths {
         let task = load_task(path, opts.seeds.first().copied().unwrap_or(0))?;
-        rows.push(Tables {
-            train: train_table(&task).n_rows(),
-            test_id: test_rows(&task, "test_id"),
-            test_ood: test_rows(&task, "test_ood"),
-        });
+        rows.push(Tables::from_names(&SEARCH_TABLES, |name| match name {
+            "train" => train_table(&task).n_rows(),
+            _ => test_rows(&task, name),
+        }));
     }
     let env = match &opts.pyoperon {
         Pyoperon::Skip => Err(String::new()),
@@ -658,7 +726,8 @@ pub fn compare(opts: &SearchOptions, progress: &mut dyn FnMut(&str)) -> Result<V
         let mut runs = Vec::new();
         for &seed in &opts.seeds {
             progress(&format!("search: {problem}, ndvm-search, seed {seed}"));
-            runs.push(run_ndvm(path, seed, opts)?);
+            let (run, _) = run_ndvm(path, seed, &opts.settings(), &SEARCH_TABLES)?;
+            runs.push(run);
         }
         let ours = ToolResult::new(Tool::Ndvm, ToolStatus::Ran, None, runs);
         let theirs = pyoperon_side(path, opts, &env, progress, problem)?;
@@ -717,7 +786,8 @@ pub fn run(
     Ok((path, table(opts, &problems)))
 }
 
-fn cell(s: &Spread) -> String {
+/// A spread as the tables show it: `median (min–max)`, and how many runs had no finite value.
+pub(crate) fn cell(s: &Spread) -> String {
     let spread = match (s.median, s.min, s.max) {
         (Some(m), Some(lo), Some(hi)) => format!("{m:.2e} ({lo:.2e}–{hi:.2e})"),
         _ => "–".to_string(),
@@ -748,31 +818,35 @@ pub fn table(opts: &SearchOptions, problems: &[ProblemResult]) -> String {
                 ToolStatus::Unavailable => "unavailable".to_string(),
             };
             let c = t.nmse.map(cell);
+            let at = |name: &str| c.get(name).map_or("–", String::as_str);
             s += &format!(
                 "| {} | {} | {runs} | {} | {} | {} |\n",
                 p.problem,
                 t.tool.label(),
-                c.train,
-                c.test_id,
-                c.test_ood
+                at("train"),
+                at("test_id"),
+                at("test_ood")
             );
         }
     }
     s += "\n| problem | tool | seed | train | test_id | test_ood | wall (s) | calibrations / evaluations |\n\
           |---|---|--:|--:|--:|--:|--:|--:|\n";
-    let opt = |x: Option<f64>| x.map_or("–".to_string(), |v| format!("{v:.3e}"));
     for p in problems {
         for t in &p.tools {
             for r in &t.runs {
                 let work = r.calibrations.or(r.evaluations);
+                let opt = |name: &str| {
+                    let x = r.nmse.get(name).copied().flatten();
+                    x.map_or("–".to_string(), |v| format!("{v:.3e}"))
+                };
                 s += &format!(
                     "| {} | {} | {} | {} | {} | {} | {:.1} | {} |\n",
                     p.problem,
                     t.tool.label(),
                     r.seed,
-                    opt(r.nmse.train),
-                    opt(r.nmse.test_id),
-                    opt(r.nmse.test_ood),
+                    opt("train"),
+                    opt("test_id"),
+                    opt("test_ood"),
                     r.wall_s,
                     work.map_or("–".to_string(), |w| w.to_string()),
                 );

@@ -1,5 +1,6 @@
 """The pyoperon side of `ndvm-bench search`: one symbolic-regression run of pyoperon 0.5.0
-on a CSV table, printed as one JSON line on stdout (NMSE on the training file and each test file).
+on a CSV table, printed as one JSON line on stdout (NMSE on the training file and each test file,
+and the model's size `length`, the nodes of its tree). `ndvm-bench suite` runs it too.
 
 Run by `ndvm-bench search` in its own virtual environment (results/bench/.venv-pyoperon,
 created on first use); by hand:
@@ -56,6 +57,13 @@ def nmse(pred, y):
     return float(np.mean((pred - y) ** 2) / np.var(y))
 
 
+def model_length(reg):
+    """Nodes of the model's tree (pyoperon 0.5.0: `reg.model_.Length`, a weighted variable
+    `c*x` one node); None when this pyoperon has no such attribute."""
+    length = getattr(reg.model_, "Length", None)
+    return None if length is None else int(length)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--train", required=True)
@@ -91,6 +99,7 @@ def main():
         "model": reg.get_model_string(reg.model_, 6, inputs),
         "rows": {"train": int(len(y)), **{n: int(len(t[1])) for n, t in tests}},
         "nmse": {"train": nmse(reg.predict(x), y), **{n: nmse(reg.predict(t[0]), t[1]) for n, t in tests}},
+        "length": model_length(reg),
         "generations": int(reg.stats_["generations"]),
         "evaluations": int(reg.stats_["evaluation_count"]),
         "settings": {
