@@ -1,6 +1,7 @@
 //! `Evolve`: the evolutionary proposer. Islands of calibrated programs (as [`Tree`]s) breed
 //! children by mutation (subtree replacement, operator swap, term insertion and removal,
-//! parameter insertion, leaf change, simplification) and crossover; parents are picked by
+//! parameter insertion, leaf change, simplification) and crossover, the move chosen by a
+//! [`Bandit`] from how often each recently bred a child that beat its parent; parents are picked by
 //! tournament on the validation score, or from the island's score/complexity Pareto front (the
 //! complexity pressure). A child inherits its parents' fitted constants as its first start. The
 //! best of each island migrates to the next; an island that stops improving restarts from random
@@ -14,6 +15,7 @@ use ndvm_core::{Heap, Program};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::bandit::Bandit;
 use super::sampler::{self, Sampler};
 use super::tree::{BinOp, Names, Node, Tree};
 use super::{Candidate, Proposer, RequestStats, Vocabulary};
@@ -57,6 +59,19 @@ struct Waiting {
     island: usize,
     /// Its id in the seed proposer's stream.
     inner_id: Option<u64>,
+    /// How it was bred (`None`: a random program or a seed).
+    origin: Option<Origin>,
+}
+
+/// How a child was bred: what its score is credited to.
+#[derive(Clone, Copy, Debug)]
+struct Origin {
+    /// The move (a mutation's number or [`CROSSOVER`]).
+    arm: usize,
+    /// The parent's score, which the child must beat for its move to be credited a success.
+    parent: f64,
+    /// The factor-draw arms it used (bit `k`: arm `k` of [`Sampler::shape_chances`]).
+    shapes: u32,
 }
 
 /// Feedbacks between migrations.
@@ -67,6 +82,14 @@ const STAGNATION: usize = 200;
 const MAX_SEEN: usize = 1 << 20;
 /// Tries at a new child before a random program is taken.
 const TRIES: usize = 32;
+
+/// The mutations of [`Evolve::mutate`], by their number there, then crossover: the moves the
+/// population's [`Bandit`] chooses among.
+const MUTATIONS: usize = 10;
+/// The crossover move.
+const CROSSOVER: usize = MUTATIONS;
+/// The factor mutations (replacement, removal): only for tasks that draw shaped factors.
+const FACTOR_MOVES: [usize; 2] = [8, 9];
 
 /// The evolutionary proposer.
 pub struct Evolve {
@@ -84,6 +107,11 @@ pub struct Evolve {
     seeds: Option<Box<dyn Proposer>>,
     /// The seed proposer's stream has ended.
     seeds_done: bool,
+    /// Which move breeds the next child, by what has improved on its parent.
+    moves: Bandit,
+    /// Which named shape (or the input itself, or an operator of it) a factor draw takes, by
+    /// the same measure (`None`: the task draws no named shapes).
+    shapes: Option<Bandit>,
 }
 
 impl std::fmt::Debug for Evolve {
@@ -107,6 +135,7 @@ impl Evolve {
     ) -> Result<Evolve> {
         vocabulary.printer()?;
         let islands = settings.islands.max(1);
+        let shapes = shape_bandit(sampler.factors.as_ref().map(Vec::len));
         Ok(Evolve {
             rng: ChaCha8Rng::seed_from_u64(seed ^ 0x6576_6f6c_7665_0000),
             sampler,
@@ -120,6 +149,8 @@ impl Evolve {
             feedbacks: 0,
             seeds,
             seeds_done: false,
+            moves: Bandit::new(move_weights()),
+            shapes,
         })
     }
 
@@ -152,10 +183,11 @@ impl Evolve {
         for _ in 0..TRIES {
             let breed = self.islands[island].members.len() >= self.min_members()
                 && self.rng.random_bool(0.95);
-            let tree = if breed {
-                self.breed(island)
+            let (tree, origin) = if breed {
+                let (tree, origin) = self.breed(island);
+                (tree, Some(origin))
             } else {
-                self.sampler.program(&mut self.rng).simplify()
+                (self.sampler.program(&mut self.rng).simplify(), None)
             };
             if tree.len() > self.settings.max_size || tree.n_params() > self.vocabulary.params.len()
             {
@@ -165,15 +197,15 @@ impl Evolve {
                 continue;
             };
             let novel = !self.seen.contains(&src);
-            last = Some((tree, src));
+            last = Some((tree, src, origin));
             if novel {
                 break;
             }
         }
-        let (tree, src) = last.unwrap_or_else(|| {
+        let (tree, src, origin) = last.unwrap_or_else(|| {
             let tree = sampler::param();
             let src = self.print(&tree).unwrap_or_default();
-            (tree, src)
+            (tree, src, None)
         });
         if self.seen.len() < MAX_SEEN {
             self.seen.insert(src.clone());
@@ -187,6 +219,7 @@ impl Evolve {
                 tree: Some(tree),
                 island,
                 inner_id: None,
+                origin,
             },
         );
         Candidate {
@@ -197,14 +230,14 @@ impl Evolve {
         }
     }
 
-    /// A parent of `island`: the tournament winner of three (ties to the simpler), or one of the
-    /// island's Pareto front.
-    fn select(&mut self, island: usize) -> Tree {
+    /// A parent of `island` and its score: the tournament winner of three (ties to the
+    /// simpler), or one of the island's Pareto front.
+    fn select(&mut self, island: usize) -> (Tree, f64) {
         let members = &self.islands[island].members;
         if self.rng.random_bool(0.2) {
             let front = pareto_front(members);
-            let pick = front[self.rng.random_range(0..front.len())];
-            return members[pick].tree.clone();
+            let pick = &members[front[self.rng.random_range(0..front.len())]];
+            return (pick.tree.clone(), pick.score);
         }
         let mut best = self.rng.random_range(0..members.len());
         for _ in 0..2 {
@@ -214,35 +247,43 @@ impl Evolve {
                 best = other;
             }
         }
-        members[best].tree.clone()
+        (members[best].tree.clone(), members[best].score)
     }
 
-    /// A child of `island`: crossover (one time in five) or a mutation, then simplified.
-    fn breed(&mut self, island: usize) -> Tree {
-        let parent = self.select(island);
-        let child = if self.rng.random_bool(0.2) {
-            let other = self.select(island);
+    /// A child of `island`, simplified, with its origin: the move the bandit chose (crossover
+    /// or a mutation) and the parent's score, which the child's score is credited against.
+    fn breed(&mut self, island: usize) -> (Tree, Origin) {
+        if let Some(shapes) = &self.shapes {
+            self.sampler.shape_chances = shapes.chances(|_| true);
+        }
+        self.sampler.drawn.set(0);
+        let factored = self.sampler.factors.is_some();
+        let arm = self
+            .moves
+            .pick(&mut self.rng, |k| factored || !FACTOR_MOVES.contains(&k))
+            .unwrap_or(CROSSOVER);
+        let (parent, score) = self.select(island);
+        let child = if arm == CROSSOVER {
+            let (other, _) = self.select(island);
             let i = self.rng.random_range(0..parent.len());
             let j = self.rng.random_range(0..other.len());
             parent.replace(i, &other.subtree(j))
         } else {
-            self.mutate(&parent)
+            self.mutate(&parent, arm)
         };
-        sampler::guard(&child.simplify())
+        let origin = Origin {
+            arm,
+            parent: score,
+            shapes: self.sampler.drawn.get(),
+        };
+        (sampler::guard(&child.simplify()), origin)
     }
 
-    /// One random mutation of `t`.
-    fn mutate(&mut self, t: &Tree) -> Tree {
+    /// Mutation number `kind` (below [`MUTATIONS`]) of `t`, at a random place.
+    fn mutate(&mut self, t: &Tree, kind: usize) -> Tree {
         let rng = &mut self.rng;
         let i = rng.random_range(0..t.len());
-        // Tasks naming their factor shapes also replace and drop factors (one chance in ten
-        // each).
-        let kinds = if self.sampler.factors.is_some() {
-            10
-        } else {
-            8
-        };
-        match rng.random_range(0..kinds) {
+        match kind {
             // Subtree replacement.
             0 => {
                 let depth = rng.random_range(1..=self.sampler.max_depth.max(1));
@@ -395,6 +436,7 @@ impl Evolve {
                     tree: None,
                     island: (id % self.islands.len() as u64) as usize,
                     inner_id: Some(c.id),
+                    origin: None,
                 },
             );
             out.push(Candidate { id, ..c });
@@ -482,6 +524,18 @@ fn single_input(nodes: &[Node]) -> Option<u16> {
     inputs.all(|j| j == first).then_some(first)
 }
 
+/// The prior weights of the moves: crossover one time in five, the mutations evenly.
+fn move_weights() -> Vec<f64> {
+    let mut w = vec![0.8 / 8.0; MUTATIONS + 1];
+    w[CROSSOVER] = 0.2;
+    w
+}
+
+/// The factor-draw bandit of a task drawing `n` named shapes (see [`sampler::shape_prior`]).
+fn shape_bandit(n: Option<usize>) -> Option<Bandit> {
+    n.map(|n| Bandit::new((0..n + 2).map(|k| sampler::shape_prior(k, n)).collect()))
+}
+
 /// The member with the highest score.
 fn best_of(isle: &Island) -> Option<Individual> {
     isle.members
@@ -557,6 +611,15 @@ impl Proposer for Evolve {
             }
         }
         self.feedbacks += 1;
+        if let Some(origin) = waiting.origin {
+            let won = score.is_some_and(|s| s.is_finite() && s > origin.parent);
+            self.moves.credit(origin.arm, won);
+            if let Some(shapes) = self.shapes.as_mut() {
+                for arm in (0..shapes.len()).filter(|&k| origin.shapes & (1 << k) != 0) {
+                    shapes.credit(arm, won);
+                }
+            }
+        }
         let island = waiting.island;
         self.islands[island].since_improved += 1;
         if let Some(score) = score.filter(|s| s.is_finite()) {
@@ -606,6 +669,8 @@ mod tests {
             max_params: 4,
             factors: None,
             spreads: Vec::new(),
+            shape_chances: Vec::new(),
+            drawn: Default::default(),
         };
         let settings = EvolveSettings {
             population: 16,
@@ -732,6 +797,8 @@ mod tests {
             max_params: 6,
             factors: Some(vec![crate::task::FactorShape::Cusp]),
             spreads: vec![(0.0, 1.0), (5.0, 2.0)],
+            shape_chances: Vec::new(),
+            drawn: Default::default(),
         };
         let x = |j| Tree::leaf(Node::Input(j));
         let sin0 = Tree::unary("sin", &x(0));

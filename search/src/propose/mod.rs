@@ -5,6 +5,7 @@
 //! replaying it later gives the same stream offline. The `llm` proposer exists only in a build
 //! with the `llm` cargo feature.
 
+mod bandit;
 pub mod evolve;
 pub mod grammar;
 #[cfg(feature = "llm")]
@@ -219,24 +220,14 @@ fn sampler_for(task: &Task, operators: &[String], tree: &TreeShape) -> sampler::
         max_terms: tree.max_terms,
         max_params: task.params.len(),
         factors: tree.factors.clone(),
-        spreads: task.train.columns.iter().map(|c| spread(c)).collect(),
-    }
-}
-
-/// A column's mean and standard deviation (1 where it is zero or not finite; 0 and 1 for an
-/// empty column).
-fn spread(column: &[f64]) -> (f64, f64) {
-    if column.is_empty() {
-        return (0.0, 1.0);
-    }
-    let n = column.len() as f64;
-    let mean = column.iter().sum::<f64>() / n;
-    let var = column.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
-    let sd = var.sqrt();
-    match (mean.is_finite(), sd.is_finite() && sd > 0.0) {
-        (true, true) => (mean, sd),
-        (true, false) => (mean, 1.0),
-        _ => (0.0, 1.0),
+        spreads: task
+            .train
+            .columns
+            .iter()
+            .map(|c| crate::task::spread(c))
+            .collect(),
+        shape_chances: Vec::new(),
+        drawn: std::cell::Cell::new(0),
     }
 }
 

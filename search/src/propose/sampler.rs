@@ -5,6 +5,8 @@
 //! program is a sum of terms `p·factor` (or `p·factor·factor`) plus an optional offset, linear in
 //! its outer parameters.
 
+use std::cell::Cell;
+
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
@@ -31,6 +33,22 @@ pub(crate) struct Sampler {
     /// Each input's centre (mean) and spread (standard deviation, positive) in the training
     /// rows: the starting constants of a named shape (missing inputs: 0 and 1).
     pub(crate) spreads: Vec<(f64, f64)>,
+    /// The chance of each arm of a named-shape factor draw: the named shapes in order, then the
+    /// input itself, then an operator of it (empty: [`shape_prior`]; an evolving population
+    /// sets them from what has paid off).
+    pub(crate) shape_chances: Vec<f64>,
+    /// The arms drawn since it was last cleared (bit `k`: arm `k`), for crediting them.
+    pub(crate) drawn: Cell<u32>,
+}
+
+/// The prior chance of arm `k` of a factor draw over `n` named shapes: [`SHAPE_CHANCE`] per
+/// shape, 0.14 for the input itself, the rest for an operator of it.
+pub(crate) fn shape_prior(k: usize, n: usize) -> f64 {
+    match k {
+        k if k < n => SHAPE_CHANCE,
+        k if k == n => 0.14,
+        _ => (1.0 - SHAPE_CHANCE * n as f64 - 0.14).max(0.0),
+    }
 }
 
 /// Chance of each shape a task names, in its order (the rest: the input itself or an operator).
@@ -179,8 +197,8 @@ impl Sampler {
             .unwrap_or((0.0, 1.0));
         let valued = |v: f64| Tree::leaf(Node::Param(v));
         let centred = Tree::binary(BinOp::Add, &u, &valued(-c));
-        let roll: f64 = rng.random();
-        let pick = (roll / SHAPE_CHANCE) as usize;
+        let pick = self.shape_arm(rng.random(), shapes.len());
+        self.drawn.set(self.drawn.get() | 1 << pick.min(31));
         if let Some(shape) = shapes.get(pick) {
             return match shape {
                 FactorShape::Saturating => {
@@ -223,8 +241,7 @@ impl Sampler {
                 }
             };
         }
-        let past = SHAPE_CHANCE * shapes.len() as f64;
-        if roll < past + 0.14 || self.unary.is_empty() {
+        if pick == shapes.len() || self.unary.is_empty() {
             return u;
         }
         let op = self.unary[rng.random_range(0..self.unary.len())];
@@ -234,6 +251,26 @@ impl Sampler {
             false => scaled,
         };
         protect_unary(op, arg)
+    }
+
+    /// The arm of a factor draw over `n` named shapes that `roll` (uniform in [0, 1)) falls in,
+    /// by [`Sampler::shape_chances`] (or [`shape_prior`]).
+    fn shape_arm(&self, roll: f64, n: usize) -> usize {
+        let chance = |k: usize| {
+            self.shape_chances
+                .get(k)
+                .copied()
+                .unwrap_or_else(|| shape_prior(k, n))
+        };
+        let total: f64 = (0..n + 2).map(chance).sum();
+        let mut left = roll * total;
+        for k in 0..n + 2 {
+            if left < chance(k) {
+                return k;
+            }
+            left -= chance(k);
+        }
+        n + 1
     }
 
     /// A random expression at most `depth` levels deep.
@@ -392,6 +429,8 @@ mod tests {
             max_params: 6,
             factors: None,
             spreads: Vec::new(),
+            shape_chances: Vec::new(),
+            drawn: Cell::new(0),
         }
     }
 

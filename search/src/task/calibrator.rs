@@ -115,10 +115,16 @@ pub(super) fn soft_choice_config(sc: &SoftChoiceSpec) -> Result<SoftChoiceConfig
     Ok(out)
 }
 
-/// `calibrator:` (and the task's `loss`, `dialect`, `precision`) over the recommended settings.
+/// `calibrator:` (and the task's `loss`, `dialect`, `precision`) over the defaults: an evolving
+/// search fitting residuals (`loss: mse`) starts from [`CalibrateConfig::for_search`], any other
+/// task from [`CalibrateConfig::recommended`]; each key written replaces its default.
 pub(super) fn resolve_calibrator(spec: &TaskSpec) -> Result<CalibrateConfig> {
     let err = |loc: Location, msg: String| spec_err(Some(loc), msg);
-    let mut calibrate = CalibrateConfig::recommended();
+    let evolving = proposer::proposer_kind(&spec.proposer) == ProposerName::Evolve;
+    let mut calibrate = match evolving && spec.loss == LossName::Mse {
+        true => CalibrateConfig::for_search(),
+        false => CalibrateConfig::recommended(),
+    };
     let c = &spec.calibrator;
     calibrate.seed = c.seed.unwrap_or(spec.seed);
     calibrate.loss = match spec.loss {

@@ -19,6 +19,7 @@ mod spec;
 pub use calibrator::*;
 pub use data::*;
 pub use defaults::ChosenDefault;
+pub(crate) use defaults::spread;
 pub use llm::*;
 pub use proposer::*;
 pub use spec::*;
@@ -328,7 +329,11 @@ fn resolve(
             "`success.metric: r2` needs a target; use `loss`",
         ));
     }
-    let defaults = defaults::chosen(screen.as_ref(), &train);
+    let default_shapes = match (&proposer, &spec.proposer.factors) {
+        (ProposerConfig::Evolve { tree, .. }, None) => tree.factors.as_deref(),
+        _ => None,
+    };
+    let defaults = defaults::chosen(screen.as_ref(), &train, default_shapes, &inputs);
     let warnings = check_scores(&spec, &train, &validation, &tests, metric)?;
     let threshold = match (&spec.success.threshold, metric) {
         (Some(t), _) if !t.value.is_finite() => {
@@ -529,10 +534,21 @@ mod tests {
             (t.calibrate.optimizer, t.calibrate.polish),
             (Optimizer::Portfolio, Polish::Lm)
         );
+        // An evolving search polishes by LM by default (`CalibrateConfig::for_search`); the key
+        // written wins.
         let t = load_with("{optimizer: lm}").unwrap();
         assert_eq!(
             (t.calibrate.optimizer, t.calibrate.polish),
-            (Optimizer::Lm, Polish::Lbfgs)
+            (Optimizer::Lm, Polish::Lm)
+        );
+        let t = load_with("{polish_method: lbfgs, starts: 9}").unwrap();
+        assert_eq!(
+            (
+                t.calibrate.polish,
+                t.calibrate.n_starts,
+                t.calibrate.max_iters
+            ),
+            (Polish::Lbfgs, 9, 60)
         );
         let msg = load_with("{polish_method: newton}")
             .unwrap_err()
@@ -741,11 +757,28 @@ mod tests {
         else {
             panic!("{:?}", t.proposer)
         };
-        assert_eq!(operators, DEFAULT_OPERATORS);
-        assert_eq!((population, islands, seeds), (64, 4, Seeds::None));
+        assert_eq!(operators, EVOLVE_OPERATORS);
+        assert_eq!((population, islands, seeds), (128, 4, Seeds::None));
         assert_eq!(tree.binary, ["+", "-", "*", "/", "pow"]);
-        assert_eq!((tree.max_terms, tree.max_depth, tree.max_size), (3, 3, 40));
-        assert_eq!(tree.factors, None);
+        assert_eq!((tree.max_terms, tree.max_depth, tree.max_size), (4, 3, 40));
+        assert_eq!(tree.factors, Some(EVOLVE_FACTORS.to_vec()));
+        // Chosen from the data: recorded with the inputs' centres and spreads.
+        assert_eq!(t.defaults.len(), 1, "{:?}", t.defaults);
+        let chosen = &t.defaults[0];
+        assert_eq!(chosen.key, "proposer.factors");
+        assert_eq!(
+            chosen.value,
+            "[saturating, bell, switch, power, cusp, bump]"
+        );
+        // The six training rows of x = 0, 1/7, 2/7, 3/7, 6/7, 1: mean 0.452, population sd 0.363.
+        assert!(chosen.note.contains("(x 0.452 ± 0.363)"), "{}", chosen.note);
+        // `[]`: factors with fresh constants, and nothing chosen.
+        let t = load_text("{factors: []}").unwrap();
+        assert!(matches!(
+            t.proposer,
+            ProposerConfig::Evolve { ref tree, .. } if tree.factors.is_none()
+        ));
+        assert!(t.defaults.is_empty(), "{:?}", t.defaults);
         let t = load_text("{factors: [cusp, bell]}").unwrap();
         assert!(matches!(
             t.proposer,
@@ -770,8 +803,8 @@ mod tests {
                 "t.yaml:7:24: `population` must be at least 1",
             ),
             (
-                "{islands: 65}",
-                "t.yaml:7:21: `islands` must be at least 1 and at most 64",
+                "{islands: 129}",
+                "t.yaml:7:21: `islands` must be at least 1 and at most 128",
             ),
             (
                 "{binary: [+, '%']}",
@@ -789,7 +822,6 @@ mod tests {
                 "{factors: [bell, bell]}",
                 "t.yaml:7:28: factor shape `bell` is named twice",
             ),
-            ("{factors: []}", "`proposer.factors` names no shape"),
             (
                 "{cache: c.jsonl, factors: [bell]}",
                 "t.yaml:7:38: `proposer.factors` only applies to `kind: grammar` or `kind: evolve`",
@@ -818,7 +850,7 @@ mod tests {
     #[test]
     fn operators_are_checked_against_the_vocabulary() {
         let unary: Vec<&str> = ndvm_core::unary_operators().collect();
-        for op in DEFAULT_OPERATORS {
+        for op in DEFAULT_OPERATORS.iter().chain(EVOLVE_OPERATORS) {
             assert!(unary.contains(op), "{op}");
         }
         let text = "name: t\ndata:\n  generate: {formula: x, from: 0, to: 1, n: 8}\ninputs: [x]\n\

@@ -140,8 +140,27 @@ impl FactorShape {
     ];
 }
 
-/// The unary operators the grammar uses by default.
+/// The unary operators the grammar (and an llm's prompt) uses by default.
 pub const DEFAULT_OPERATORS: &[&str] = &["exp", "sin", "cos", "log", "sqrt"];
+
+/// The unary operators an evolving search uses by default (the grammar's and `tanh`, `square`).
+pub const EVOLVE_OPERATORS: &[&str] = &["sin", "cos", "exp", "log", "sqrt", "tanh", "square"];
+
+/// The named factor shapes an evolving search draws by default: all of them, each input's
+/// starting at its centre and spread, chosen by what pays off during the run.
+pub const EVOLVE_FACTORS: [FactorShape; 6] = [
+    FactorShape::Saturating,
+    FactorShape::Bell,
+    FactorShape::Switch,
+    FactorShape::Power,
+    FactorShape::Cusp,
+    FactorShape::Bump,
+];
+
+/// An evolving search's default `population` and `max_terms`.
+pub const EVOLVE_POPULATION: usize = 128;
+/// See [`EVOLVE_POPULATION`].
+pub const EVOLVE_MAX_TERMS: usize = 4;
 
 /// Refuses an operator the runtime's vocabulary does not offer (`what`, `known` decide which):
 /// the message lists the unary operators.
@@ -275,8 +294,9 @@ pub(super) fn count_key(
     }
 }
 
-/// The unary operators of a grammar or evolve proposer (checked against the vocabulary).
-pub(super) fn resolve_unary(p: &ProposerSpec) -> Result<Vec<String>> {
+/// The unary operators of a grammar or evolve proposer (checked against the vocabulary), else
+/// `default`.
+pub(super) fn resolve_unary(p: &ProposerSpec, default: &[&str]) -> Result<Vec<String>> {
     Ok(match &p.operators {
         Some(ops) => {
             check_operators(ops, "grammar operator", |o| {
@@ -284,15 +304,20 @@ pub(super) fn resolve_unary(p: &ProposerSpec) -> Result<Vec<String>> {
             })?;
             ops.iter().map(|o| o.value.clone()).collect()
         }
-        None => DEFAULT_OPERATORS.iter().map(|s| s.to_string()).collect(),
+        None => default.iter().map(|s| s.to_string()).collect(),
     })
 }
 
 /// The two-argument operators a tree grammar may use.
 pub const BINARY_OPERATORS: &[&str] = &["+", "-", "*", "/", "pow", "expt"];
 
-/// The tree grammar's shape from `binary`, `max_terms`, `max_depth` and `max_size`.
-pub(super) fn resolve_shape(p: &ProposerSpec) -> Result<TreeShape> {
+/// The tree grammar's shape from `binary`, `max_terms` (default `terms`), `max_depth`,
+/// `max_size` and `factors` (default `factors`).
+pub(super) fn resolve_shape(
+    p: &ProposerSpec,
+    terms: usize,
+    factors: Option<&[FactorShape]>,
+) -> Result<TreeShape> {
     let binary = match &p.binary {
         Some(ops) => {
             if let Some(o) = ops
@@ -314,17 +339,21 @@ pub(super) fn resolve_shape(p: &ProposerSpec) -> Result<TreeShape> {
     };
     Ok(TreeShape {
         binary,
-        max_terms: count_key(p.max_terms.as_ref(), "max_terms", MAX_TERMS, 3)?,
+        max_terms: count_key(p.max_terms.as_ref(), "max_terms", MAX_TERMS, terms)?,
         max_depth: count_key(p.max_depth.as_ref(), "max_depth", MAX_TREE_DEPTH, 3)?,
         max_size: count_key(p.max_size.as_ref(), "max_size", MAX_TREE_SIZE, 40)?,
-        factors: resolve_factors(p)?,
+        factors: resolve_factors(p, factors)?,
     })
 }
 
-/// `proposer.factors:` checked: known shape names, each once, at least one.
-pub(super) fn resolve_factors(p: &ProposerSpec) -> Result<Option<Vec<FactorShape>>> {
+/// `proposer.factors:` checked: known shape names, each once; `[]` is none (factors with fresh
+/// constants). Absent: `default`.
+pub(super) fn resolve_factors(
+    p: &ProposerSpec,
+    default: Option<&[FactorShape]>,
+) -> Result<Option<Vec<FactorShape>>> {
     let Some(names) = &p.factors else {
-        return Ok(None);
+        return Ok(default.map(<[FactorShape]>::to_vec));
     };
     let mut out = Vec::with_capacity(names.len());
     for name in names {
@@ -342,10 +371,7 @@ pub(super) fn resolve_factors(p: &ProposerSpec) -> Result<Option<Vec<FactorShape
         }
         out.push(shape);
     }
-    if out.is_empty() {
-        return Err(spec_err(None, "`proposer.factors` names no shape"));
-    }
-    Ok(Some(out))
+    Ok(Some(out).filter(|o| !o.is_empty()))
 }
 
 /// Refuses `kind: llm` (at `loc`) in a build without the `llm` feature (`built` is false).
@@ -354,6 +380,18 @@ pub(super) fn llm_feature(loc: Option<Location>, built: bool) -> Result<()> {
         return Ok(());
     }
     Err(spec_err(loc, LLM_FEATURE_MISSING))
+}
+
+/// The proposer's kind: as written, else replay with a cache and evolve without one.
+pub(super) fn proposer_kind(p: &ProposerSpec) -> ProposerName {
+    p.kind
+        .as_ref()
+        .map(|k| k.value)
+        .unwrap_or(if p.cache.is_some() {
+            ProposerName::Replay
+        } else {
+            ProposerName::Evolve
+        })
 }
 
 /// The proposer section resolved.
@@ -374,15 +412,7 @@ pub(super) fn resolve_proposer(
     let err = |loc: Location, msg: String| spec_err(Some(loc), msg);
     let rel = |s: &str| base.join(s);
     let p = &spec.proposer;
-    let kind = p
-        .kind
-        .as_ref()
-        .map(|k| k.value)
-        .unwrap_or(if p.cache.is_some() {
-            ProposerName::Replay
-        } else {
-            ProposerName::Evolve
-        });
+    let kind = proposer_kind(p);
     let proposer = match kind {
         ProposerName::Replay => {
             let Some(cache) = &p.cache else {
@@ -399,18 +429,23 @@ pub(super) fn resolve_proposer(
             needs_vocabulary("grammar", inputs, params)?;
             // `max_depth` or `factors` switches to the tree grammar.
             let tree = match p.max_depth.is_some() || p.factors.is_some() {
-                true => Some(resolve_shape(p)?),
+                true => Some(resolve_shape(p, 3, None)?),
                 false => None,
             };
             ProposerConfig::Grammar {
-                operators: resolve_unary(p)?,
+                operators: resolve_unary(p, DEFAULT_OPERATORS)?,
                 max_terms: count_key(p.max_terms.as_ref(), "max_terms", MAX_TERMS, 2)?,
                 tree,
             }
         }
         ProposerName::Evolve => {
             needs_vocabulary("evolve", inputs, params)?;
-            let population = count_key(p.population.as_ref(), "population", MAX_POPULATION, 64)?;
+            let population = count_key(
+                p.population.as_ref(),
+                "population",
+                MAX_POPULATION,
+                EVOLVE_POPULATION,
+            )?;
             let islands = count_key(p.islands.as_ref(), "islands", population, 4)?;
             let seeds = match (&p.cache, &p.base_url) {
                 (_, Some(_)) => {
@@ -425,8 +460,8 @@ pub(super) fn resolve_proposer(
                 (None, None) => Seeds::None,
             };
             ProposerConfig::Evolve {
-                operators: resolve_unary(p)?,
-                tree: resolve_shape(p)?,
+                operators: resolve_unary(p, EVOLVE_OPERATORS)?,
+                tree: resolve_shape(p, EVOLVE_MAX_TERMS, Some(&EVOLVE_FACTORS))?,
                 population,
                 islands,
                 seeds,
