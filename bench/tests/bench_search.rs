@@ -13,7 +13,7 @@ use ndvm_search::engine;
 use ndvm_search::task::{self, Table};
 use serde_json::Value;
 
-use common::{root, scratch, testdata};
+use common::{nmse, read_json, root, scratch, testdata};
 
 fn tasks_dir() -> PathBuf {
     root().join("bench/tests/data/bench-search")
@@ -39,12 +39,6 @@ fn succeeded(out: &Output) -> String {
     stdout
 }
 
-fn read_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap()
-}
-
 /// A headed CSV file as a table of `inputs` and `target`, read here without the task loader.
 fn read_csv(path: &Path, inputs: &[String], target: &str) -> Table {
     let text = std::fs::read_to_string(path).unwrap();
@@ -62,20 +56,6 @@ fn read_csv(path: &Path, inputs: &[String], target: &str) -> Table {
             .collect(),
         target: rows.iter().map(|r| r[col(target)]).collect(),
     }
-}
-
-/// MSE / population variance of the target, computed here.
-fn nmse(pred: &[f64], y: &[f64]) -> f64 {
-    let n = y.len() as f64;
-    let mean = y.iter().sum::<f64>() / n;
-    let mse = pred
-        .iter()
-        .zip(y)
-        .map(|(p, t)| (p - t).powi(2))
-        .sum::<f64>()
-        / n;
-    let var = y.iter().map(|t| (t - mean).powi(2)).sum::<f64>() / n;
-    mse / var
 }
 
 fn close(a: f64, b: f64) -> bool {

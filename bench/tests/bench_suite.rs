@@ -13,7 +13,7 @@ use ndvm_core::Heap;
 use ndvm_search::engine;
 use serde_json::{Value, json};
 
-use common::scratch;
+use common::{nmse, read_json, scratch};
 
 fn suite(args: &[&str], out: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ndvm-bench"))
@@ -23,26 +23,6 @@ fn suite(args: &[&str], out: &Path) -> Output {
         .arg(out)
         .output()
         .unwrap()
-}
-
-fn read_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap()
-}
-
-/// MSE / population variance of the target, computed here.
-fn nmse(pred: &[f64], y: &[f64]) -> f64 {
-    let n = y.len() as f64;
-    let mean = y.iter().sum::<f64>() / n;
-    let mse = pred
-        .iter()
-        .zip(y)
-        .map(|(p, t)| (p - t).powi(2))
-        .sum::<f64>()
-        / n;
-    let var = y.iter().map(|t| (t - mean).powi(2)).sum::<f64>() / n;
-    mse / var
 }
 
 /// The run's model scored here on the task's `truth` table.

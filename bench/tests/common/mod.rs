@@ -36,3 +36,26 @@ pub(crate) fn scratch(suite: &str, name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// A JSON file, parsed; panics with the path when it cannot be read.
+#[allow(dead_code)] // each test binary compiles this module and uses part of it
+pub(crate) fn read_json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// MSE / population variance of the target, computed here (not by the code under test).
+#[allow(dead_code)] // each test binary compiles this module and uses part of it
+pub(crate) fn nmse(pred: &[f64], y: &[f64]) -> f64 {
+    let n = y.len() as f64;
+    let mean = y.iter().sum::<f64>() / n;
+    let mse = pred
+        .iter()
+        .zip(y)
+        .map(|(p, t)| (p - t).powi(2))
+        .sum::<f64>()
+        / n;
+    let var = y.iter().map(|t| (t - mean).powi(2)).sum::<f64>() / n;
+    mse / var
+}
