@@ -33,6 +33,7 @@ pub mod ceiling;
 pub mod ceiling_lanes;
 pub mod cosearch;
 pub mod firsteval;
+pub mod journal;
 pub mod kalman;
 pub mod multicore;
 pub mod recovery;

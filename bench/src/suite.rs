@@ -30,6 +30,11 @@
 //! +∞), the recovery count, and who wins each of in range (`test_id`), out of range (`test_ood`)
 //! and truth by [`winner`]. Written to `<out>/suite.json` and `<out>/suite.md` (the table).
 //!
+//! Each finished run is appended to `<out>/suite-runs.jsonl` ([`crate::journal`]) the moment it
+//! ends; a rerun into the same `<out>` takes every run whose key matches from there (pyoperon's
+//! runs whatever this project's code; this project's at the same clean commit), so a killed or
+//! interrupted suite resumes where it stopped and a change to this project reruns only its side.
+//!
 //! Run it (hours at the defaults: 24 problems × 2 noise levels × 3 seeds × 2 tools × 60 s):
 //!
 //! ```text
@@ -41,8 +46,9 @@ use std::path::{Path, PathBuf};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 
+use crate::journal::{Journal, RunKey, digest};
 use crate::search::{
     self, CsvFiles, Pyoperon, RunSettings, SeedRun, Spread, Tables, Tool, ToolStatus,
 };
@@ -494,7 +500,7 @@ pub fn data_seed(name: &str, noise: f64) -> u64 {
 }
 
 /// 64-bit FNV-1a.
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
@@ -953,7 +959,7 @@ fn prepare(
 }
 
 /// One run of one tool in one cell.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SuiteRun {
     /// The run: seed, NMSE per table, model, wall time, work done, error.
     #[serde(flatten)]
@@ -1109,22 +1115,85 @@ impl CellResult {
 /// The pyoperon environment: its Python and versions, or why there is none (empty: skipped).
 type PyoperonEnv = std::result::Result<(PathBuf, String), String>;
 
+/// The journal and the code identities of its keys.
+struct Ledger {
+    journal: Journal,
+    /// This project's version, profile and clean commit (absent: uncommitted changes).
+    ndvm_code: Option<String>,
+}
+
+impl Ledger {
+    /// The key of `tool`'s run of `cell` at `seed` (`task`: its task file).
+    fn key(
+        &self,
+        tool: Tool,
+        cell: &Prepared,
+        (seed, task): (u64, &Path),
+        opts: &SuiteOptions,
+        code: Option<String>,
+    ) -> Result<RunKey> {
+        let files: CsvFiles = search::csv_files(task)?;
+        let mut read: Vec<&Path> = vec![&files.train];
+        read.extend(files.tests.iter().map(|(_, p)| p.as_path()));
+        if tool == Tool::Ndvm {
+            read.push(task);
+        }
+        Ok(RunKey {
+            tool,
+            problem: cell.problem.name.to_string(),
+            noise: cell.noise.label(),
+            seed,
+            seconds: opts.seconds,
+            threads: opts.threads,
+            calibrations: opts.calibrations.filter(|_| tool == Tool::Ndvm),
+            inputs: digest(&read)?,
+            code,
+        })
+    }
+
+    /// The journaled run of `key`, or `run()`'s, journaled unless it failed.
+    fn run_once(
+        &mut self,
+        key: RunKey,
+        progress: &mut dyn FnMut(&str),
+        run: impl FnOnce() -> Result<SuiteRun>,
+    ) -> Result<SuiteRun> {
+        let what = format!(
+            "suite: {} noise {}, {}, seed {}",
+            key.problem,
+            key.noise,
+            key.tool.label(),
+            key.seed
+        );
+        if let Some(done) = self.journal.find(&key) {
+            progress(&format!("{what} (from the journal)"));
+            return Ok(done);
+        }
+        progress(&what);
+        let result = run()?;
+        if result.run.error.is_none() {
+            self.journal.record(key, result.clone())?;
+        }
+        Ok(result)
+    }
+}
+
 /// This project's runs of one cell.
 fn ndvm_cell(
     cell: &Prepared,
     opts: &SuiteOptions,
+    ledger: &mut Ledger,
     progress: &mut dyn FnMut(&str),
 ) -> Result<ToolCell> {
     let names = cell.problem.tables();
     let mut runs = Vec::new();
     for (seed, path) in &cell.tasks {
-        progress(&format!(
-            "suite: {} noise {}, ndvm-search, seed {seed}",
-            cell.problem.name,
-            cell.noise.label()
-        ));
-        let (run, size) = search::run_ndvm(path, *seed, &opts.settings(), names)?;
-        runs.push(suite_run(cell.problem, run, size));
+        let code = ledger.ndvm_code.clone();
+        let key = ledger.key(Tool::Ndvm, cell, (*seed, path), opts, code)?;
+        runs.push(ledger.run_once(key, progress, || {
+            let (run, size) = search::run_ndvm(path, *seed, &opts.settings(), names)?;
+            Ok(suite_run(cell.problem, run, size))
+        })?);
     }
     Ok(ToolCell::new(
         Tool::Ndvm,
@@ -1156,6 +1225,7 @@ fn pyoperon_cell(
     cell: &Prepared,
     opts: &SuiteOptions,
     env: &PyoperonEnv,
+    ledger: &mut Ledger,
     progress: &mut dyn FnMut(&str),
 ) -> Result<ToolCell> {
     let names = cell.problem.tables();
@@ -1173,14 +1243,13 @@ fn pyoperon_cell(
     };
     let mut runs = Vec::new();
     for (seed, path) in &cell.tasks {
-        let files: CsvFiles = search::csv_files(path)?;
-        progress(&format!(
-            "suite: {} noise {}, pyoperon, seed {seed}",
-            cell.problem.name,
-            cell.noise.label()
-        ));
-        let (run, size) = search::run_pyoperon(python, &files, *seed, &opts.settings(), names);
-        runs.push(suite_run(cell.problem, run, size));
+        let code = Some(versions.clone());
+        let key = ledger.key(Tool::Pyoperon, cell, (*seed, path), opts, code)?;
+        runs.push(ledger.run_once(key, progress, || {
+            let files: CsvFiles = search::csv_files(path)?;
+            let (run, size) = search::run_pyoperon(python, &files, *seed, &opts.settings(), names);
+            Ok(suite_run(cell.problem, run, size))
+        })?);
     }
     let note = Some(versions.clone());
     Ok(ToolCell::new(
@@ -1376,6 +1445,19 @@ const METRIC_TEXT: &str = "NMSE = MSE / population variance of the target, of th
      pyoperon's tree length (nodes); winner: the lower median, a tie when within 5 % of the \
      larger or both below 1e-20, a finite median beating none";
 
+/// This project's code identity: version, build profile and commit, when the checkout has no
+/// uncommitted changes (else none, and its runs are journaled but never reused).
+fn ndvm_code(machine: &Machine) -> Option<String> {
+    match (&machine.git_commit, machine.git_dirty) {
+        (Some(commit), Some(false)) => Some(format!(
+            "{} {} {commit}",
+            Tool::Ndvm.label(),
+            machine.profile
+        )),
+        _ => None,
+    }
+}
+
 /// Runs the suite and writes `<out>/suite.json`, `<out>/suite.md` and the data and task files
 /// under `<out>/suite-data/`; returns the JSON's path and the Markdown table.
 pub fn run(
@@ -1397,10 +1479,26 @@ pub fn run(
             env
         }
     };
+    let journal = Journal::open(out_dir)?;
+    if !journal.is_empty() || journal.skipped > 0 {
+        progress(&format!(
+            "suite: {} holds {} finished run(s){}; a run with the same key is not run again",
+            journal.path().display(),
+            journal.len(),
+            match journal.skipped {
+                0 => String::new(),
+                n => format!(" and {n} unreadable line(s), skipped"),
+            }
+        ));
+    }
+    let mut ledger = Ledger {
+        journal,
+        ndvm_code: ndvm_code(&machine),
+    };
     let mut cells = Vec::new();
     for cell in &prepared {
-        let ours = ndvm_cell(cell, opts, progress)?;
-        let theirs = pyoperon_cell(cell, opts, &env, progress)?;
+        let ours = ndvm_cell(cell, opts, &mut ledger, progress)?;
+        let theirs = pyoperon_cell(cell, opts, &env, &mut ledger, progress)?;
         cells.push(CellResult {
             problem: cell.problem.name,
             family: cell.problem.family,

@@ -48,19 +48,17 @@ fn smoke_run_without_pyoperon() {
     let keys_text = "# measured against the defaults\nselection: lowest-error\n";
     std::fs::write(&keys, keys_text).unwrap();
     let out_dir = dir.join("out");
-    let out = suite(
-        &[
-            "--quick",
-            "--no-pyoperon",
-            "--calibrations",
-            "200",
-            "--problems",
-            "arrhenius",
-            "--task-keys",
-            keys.to_str().unwrap(),
-        ],
-        &out_dir,
-    );
+    let args = [
+        "--quick",
+        "--no-pyoperon",
+        "--calibrations",
+        "200",
+        "--problems",
+        "arrhenius",
+        "--task-keys",
+        keys.to_str().unwrap(),
+    ];
+    let out = suite(&args, &out_dir);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -185,6 +183,60 @@ fn smoke_run_without_pyoperon() {
         json["totals"]["recovery_ndvm"],
         json!({"recovered": u64::from(got < 1e-5), "runs": 1})
     );
+
+    // The journal: one line, the run's key and the result suite.json shows.
+    let lines = journal_lines(&out_dir);
+    assert_eq!(lines.len(), 1);
+    let line = &lines[0];
+    let key = [
+        "tool",
+        "problem",
+        "noise",
+        "seed",
+        "seconds",
+        "threads",
+        "calibrations",
+    ]
+    .map(|k| line[k].clone());
+    assert_eq!(
+        key,
+        [
+            json!("ndvm"),
+            json!("arrhenius"),
+            json!("0"),
+            json!(1),
+            json!(5.0),
+            json!(2),
+            json!(200)
+        ]
+    );
+    assert_eq!(line["inputs"].as_str().unwrap().len(), 16);
+    assert_eq!(line["result"], *run);
+    // A rerun into the same folder: at a clean commit the run comes from the journal, the same
+    // to the bit, and no line is added; with uncommitted changes (no code identity) it runs again.
+    let clean = json["machine"]["git_dirty"] == json!(false);
+    match &line["code"] {
+        Value::String(code) => {
+            let commit = json["machine"]["git_commit"].as_str().unwrap();
+            assert!(clean && code.starts_with("ndvm-search ") && code.ends_with(commit));
+        }
+        other => assert!(!clean && other.is_null(), "{other}"),
+    }
+    let again = suite(&args, &out_dir);
+    let stdout = String::from_utf8_lossy(&again.stdout).into_owned();
+    assert!(again.status.success(), "{stdout}");
+    let rerun = read_json(&out_dir.join("suite.json"));
+    let rerun = &rerun["cells"][0]["tools"][0]["runs"][0];
+    assert_eq!(stdout.contains("(from the journal)"), clean, "{stdout}");
+    assert_eq!(rerun == run, clean, "{rerun}");
+    assert_eq!(journal_lines(&out_dir).len(), if clean { 1 } else { 2 });
+}
+
+fn journal_lines(out_dir: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(out_dir.join("suite-runs.jsonl")).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 /// Unknown problems, task keys that set the suite's own keys, and options of the other suite are

@@ -17,7 +17,9 @@ use ndvm_search::SearchError;
 /// `search` runs the co-search beside pyoperon on the LLM-SR problems (NMSE of the selected
 /// models; pyoperon is installed into results/bench/.venv-pyoperon on first use). `suite` runs
 /// both on 24 problems with known ground truth (generated data, two noise levels) and the two
-/// LLM-SR problems: NMSE in and out of range and on truth, recovery, model size, winners.
+/// LLM-SR problems: NMSE in and out of range and on truth, recovery, model size, winners; each
+/// finished run goes to OUT/suite-runs.jsonl, and a rerun into the same OUT reuses the runs
+/// with the same key (pyoperon's always, this project's at the same clean commit).
 ///
 /// Examples:
 ///   ndvm-bench all --out results/bench
