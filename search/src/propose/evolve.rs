@@ -1,6 +1,7 @@
 //! `Evolve`: the evolutionary proposer. Islands of calibrated programs (as [`Tree`]s) breed
 //! children by mutation (subtree replacement, operator swap, term insertion and removal,
-//! parameter insertion, leaf change, simplification) and crossover, the move chosen by a
+//! parameter insertion, leaf change, simplification, factor insertion, replacement and removal,
+//! operator insertion above a subtree and operand insertion beside one) and crossover, the move chosen by a
 //! [`Bandit`] from how often each recently bred a child that beat its parent; parents are picked by
 //! tournament on the validation score, or from the island's score/complexity Pareto front (the
 //! complexity pressure). A child inherits its parents' fitted constants as its first start. The
@@ -85,7 +86,7 @@ const TRIES: usize = 32;
 
 /// The mutations of [`Evolve::mutate`], by their number there, then crossover: the moves the
 /// population's [`Bandit`] chooses among.
-const MUTATIONS: usize = 10;
+const MUTATIONS: usize = 12;
 /// The crossover move.
 const CROSSOVER: usize = MUTATIONS;
 /// The factor mutations (replacement, removal): only for tasks that draw shaped factors.
@@ -340,7 +341,32 @@ impl Evolve {
             // Factor replacement: a factor of a product by another shape of the same input.
             8 => replace_factor(&self.sampler, rng, t),
             // Factor removal: a product without one of its factors.
-            _ => drop_factor(rng, t),
+            9 => drop_factor(rng, t),
+            // Operator insertion: a subtree `s` becomes `op(p·s)` or `op(p·s + q)`, so that
+            // an operator can take a sum (`sqrt` of a sum of squares, `log(x² + 1)`).
+            10 => match self.sampler.unary.len() {
+                0 => t.clone(),
+                n => {
+                    let op = self.sampler.unary[rng.random_range(0..n)];
+                    let scaled = Tree::binary(BinOp::Mul, &sampler::param(), &t.subtree(i));
+                    let arg = match rng.random_bool(0.5) {
+                        true => Tree::binary(BinOp::Add, &scaled, &sampler::param()),
+                        false => scaled,
+                    };
+                    t.replace(i, &sampler::protect_unary(op, arg))
+                }
+            },
+            // Operand insertion: a subtree `s` becomes `s ∘ e` for a two-argument operator and
+            // a small random `e` (`x1` becomes `x1 - x2`).
+            _ => match self.sampler.binary.len() {
+                0 => t.clone(),
+                n => {
+                    let op = self.sampler.binary[rng.random_range(0..n)];
+                    let depth = rng.random_range(1..=2);
+                    let e = self.sampler.subtree(rng, depth);
+                    t.replace(i, &sampler::protect_binary(op, t.subtree(i), e))
+                }
+            },
         }
     }
 
@@ -847,6 +873,72 @@ mod tests {
         assert_eq!(drop_factor(&mut rng, &sum), sum);
         assert_eq!(single_input(&[Node::Input(0), Node::Input(1)]), None);
         assert_eq!(single_input(&[Node::Param(1.0)]), None);
+    }
+
+    #[test]
+    fn operator_and_operand_insertion_put_a_subtree_under_a_new_node() {
+        let mut e = evolve(5, None);
+        let x = Tree::leaf(Node::Input(0));
+        // (+ (* 2 x) 3): five places a subtree starts.
+        let t = Tree::binary(
+            BinOp::Add,
+            &Tree::binary(BinOp::Mul, &Tree::leaf(Node::Param(2.0)), &x),
+            &Tree::leaf(Node::Param(3.0)),
+        );
+        let text = |t: &Tree| format!("{:?}", t.nodes);
+        // Operator insertion: `s` becomes `op(p·s)` or `op(p·s + q)`, `log` of `abs`.
+        let mut wrapped = std::collections::BTreeSet::new();
+        let mut want = std::collections::BTreeSet::new();
+        for i in 0..t.len() {
+            for op in ["exp", "sin", "log"] {
+                let scaled = Tree::binary(BinOp::Mul, &sampler::param(), &t.subtree(i));
+                let shifted = Tree::binary(BinOp::Add, &scaled, &sampler::param());
+                for arg in [scaled, shifted] {
+                    let r = t.replace(i, &sampler::protect_unary(op, arg));
+                    want.insert(text(&r));
+                }
+            }
+        }
+        for _ in 0..600 {
+            let r = e.mutate(&t, 10);
+            assert!(
+                want.contains(&text(&r)),
+                "not an operator insertion of {t:?}: {r:?}"
+            );
+            assert!(matches!(r.n_params() - t.n_params(), 1 | 2), "{r:?}");
+            wrapped.insert(text(&r));
+        }
+        assert_eq!(
+            wrapped.len(),
+            want.len(),
+            "every place, operator and form is drawn"
+        );
+        // Operand insertion: `s` becomes `(∘ s e)`, the rest of the program unchanged.
+        let mut places = std::collections::BTreeSet::new();
+        for _ in 0..300 {
+            let r = e.mutate(&t, 11);
+            let i = (0..t.len())
+                .find(|&i| {
+                    let Node::Binary(op) = r.nodes[i] else {
+                        return false;
+                    };
+                    let first = r.subtree(i + 1);
+                    let inner = match (op, first.nodes[0]) {
+                        (BinOp::Pow, Node::Unary("abs")) => first.subtree(1),
+                        _ => first,
+                    };
+                    r.nodes[..i] == t.nodes[..i]
+                        && text(&inner) == text(&t.subtree(i))
+                        && text(&Tree {
+                            nodes: r.nodes[r.end(i)..].to_vec(),
+                        }) == text(&Tree {
+                            nodes: t.nodes[t.end(i)..].to_vec(),
+                        })
+                })
+                .unwrap_or_else(|| panic!("not an operand insertion of {t:?}: {r:?}"));
+            places.insert(i);
+        }
+        assert_eq!(places.len(), t.len());
     }
 
     /// A seed proposer: two fixed programs, then nothing; records the feedback it gets.
