@@ -5,10 +5,10 @@
 //!
 //! A key names the run (tool, problem, noise, seed, seconds, threads, calibration cap), a digest
 //! of what the tool reads (pyoperon: the CSV files; this project: those and the task file, so a
-//! `--task-keys` change reruns only this project) and the code that ran: pyoperon's versions
-//! line, or this project's version, build profile and commit. A run from a checkout with
-//! uncommitted changes has no code identity and is never reused, so a journaled result always
-//! names the commit that produced it. A line that does not parse (the torn end of a killed
+//! `--task-keys` change reruns only this project; pyoperon: also its script) and the code that
+//! ran: pyoperon's versions line, or this project's version, build profile and a digest of the
+//! committed sources it is built from (`suite::ndvm_code`). A run from sources with uncommitted
+//! changes has no code identity and is never reused. A line that does not parse (the torn end of a killed
 //! write) is skipped and counted.
 
 use std::fs::{File, OpenOptions};

@@ -32,8 +32,10 @@
 //!
 //! Each finished run is appended to `<out>/suite-runs.jsonl` ([`crate::journal`]) the moment it
 //! ends; a rerun into the same `<out>` takes every run whose key matches from there (pyoperon's
-//! runs whatever this project's code; this project's at the same clean commit), so a killed or
-//! interrupted suite resumes where it stopped and a change to this project reruns only its side.
+//! runs whatever this project's code; this project's while the sources it is built from,
+//! [`BUILT_FROM`], are committed and unchanged), so a killed or interrupted suite resumes where
+//! it stopped, a change to this project reruns only its side, and `--no-ndvm` fills in
+//! pyoperon's side alone.
 //!
 //! Run it (hours at the defaults: 24 problems × 2 noise levels × 3 seeds × 2 tools × 60 s):
 //!
@@ -784,6 +786,8 @@ pub struct SuiteOptions {
     pub threads: usize,
     /// Also stop this project's runs after this many calibrations (smoke runs).
     pub calibrations: Option<usize>,
+    /// Whether this project runs (`--no-ndvm`: pyoperon only, to fill the journal).
+    pub ndvm: bool,
     /// The pyoperon side.
     pub pyoperon: Pyoperon,
     /// The pyoperon script.
@@ -804,6 +808,7 @@ impl SuiteOptions {
             seconds: 60.0,
             threads: 2,
             calibrations: None,
+            ndvm: true,
             pyoperon: Pyoperon::Venv(root.join("results/bench/.venv-pyoperon")),
             script: root.join("results/bench/pyoperon_search.py"),
             task_keys: None,
@@ -881,6 +886,9 @@ pub fn command(opts: &SuiteOptions) -> String {
     }
     if opts.pyoperon == Pyoperon::Skip {
         s += " --no-pyoperon";
+    }
+    if !opts.ndvm {
+        s += " --no-ndvm";
     }
     s
 }
@@ -1135,9 +1143,10 @@ impl Ledger {
         let files: CsvFiles = search::csv_files(task)?;
         let mut read: Vec<&Path> = vec![&files.train];
         read.extend(files.tests.iter().map(|(_, p)| p.as_path()));
-        if tool == Tool::Ndvm {
-            read.push(task);
-        }
+        read.push(match tool {
+            Tool::Ndvm => task,
+            Tool::Pyoperon => &opts.script,
+        });
         Ok(RunKey {
             tool,
             problem: cell.problem.name.to_string(),
@@ -1186,6 +1195,11 @@ fn ndvm_cell(
     progress: &mut dyn FnMut(&str),
 ) -> Result<ToolCell> {
     let names = cell.problem.tables();
+    if !opts.ndvm {
+        let note = Some("skipped (--no-ndvm)".to_string());
+        let status = ToolStatus::Skipped;
+        return Ok(ToolCell::new(Tool::Ndvm, status, note, vec![], names));
+    }
     let mut runs = Vec::new();
     for (seed, path) in &cell.tasks {
         let code = ledger.ndvm_code.clone();
@@ -1263,7 +1277,7 @@ fn pyoperon_cell(
 
 /// The winners of a cell from its two tools' medians.
 fn winners(ours: &ToolCell, theirs: &ToolCell) -> Winners {
-    if theirs.status != ToolStatus::Ran {
+    if theirs.status != ToolStatus::Ran || ours.status != ToolStatus::Ran {
         return Winners::default();
     }
     let w = |name: &str| {
@@ -1445,17 +1459,48 @@ const METRIC_TEXT: &str = "NMSE = MSE / population variance of the target, of th
      pyoperon's tree length (nodes); winner: the lower median, a tie when within 5 % of the \
      larger or both below 1e-20, a finite median beating none";
 
-/// This project's code identity: version, build profile and commit, when the checkout has no
-/// uncommitted changes (else none, and its runs are journaled but never reused).
-fn ndvm_code(machine: &Machine) -> Option<String> {
-    match (&machine.git_commit, machine.git_dirty) {
-        (Some(commit), Some(false)) => Some(format!(
-            "{} {} {commit}",
-            Tool::Ndvm.label(),
-            machine.profile
-        )),
-        _ => None,
+/// What the suite's binary is built from: a journaled run of this project is reused only while
+/// these are unchanged and committed.
+pub const BUILT_FROM: [&str; 6] = [
+    "Cargo.lock",
+    "core",
+    "frontends",
+    "optimizers",
+    "search",
+    "bench",
+];
+
+/// This project's code identity: version, build profile and a digest of the git trees of
+/// [`BUILT_FROM`] at `HEAD`, when none of them has uncommitted changes (else none, and its runs
+/// are journaled but never reused). A commit that changes only other files (results, docs,
+/// another crate) keeps the identity.
+pub fn ndvm_code(profile: &str) -> Option<String> {
+    let root = search::workspace();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&root)
+            .args(args)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let mut status = vec!["status", "--porcelain", "--untracked-files=no", "--"];
+    status.extend(BUILT_FROM);
+    if !git(&status)?.trim().is_empty() {
+        return None;
     }
+    let revs: Vec<String> = BUILT_FROM.iter().map(|p| format!("HEAD:{p}")).collect();
+    let mut rev_parse = vec!["rev-parse"];
+    rev_parse.extend(revs.iter().map(String::as_str));
+    let trees = git(&rev_parse)?;
+    Some(format!(
+        "{} {profile} sources {:016x}",
+        Tool::Ndvm.label(),
+        fnv1a(trees.as_bytes())
+    ))
 }
 
 /// Runs the suite and writes `<out>/suite.json`, `<out>/suite.md` and the data and task files
@@ -1493,7 +1538,7 @@ pub fn run(
     }
     let mut ledger = Ledger {
         journal,
-        ndvm_code: ndvm_code(&machine),
+        ndvm_code: ndvm_code(machine.profile),
     };
     let mut cells = Vec::new();
     for cell in &prepared {

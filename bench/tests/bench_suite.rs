@@ -212,15 +212,26 @@ fn smoke_run_without_pyoperon() {
     );
     assert_eq!(line["inputs"].as_str().unwrap().len(), 16);
     assert_eq!(line["result"], *run);
-    // A rerun into the same folder: at a clean commit the run comes from the journal, the same
-    // to the bit, and no line is added; with uncommitted changes (no code identity) it runs again.
-    let clean = json["machine"]["git_dirty"] == json!(false);
-    match &line["code"] {
-        Value::String(code) => {
-            let commit = json["machine"]["git_commit"].as_str().unwrap();
-            assert!(clean && code.starts_with("ndvm-search ") && code.ends_with(commit));
-        }
-        other => assert!(!clean && other.is_null(), "{other}"),
+    // A rerun into the same folder: with the sources committed the run comes from the journal,
+    // the same to the bit, and no line is added; with uncommitted changes to them (no code
+    // identity) it runs again.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let status = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["status", "--porcelain", "--untracked-files=no", "--"])
+        .args(ndvm_bench::suite::BUILT_FROM)
+        .output()
+        .unwrap();
+    assert!(status.status.success());
+    let clean = status.stdout.is_empty();
+    let code = ndvm_bench::suite::ndvm_code(json["machine"]["profile"].as_str().unwrap());
+    assert_eq!(code.is_some(), clean);
+    assert_eq!(line["code"], json!(code));
+    if let Some(code) = &code {
+        let (head, digest) = code.rsplit_once(" sources ").unwrap();
+        assert_eq!(head, "ndvm-search 0.1.0 debug", "{code}");
+        assert!(digest.len() == 16 && digest.chars().all(|c| c.is_ascii_hexdigit()));
     }
     let again = suite(&args, &out_dir);
     let stdout = String::from_utf8_lossy(&again.stdout).into_owned();
@@ -246,7 +257,8 @@ fn bad_options_are_refused_before_anything_is_written() {
     let dir = scratch("bench-suite", "refused");
     let keys = dir.join("keys.yaml");
     std::fs::write(&keys, "budget: {seconds: 1}\n").unwrap();
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
+        (&["suite", "--no-ndvm"], "cannot be used with"),
         (&["suite", "--problems", "arrhenus"], "no such problem"),
         (
             &["suite", "--task-keys", keys.to_str().unwrap()],

@@ -19,7 +19,8 @@ use ndvm_search::SearchError;
 /// both on 24 problems with known ground truth (generated data, two noise levels) and the two
 /// LLM-SR problems: NMSE in and out of range and on truth, recovery, model size, winners; each
 /// finished run goes to OUT/suite-runs.jsonl, and a rerun into the same OUT reuses the runs
-/// with the same key (pyoperon's always, this project's at the same clean commit).
+/// with the same key (pyoperon's always, this project's while its sources are unchanged and
+/// committed; --no-ndvm runs pyoperon alone).
 ///
 /// Examples:
 ///   ndvm-bench all --out results/bench
@@ -75,6 +76,10 @@ struct SearchCli {
     /// search, suite: run this project only (no Python, no network).
     #[arg(long)]
     no_pyoperon: bool,
+    /// suite: run pyoperon only (its runs go to the journal, and a later run into the same OUT
+    /// takes them from there).
+    #[arg(long, conflicts_with = "no_pyoperon")]
+    no_ndvm: bool,
     /// search, suite: the virtual environment pyoperon runs in, created when missing (default
     /// results/bench/.venv-pyoperon of the checkout).
     #[arg(
@@ -113,6 +118,7 @@ impl SearchCli {
             && self.calibrations.is_none()
             && self.tasks.is_none()
             && !self.no_pyoperon
+            && !self.no_ndvm
             && self.pyoperon_venv.is_none()
             && self.noise.is_none()
             && self.task_keys.is_none()
@@ -121,10 +127,14 @@ impl SearchCli {
     /// The options of this suite that the other suite does not take, as the error names them.
     fn foreign_to(&self, suite: Selection) -> Option<SearchError> {
         let (arg, message) = match suite {
-            Selection::Search if self.noise.is_some() || self.task_keys.is_some() => (
-                "--noise, --task-keys",
-                "these options belong to `bench suite`",
-            ),
+            Selection::Search
+                if self.noise.is_some() || self.task_keys.is_some() || self.no_ndvm =>
+            {
+                (
+                    "--noise, --task-keys, --no-ndvm",
+                    "these options belong to `bench suite`",
+                )
+            }
             Selection::Suite if self.tasks.is_some() => {
                 ("--tasks", "this option belongs to `bench search`")
             }
@@ -132,7 +142,7 @@ impl SearchCli {
             _ if self.is_empty() => return None,
             _ => (
                 "--seconds, --threads, --seeds, --problems, --calibrations, --tasks, \
-                 --no-pyoperon, --pyoperon-venv, --noise, --task-keys",
+                 --no-pyoperon, --no-ndvm, --pyoperon-venv, --noise, --task-keys",
                 "these options belong to `bench search` and `bench suite`",
             ),
         };
@@ -177,6 +187,7 @@ impl SearchCli {
         o.noise = self.noise.clone().unwrap_or(o.noise);
         o.calibrations = self.calibrations;
         o.task_keys = self.task_keys.clone();
+        o.ndvm = !self.no_ndvm;
         if self.no_pyoperon {
             o.pyoperon = Pyoperon::Skip;
         } else if let Some(venv) = &self.pyoperon_venv {
