@@ -234,11 +234,12 @@ fn smoke_run_without_pyoperon() {
         assert!(digest.len() == 16 && digest.chars().all(|c| c.is_ascii_hexdigit()));
     }
     let again = suite(&args, &out_dir);
-    let stdout = String::from_utf8_lossy(&again.stdout).into_owned();
-    assert!(again.status.success(), "{stdout}");
+    let stderr = String::from_utf8_lossy(&again.stderr).into_owned();
+    assert!(again.status.success(), "{stderr}");
     let rerun = read_json(&out_dir.join("suite.json"));
     let rerun = &rerun["cells"][0]["tools"][0]["runs"][0];
-    assert_eq!(stdout.contains("(from the journal)"), clean, "{stdout}");
+    assert!(stderr.contains("holds 1 finished run(s)"), "{stderr}");
+    assert_eq!(stderr.contains("(from the journal)"), clean, "{stderr}");
     assert_eq!(rerun == run, clean, "{rerun}");
     assert_eq!(journal_lines(&out_dir).len(), if clean { 1 } else { 2 });
 }
