@@ -3,7 +3,7 @@
 //! their constants that act as switches are found, and the rule picks the simplest model the
 //! validation data cannot tell apart from the best. The one place the rule lives.
 //!
-//! The rule (`simplest-equivalent`, the default), over the finalists' refitted fits:
+//! The rule (`simplest-equivalent`), over the finalists' refitted fits:
 //! 1. the *best* is the finalist with the lowest validation MSE;
 //! 2. a finalist is *equivalent* to it when its validation MSE exceeds the best's by at most
 //!    [`Rule::tolerance`] of the best's, or by at most [`Rule::standard_errors`] standard errors
@@ -13,17 +13,26 @@
 //!    `exp`, `tanh` or `sigmoid` a step over the data, see [`SWITCH_SPREAD`]) and then the
 //!    smallest complexity wins (then the lower error, then the earlier candidate).
 //!
+//! `cross-validated` (the default) applies the same rule to K-fold cross-validated errors ([`CV_FOLDS`] folds
+//! of the training and validation rows together, drawn from the task's seed; each finalist is
+//! refitted on the other folds from its fitted constants and predicts the held-out fold), so
+//! that the luck of one validation split, on which the search scored every candidate, does not
+//! pick the answer.
+//!
 //! `lowest-error` keeps the run's old answer: the first of the leaderboard, as calibrated.
 
 use std::collections::BTreeMap;
 
 use ndvm_core::{Heap, Node, NodeId, Program};
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::engine;
 use crate::events::Event;
-use crate::task::{MetricName, Selection, Task};
+use crate::task::{MetricName, Selection, Table, Task};
 
 /// The line a run prints once at its start: the rule and its thresholds.
 pub fn note(selection: Selection) -> String {
@@ -38,6 +47,13 @@ pub fn note(selection: Selection) -> String {
         Selection::LowestError => {
             "selection: lowest-error (the model with the lowest validation error wins)".to_string()
         }
+        Selection::CrossValidated => format!(
+            "selection: cross-validated (the simplest model on the front within {:.0} % or {} \
+             standard error of the lowest {CV_FOLDS}-fold cross-validated error over the training \
+             and validation rows, switch-free first, after a refit of the finalists)",
+            RULE.tolerance * 100.0,
+            RULE.standard_errors
+        ),
     }
 }
 
@@ -68,6 +84,16 @@ pub const REFIT_START_FACTOR: usize = 2;
 
 /// The fewest starts of a finalist's refit.
 pub const MIN_REFIT_STARTS: usize = 8;
+
+/// Folds of the `cross-validated` rule.
+pub const CV_FOLDS: usize = 5;
+
+/// Starts of each fold's refit under `cross-validated` (the first from the finalist's fitted
+/// constants).
+pub const CV_STARTS: usize = 2;
+
+/// Mixed into the task's seed for the fold assignment (a stream of its own).
+const CV_SEED_SALT: u64 = 0x6376_666f_6c64_7321;
 
 /// An `exp`, `tanh` or `sigmoid` whose argument spans more than this over the data rows (with a
 /// fitted constant and an input in it) acts as a step there: a switch. (`tanh` is flat to 1e-16
@@ -101,6 +127,10 @@ pub struct Finalist {
     pub chosen: bool,
     /// Atoms and pairs in the program.
     pub complexity: usize,
+    /// NMSE of the cross-validated predictions over the training and validation rows (under
+    /// `cross-validated`; the rule compares these).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cross_validated_nmse: Option<f64>,
     /// Equivalent to the best (see the module's rule).
     pub equivalent: bool,
     /// Candidate id.
@@ -211,6 +241,9 @@ pub fn choose(task: &Task, ranked: &[&Event]) -> Choice {
         .zip(fits)
         .filter_map(|(e, f)| f.map(|f| ((*e).clone(), f)))
         .collect();
+    if task.selection == Selection::CrossValidated {
+        compared = cross_validate(task, compared);
+    }
     if compared.is_empty() {
         return plain("the lowest error: no finalist could be refitted".to_string());
     }
@@ -248,8 +281,12 @@ struct Fit {
     params: BTreeMap<String, f64>,
     train_loss: f64,
     improved: bool,
+    /// The residuals the rule compares: on the validation rows, or (`cross-validated`) the
+    /// cross-validated ones on the pooled rows.
     residuals: Vec<f64>,
     nmse: f64,
+    /// NMSE of the cross-validated residuals (`cross-validated` only).
+    cv_nmse: Option<f64>,
     r2: f64,
     switches: Vec<Switch>,
 }
@@ -279,9 +316,78 @@ fn refitted(task: &Task, e: &Event) -> Option<Fit> {
         improved,
         residuals,
         nmse,
+        cv_nmse: None,
         r2,
         switches,
     })
+}
+
+/// The training and validation rows together, and the fold of each: a ChaCha8 shuffle of the
+/// rows from the task's seed, dealt round-robin into [`CV_FOLDS`] folds.
+pub fn folds(task: &Task) -> (Table, Vec<usize>) {
+    let pooled = task.train.concat(&task.validation);
+    let mut order: Vec<usize> = (0..pooled.n_rows()).collect();
+    order.shuffle(&mut ChaCha8Rng::seed_from_u64(task.seed ^ CV_SEED_SALT));
+    let mut fold = vec![0; order.len()];
+    for (position, &row) in order.iter().enumerate() {
+        fold[row] = position % CV_FOLDS;
+    }
+    (pooled, fold)
+}
+
+/// The finalists with their residuals replaced by cross-validated ones (see [`folds`]); a
+/// finalist whose cross-validated predictions are not all finite drops out.
+fn cross_validate(task: &Task, compared: Vec<(Event, Fit)>) -> Vec<(Event, Fit)> {
+    let (pooled, fold) = folds(task);
+    let n = pooled.n_rows().max(1) as f64;
+    let mean = pooled.target.iter().sum::<f64>() / n;
+    let var = pooled
+        .target
+        .iter()
+        .map(|y| (y - mean) * (y - mean))
+        .sum::<f64>()
+        / n;
+    compared
+        .into_par_iter()
+        .filter_map(|(e, mut f)| {
+            let residuals = cross_validated(task, &e, &f.params, &pooled, &fold)?;
+            let mse = residuals.iter().map(|r| r * r).sum::<f64>() / residuals.len() as f64;
+            f.cv_nmse = Some(mse / var);
+            f.residuals = residuals;
+            Some((e, f))
+        })
+        .collect()
+}
+
+/// `e`'s residual on every pooled row, each predicted by a fit on the other folds (from
+/// `params`; where a fold's fit fails, `params` themselves predict it).
+fn cross_validated(
+    task: &Task,
+    e: &Event,
+    params: &BTreeMap<String, f64>,
+    pooled: &Table,
+    fold: &[usize],
+) -> Option<Vec<f64>> {
+    let mut heap = Heap::new();
+    let program = engine::parse(task, &mut heap, &e.frontend, &e.src).ok()?;
+    let mut start = e.clone();
+    start.params = params.clone();
+    let mut residuals = vec![f64::NAN; pooled.n_rows()];
+    for k in 0..CV_FOLDS {
+        let (held, kept): (Vec<usize>, Vec<usize>) =
+            (0..pooled.n_rows()).partition(|&r| fold[r] == k);
+        if held.is_empty() {
+            continue;
+        }
+        let fitted = engine::refit(task, &start, &pooled.take(&kept), CV_STARTS)
+            .map_or_else(|| params.clone(), |(p, _)| p);
+        let held_rows = pooled.take(&held);
+        let pred = engine::predict(task, &mut heap, &program, &fitted, &held_rows).ok()?;
+        for ((&row, p), y) in held.iter().zip(&pred).zip(&held_rows.target) {
+            residuals[row] = p - y;
+        }
+    }
+    residuals.iter().all(|r| r.is_finite()).then_some(residuals)
 }
 
 /// Mean and standard error of the paired differences `a_i² − b_i²`.
@@ -346,6 +452,7 @@ fn decide(task: &Task, compared: Vec<(Event, Fit)>, lowest: Option<u64>) -> Choi
         finalists.push(Finalist {
             chosen: i == chosen,
             complexity: e.complexity,
+            cross_validated_nmse: f.cv_nmse,
             equivalent: equivalent(i),
             id: e.id,
             index: e.index,
@@ -379,16 +486,22 @@ fn decide(task: &Task, compared: Vec<(Event, Fit)>, lowest: Option<u64>) -> Choi
 fn reason(compared: &[(Event, Fit)], chosen: usize, best: usize, (score, z): (f64, f64)) -> String {
     let (c, b) = (&compared[chosen], &compared[best]);
     let n = compared.len();
+    // The errors the rule compared: cross-validated ones, or on the validation rows.
+    let (basis, rows) = match c.1.cv_nmse {
+        Some(_) => ("cross-validated", "the cross-validated errors"),
+        None => ("validation", "the validation rows"),
+    };
+    let shown = |f: &Fit| f.cv_nmse.unwrap_or(f.nmse);
     if chosen == best {
         let simpler = compared
             .iter()
             .filter(|(e, _)| e.complexity < c.0.complexity)
             .count();
         return format!(
-            "candidate {} has the lowest validation error of {n} refitted finalists (NMSE {:.3e}); \
+            "candidate {} has the lowest {basis} error of {n} refitted finalists (NMSE {:.3e}); \
              none of the {simpler} simpler ones is within {:.0} % or {} standard error of it",
             c.0.id,
-            c.1.nmse,
+            shown(&c.1),
             RULE.tolerance * 100.0,
             RULE.standard_errors
         );
@@ -403,15 +516,15 @@ fn reason(compared: &[(Event, Fit)], chosen: usize, best: usize, (score, z): (f6
     };
     format!(
         "candidate {} (complexity {}, NMSE {:.3e}) is the simplest of {n} refitted finalists that \
-         the validation rows cannot tell apart from the lowest-error candidate {} (complexity {}, \
+         {rows} cannot tell apart from the lowest-error candidate {} (complexity {}, \
          NMSE {:.3e}): {:+.1} % error, {:.2} standard errors, score {:.2} ≤ 1{switch_note}",
         c.0.id,
         c.0.complexity,
-        c.1.nmse,
+        shown(&c.1),
         b.0.id,
         b.0.complexity,
-        b.1.nmse,
-        (c.1.nmse / b.1.nmse - 1.0) * 100.0,
+        shown(&b.1),
+        (shown(&c.1) / shown(&b.1) - 1.0) * 100.0,
         z,
         score
     )

@@ -60,7 +60,12 @@ fn id_of(summary: &Value, src: &str) -> u64 {
 #[test]
 fn the_rule_answers_with_the_law_when_the_richer_model_only_fits_noise() {
     let dir = common::scratch("selection", "noisy");
-    let task = write_task(&dir, "(* 2.5 (exp (* -0.7 x)))", 0.05, "");
+    let task = write_task(
+        &dir,
+        "(* 2.5 (exp (* -0.7 x)))",
+        0.05,
+        "selection: simplest-equivalent\n",
+    );
     let (stderr, s, md) = run(&task, &dir.join("run"));
     assert!(
         stderr.contains("selection: simplest-equivalent"),
@@ -205,4 +210,55 @@ fn a_steep_exp_is_a_switch_and_a_gentle_one_is_not() {
     // Exactly at the threshold's scale: d = 11 spans about 55 > 50.
     let edge = switches(11.0);
     assert_eq!(edge.len(), 1, "{edge:?}");
+}
+
+#[test]
+fn the_default_cross_validation_answers_with_the_law_at_any_thread_count() {
+    let dir = common::scratch("selection", "cross-validated");
+    // The default rule: no `selection:` key.
+    let task = write_task(&dir, "(* 2.5 (exp (* -0.7 x)))", 0.05, "");
+    let (stderr, s, md) = run(&task, &dir.join("run"));
+    assert!(
+        stderr.contains("selection: cross-validated (the simplest"),
+        "{stderr}"
+    );
+    let (law, richer) = (id_of(&s, LAW), id_of(&s, RICHER));
+    assert_eq!(s["lowest_error"]["src"], RICHER);
+    assert_eq!(s["best"]["src"], LAW);
+    let sel = &s["selection"];
+    assert_eq!(sel["rule"], "cross-validated");
+    assert_eq!(
+        (sel["chosen"].as_u64(), sel["lowest_error"].as_u64()),
+        (Some(law), Some(richer))
+    );
+    let finalists = sel["finalists"].as_array().unwrap();
+    assert_eq!(finalists.len(), 2);
+    for f in finalists {
+        let cv = f["cross_validated_nmse"].as_f64().unwrap();
+        // Noise 0.05 on a target of about 1: an NMSE near the noise's share of the variance.
+        assert!(cv > 1e-4 && cv < 0.05, "{f}");
+    }
+    let reason = sel["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("cross-validated") && reason.contains(&format!("candidate {law}")),
+        "{reason}"
+    );
+    assert!(md.contains("## Model selection (cross-validated)"), "{md}");
+    // The folds and every refit flow from the seed: one thread gives the same choice.
+    let one = dir.join("one");
+    let (t, o) = (task.to_str().unwrap(), one.to_str().unwrap());
+    common::run_ok(&["run", t, "--out", o, "--threads", "1"]);
+    assert_eq!(common::summary(&one)["selection"], s["selection"]);
+    // Folds: every pooled row in exactly one, sizes within one of each other, fixed by the seed.
+    let loaded = ndvm_search::task::load(&task).unwrap();
+    let (pooled, fold) = ndvm_search::select::folds(&loaded);
+    assert_eq!(pooled.n_rows(), 60);
+    assert_eq!(fold.len(), 60);
+    let mut sizes = [0; ndvm_search::select::CV_FOLDS];
+    for &k in &fold {
+        sizes[k] += 1;
+    }
+    assert_eq!(sizes, [12; 5]);
+    assert_eq!(ndvm_search::select::folds(&loaded).1, fold);
+    assert_ne!(fold, (0..60).map(|r| r % 5).collect::<Vec<_>>());
 }

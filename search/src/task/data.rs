@@ -27,7 +27,8 @@ impl Table {
         self.target.len()
     }
 
-    fn take(&self, rows: &[usize]) -> Table {
+    /// The table of `rows` (indices into this one), in that order.
+    pub(crate) fn take(&self, rows: &[usize]) -> Table {
         Table {
             columns: self
                 .columns
@@ -35,6 +36,20 @@ impl Table {
                 .map(|c| rows.iter().map(|&r| c[r]).collect())
                 .collect(),
             target: rows.iter().map(|&r| self.target[r]).collect(),
+        }
+    }
+
+    /// This table's rows, then `other`'s (the same inputs).
+    pub(crate) fn concat(&self, other: &Table) -> Table {
+        let join = |a: &[f64], b: &[f64]| a.iter().chain(b).copied().collect::<Vec<f64>>();
+        Table {
+            columns: self
+                .columns
+                .iter()
+                .zip(&other.columns)
+                .map(|(a, b)| join(a, b))
+                .collect(),
+            target: join(&self.target, &other.target),
         }
     }
 }

@@ -55,8 +55,8 @@ pub struct TaskSpec {
     /// What counts as a success.
     #[serde(default)]
     pub success: SuccessSpec,
-    /// How the run chooses its answer among the calibrated models: `simplest-equivalent`
-    /// (default) or `lowest-error` (see `crate::select`).
+    /// How the run chooses its answer among the calibrated models: `cross-validated` (default),
+    /// `simplest-equivalent` or `lowest-error` (see `crate::select`).
     #[serde(default)]
     pub selection: Selection,
     /// Per-calibration resource limits (defaults: [`Limits::default`]).
@@ -677,10 +677,14 @@ pub(super) fn strip_location_prefix(message: &str) -> String {
 pub enum Selection {
     /// The simplest model on the front that the validation data cannot tell apart from the one
     /// with the lowest error (the rule in `crate::select`).
-    #[default]
     SimplestEquivalent,
     /// The model with the lowest validation error (or training loss), as calibrated.
     LowestError,
+    /// The `simplest-equivalent` rule on K-fold cross-validated errors over the training and
+    /// validation rows, each finalist refitted on the other folds: less of the winner's curse of
+    /// a search that scored many candidates on the same validation rows.
+    #[default]
+    CrossValidated,
 }
 
 impl Selection {
@@ -689,6 +693,7 @@ impl Selection {
         match self {
             Selection::SimplestEquivalent => "simplest-equivalent",
             Selection::LowestError => "lowest-error",
+            Selection::CrossValidated => "cross-validated",
         }
     }
 }
