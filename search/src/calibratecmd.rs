@@ -222,16 +222,7 @@ pub fn run_with(
     let single = crate::selfhost::Sources::single(&label, &src);
     let declared =
         ndvm_core::params::declarations(&heap, &program).map_err(|e| single.error(&heap, e))?;
-    let mut params = Vec::new();
-    for p in &args.params {
-        let decl = declared.iter().find(|d| d.name == p.name);
-        if decl.is_some() && p.kind.is_none() && p.init.is_none() && args.selfhost.via.is_none() {
-            continue;
-        }
-        let kind = p.kind.or(decl.map(|d| d.kind)).unwrap_or(ParamKind::Free);
-        let init = p.init.or(decl.map(|d| d.init)).unwrap_or(1.0);
-        params.push(ParamSpec::new(&p.name, kind, init));
-    }
+    let mut params = merge_params(&args.params, &declared, args.selfhost.via.is_some());
     if args.selfhost.via.is_some() {
         // The evaluator sees the program as quoted data, so the calibrator cannot read its
         // declarations: they are passed as settings instead.
@@ -292,6 +283,29 @@ pub fn run_with(
         n_points: data.n_points(),
         calibration,
     })
+}
+
+/// The parameters a calibration fits from `--params` entries and the program's `(params …)`
+/// declarations: an entry with neither kind nor initial value keeps its declaration (left to
+/// the calibrator, which reads declarations itself, unless `every` asks for every entry, as a
+/// program run through `--via` needs), otherwise its kind and initial value fall back to the
+/// declaration's, then to free and 1. `ndvm calibrate` in Python uses the same rule.
+pub fn merge_params(
+    entries: &[ParamArg],
+    declared: &[ndvm_core::ParamDecl],
+    every: bool,
+) -> Vec<ParamSpec> {
+    let mut params = Vec::new();
+    for p in entries {
+        let decl = declared.iter().find(|d| d.name == p.name);
+        if decl.is_some() && p.kind.is_none() && p.init.is_none() && !every {
+            continue;
+        }
+        let kind = p.kind.or(decl.map(|d| d.kind)).unwrap_or(ParamKind::Free);
+        let init = p.init.or(decl.map(|d| d.init)).unwrap_or(1.0);
+        params.push(ParamSpec::new(&p.name, kind, init));
+    }
+    params
 }
 
 /// What a `calibrate` run binds, for an unbound-variable error: `the data has columns: S, v
