@@ -5,8 +5,9 @@
   a loop inside the extension (``time_evaluate``, the same ``run_eval`` path without the Python
   conversions).
 - ``ndvm.calibrate`` on ``examples/mm.scm`` and ``examples/rates.csv`` with the default
-  calibration: seconds per call from Python against the calibrator's own wall time
-  (``CalibrationResult.wall_s``, measured inside Rust around the calibration).
+  calibration: seconds per call from Python against the same calibration run in a loop inside
+  the extension (``time_calibrate``: the declarations, the settings, ``Calibrator::new`` and the
+  fit, as a Rust program calling the library does).
 
 Each figure is the median of ``--repeats`` passes. Writes a JSON file and prints a table.
 Run from the repository root in the virtual environment that has ``ndvm``:
@@ -52,19 +53,26 @@ def _evaluate_case(lanes: int, calls: int, repeats: int) -> dict:
     }
 
 
-def _calibrate_case(repeats: int) -> dict:
+def _calibrate_case(calls: int, repeats: int, points: int | None = None) -> dict:
     program = ndvm.Program.from_file(ROOT / "examples" / "mm.scm")
-    table = np.loadtxt(ROOT / "examples" / "rates.csv", delimiter=",", skiprows=1, ndmin=2)
-    X, y = {"S": table[:, 0]}, table[:, 1]
+    if points is None:
+        table = np.loadtxt(ROOT / "examples" / "rates.csv", delimiter=",", skiprows=1, ndmin=2)
+        S, y = np.ascontiguousarray(table[:, 0]), np.ascontiguousarray(table[:, 1])
+        what = "rates.csv"
+    else:
+        S = np.linspace(0.1, 20.0, points)
+        y = 10.0 * S / (2.5 + S) + 0.05 * np.sin(7.0 * S)
+        what = f"{points} points"
     python, rust = [], []
     for _ in range(repeats):
         started = time.perf_counter()
-        fit = ndvm.calibrate(program, X, y)
-        python.append(time.perf_counter() - started)
-        rust.append(fit.wall_s)
+        for _ in range(calls):
+            ndvm.calibrate(program, {"S": S}, y)
+        python.append((time.perf_counter() - started) / calls)
+        rust.append(ndvm._ndvm.time_calibrate(program._p, [("S", S)], y, calls))
     py_s, rs_s = statistics.median(python), statistics.median(rust)
     return {
-        "case": "calibrate mm.scm on rates.csv (defaults: 32 starts, portfolio)",
+        "case": f"calibrate mm.scm on {what} (defaults: 32 starts, portfolio)",
         "python_s": py_s,
         "rust_s": rs_s,
         "overhead_s": py_s - rs_s,
@@ -81,7 +89,8 @@ def main() -> None:
     rows = [
         _evaluate_case(1, a.calls, a.repeats),
         _evaluate_case(256, a.calls // 4, a.repeats),
-        _calibrate_case(a.repeats),
+        _calibrate_case(max(1, a.calls // 100), a.repeats),
+        _calibrate_case(max(1, a.calls // 400), a.repeats, points=200),
     ]
     report = {
         "machine": platform.machine(),

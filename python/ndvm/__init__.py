@@ -360,7 +360,9 @@ class CalibrationResult:
     ``params`` maps each fitted name to its value, in the calibrator's order: the declared
     parameters first, then the added ones. ``stop_reason`` is one of converged, max-iters,
     target-loss, time-limit, non-finite or all-starts-non-finite. ``starts`` lists each start's
-    init, params, loss, grad_norm, iters, n_evals, polished and status.
+    init, params, loss, grad_norm, iters, n_evals, polished and status (rows made on first use
+    from ``start_table``, the same as columns: ``init`` and ``params`` of shape (starts, params),
+    one array or list per other field).
     """
 
     program: Program
@@ -371,13 +373,17 @@ class CalibrationResult:
     grad_norm: float
     stop_reason: str
     best_start: int | None
-    starts: list
+    start_table: dict
     n_evals: int
     n_grad_evals: int
     n_replayed: int
     wall_s: float
     choices: list
     inputs: list = field(default_factory=list)
+
+    @property
+    def starts(self) -> list:
+        return _start_rows(self.start_table, list(self.params))
 
     def predict(self, X=None, **evaluate_options) -> np.ndarray:
         """The program at the fitted constants, one lane per row of ``X``."""
@@ -432,6 +438,21 @@ def _param_tuples(params) -> list:
             kind, init = spec
             out.append((str(name), kind, None if init is None else float(init), None, None))
     return out
+
+
+def _start_rows(columns: dict, names: list) -> list:
+    """Each start's init, params (name → value), loss, grad_norm, iters, n_evals, polished,
+    status and picks, from the columns the extension returns."""
+    keys = ("loss", "grad_norm", "iters", "n_evals", "polished", "status", "picks")
+    return [
+        {
+            "init": dict(zip(names, map(float, columns["init"][i]))),
+            "params": dict(zip(names, map(float, columns["params"][i]))),
+            **{k: (columns[k][i].item() if hasattr(columns[k][i], "item") else columns[k][i])
+               for k in keys},
+        }
+        for i in range(len(columns["loss"]))
+    ]
 
 
 def calibrate(
@@ -490,7 +511,7 @@ def calibrate(
         grad_norm=float(raw["grad_norm"]),
         stop_reason=raw["stop_reason"],
         best_start=raw["best_start"],
-        starts=list(raw["starts"]),
+        start_table=raw["starts"],
         n_evals=raw["n_evals"],
         n_grad_evals=raw["n_grad_evals"],
         n_replayed=raw["n_replayed"],

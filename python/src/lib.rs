@@ -880,21 +880,36 @@ fn calibration_to_py<'py>(py: Python<'py>, c: &Calibration) -> PyResult<Bound<'p
     d.set_item("grad_norm", c.grad_norm)?;
     d.set_item("r2", c.r2)?;
     d.set_item("best_start", c.best_start)?;
-    let starts = PyList::empty(py);
-    for s in &c.starts {
-        let sd = PyDict::new(py);
-        sd.set_item("init", PyArray1::from_slice(py, &s.init))?;
-        sd.set_item("params", PyArray1::from_slice(py, &s.params))?;
-        sd.set_item("loss", s.loss)?;
-        sd.set_item("grad_norm", s.grad_norm)?;
-        sd.set_item("iters", s.iters)?;
-        sd.set_item("n_evals", s.n_evals)?;
-        sd.set_item("polished", s.polished)?;
-        // StartStatus has no `as_str`; its Debug name (`Converged`, `MaxIters`, …) is stable.
-        sd.set_item("status", format!("{:?}", s.status))?;
-        sd.set_item("picks", s.picks.clone())?;
-        starts.append(sd)?;
-    }
+    // The starts as columns (one array or list per field, a row per start): a few objects
+    // instead of several per start, which `CalibrationResult.starts` turns into rows on demand.
+    let starts = PyDict::new(py);
+    let rows = |f: &dyn Fn(&ndvm_optimizers::StartResult) -> &[f64]| -> Vec<f64> {
+        c.starts.iter().flat_map(|s| f(s).iter().copied()).collect()
+    };
+    let width = c.names.len();
+    let k = c.starts.len();
+    let matrix = |data: Vec<f64>| PyArray1::from_vec(py, data).reshape([k, width]);
+    starts.set_item("init", matrix(rows(&|s| &s.init))?)?;
+    starts.set_item("params", matrix(rows(&|s| &s.params))?)?;
+    let column = |f: &dyn Fn(&ndvm_optimizers::StartResult) -> f64| -> Vec<f64> {
+        c.starts.iter().map(f).collect()
+    };
+    starts.set_item("loss", PyArray1::from_vec(py, column(&|s| s.loss)))?;
+    starts.set_item(
+        "grad_norm",
+        PyArray1::from_vec(py, column(&|s| s.grad_norm)),
+    )?;
+    let iters: Vec<usize> = c.starts.iter().map(|s| s.iters).collect();
+    let n_evals: Vec<u64> = c.starts.iter().map(|s| s.n_evals).collect();
+    let polished: Vec<bool> = c.starts.iter().map(|s| s.polished).collect();
+    // StartStatus has no `as_str`; its Debug name (`Converged`, `MaxIters`, …) is stable.
+    let status: Vec<String> = c.starts.iter().map(|s| format!("{:?}", s.status)).collect();
+    let picks: Vec<Vec<usize>> = c.starts.iter().map(|s| s.picks.clone()).collect();
+    starts.set_item("iters", iters)?;
+    starts.set_item("n_evals", n_evals)?;
+    starts.set_item("polished", polished)?;
+    starts.set_item("status", status)?;
+    starts.set_item("picks", picks)?;
     d.set_item("starts", starts)?;
     d.set_item("n_evals", c.n_evals)?;
     d.set_item("n_grad_evals", c.n_grad_evals)?;
@@ -935,15 +950,39 @@ fn calibrate<'py>(
     let settings = CalSettings::read(py, options)?;
     let params = params.unwrap_or_default();
     let program = program.get();
-    let (result, stop) = run_polled(py, None, None, |_notes| {
-        guarded(|| program.run_calibration(&data, &params, &settings))
-    });
-    // Ctrl-C arrived: the calibration ran to its end (no way yet to cut one short); there is nothing partial to keep, so the KeyboardInterrupt goes up.
-    if let Some(err) = stop {
-        return Err(err);
-    }
-    let calibration = result.and_then(|r| r).map_err(|f| f.into_pyerr(py))?;
+    // One calibration cannot be cut short, so there is nothing to poll for: it runs detached on
+    // this thread, and a Ctrl-C meanwhile is raised by Python as soon as the call returns.
+    let calibration = py
+        .detach(|| guarded(|| program.run_calibration(&data, &params, &settings)))
+        .map_err(|f| f.into_pyerr(py))?;
     calibration_to_py(py, &calibration)
+}
+
+/// The Rust side of `python/bench/overhead.py`: `repeats` calibrations with the default
+/// settings, each as `calibrate` runs it (`run_calibration`: declarations, settings,
+/// `Calibrator::new`, the fit), timed inside Rust; returns the seconds per calibration.
+#[pyfunction]
+fn time_calibrate<'py>(
+    py: Python<'py>,
+    program: &Bound<'py, PyProgram>,
+    columns: Vec<(String, PyReadonlyArray1<'py, f64>)>,
+    target: PyReadonlyArray1<'py, f64>,
+    repeats: usize,
+) -> PyResult<f64> {
+    let data = dataset(&columns, Some(target), None, None)?;
+    let settings = CalSettings::read(py, None)?;
+    let program = program.get();
+    let repeats = repeats.max(1);
+    py.detach(|| {
+        guarded(|| {
+            let started = std::time::Instant::now();
+            for _ in 0..repeats {
+                std::hint::black_box(program.run_calibration(&data, &[], &settings)?);
+            }
+            Ok(started.elapsed().as_secs_f64() / repeats as f64)
+        })
+    })
+    .map_err(|f| f.into_pyerr(py))
 }
 
 // ------------------------------------------------------------------ runs
@@ -1213,6 +1252,7 @@ fn run_task<'py>(
 fn _ndvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyProgram>()?;
     m.add_function(wrap_pyfunction!(calibrate, m)?)?;
+    m.add_function(wrap_pyfunction!(time_calibrate, m)?)?;
     m.add_function(wrap_pyfunction!(run_columns, m)?)?;
     m.add_function(wrap_pyfunction!(run_task, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
