@@ -30,6 +30,18 @@ import ndvm
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _row(case: str, python: list, rust: list) -> dict:
+    """One table row: the medians of the passes, and the overhead of the Python call."""
+    py_s, rs_s = statistics.median(python), statistics.median(rust)
+    return {
+        "case": case,
+        "python_s": py_s,
+        "rust_s": rs_s,
+        "overhead_s": py_s - rs_s,
+        "overhead_pct": 100.0 * (py_s - rs_s) / rs_s,
+    }
+
+
 def _evaluate_case(lanes: int, calls: int, repeats: int) -> dict:
     program = ndvm.Program.from_file(ROOT / "examples" / "decay.scm")
     k = np.linspace(0.1, 1.0, lanes) if lanes > 1 else 0.5
@@ -43,14 +55,7 @@ def _evaluate_case(lanes: int, calls: int, repeats: int) -> dict:
             program.evaluate(params=params, inputs=inputs)
         python.append((time.perf_counter() - started) / calls)
         rust.append(program._p.time_evaluate(calls, params, inputs))
-    py_s, rs_s = statistics.median(python), statistics.median(rust)
-    return {
-        "case": f"evaluate decay.scm, B = {lanes}",
-        "python_s": py_s,
-        "rust_s": rs_s,
-        "overhead_s": py_s - rs_s,
-        "overhead_pct": 100.0 * (py_s - rs_s) / rs_s,
-    }
+    return _row(f"evaluate decay.scm, B = {lanes}", python, rust)
 
 
 def _calibrate_case(calls: int, repeats: int, points: int | None = None) -> dict:
@@ -70,14 +75,7 @@ def _calibrate_case(calls: int, repeats: int, points: int | None = None) -> dict
             ndvm.calibrate(program, {"S": S}, y)
         python.append((time.perf_counter() - started) / calls)
         rust.append(ndvm._ndvm.time_calibrate(program._p, [("S", S)], y, calls))
-    py_s, rs_s = statistics.median(python), statistics.median(rust)
-    return {
-        "case": f"calibrate mm.scm on {what} (defaults: 32 starts, portfolio)",
-        "python_s": py_s,
-        "rust_s": rs_s,
-        "overhead_s": py_s - rs_s,
-        "overhead_pct": 100.0 * (py_s - rs_s) / rs_s,
-    }
+    return _row(f"calibrate mm.scm on {what} (defaults: 32 starts, portfolio)", python, rust)
 
 
 def main() -> None:
