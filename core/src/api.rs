@@ -65,6 +65,9 @@ pub struct EvalOptions {
     /// The instant after which a run stops with `ErrorKind::Deadline` (checked every few thousand
     /// work units in the walk and every few thousand tape nodes in a replay); `None`: no deadline.
     pub deadline: Option<std::time::Instant>,
+    /// A flag another thread may raise to stop the runs early: a raised one stops a run where a
+    /// passed deadline would (with `ErrorKind::Deadline`); `None`: nothing can cancel.
+    pub cancel: Option<Cancel>,
     /// Replay the last recorded trace instead of walking again when only the differentiated
     /// inputs changed and every guard holds (bit-identical to a walk; on by default). Gradient
     /// runs record; a forward-only run records when it repeats the program of the run before it,
@@ -78,6 +81,40 @@ pub struct EvalOptions {
     pub lane_block: LaneBlock,
     /// The lanes' element type (`f64` by default).
     pub precision: Precision,
+}
+
+/// A cancel flag shared between threads: the work that holds a clone stops at its next look once
+/// any clone is raised (it stays raised). Clones compare equal; separate flags do not.
+#[derive(Clone, Debug, Default)]
+pub struct Cancel(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Cancel {
+    /// A flag not raised yet.
+    pub fn new() -> Cancel {
+        Cancel::default()
+    }
+
+    /// Raises the flag for every clone.
+    pub fn raise(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether some clone raised it.
+    pub fn is_raised(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl PartialEq for Cancel {
+    fn eq(&self, other: &Cancel) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// Whether work under `deadline` and `cancel` must stop now.
+pub(crate) fn halted(deadline: Option<std::time::Instant>, cancel: Option<&Cancel>) -> bool {
+    cancel.is_some_and(Cancel::is_raised)
+        || deadline.is_some_and(|d| std::time::Instant::now() >= d)
 }
 
 /// How a trace replay groups lanes (see [`EvalOptions::lane_block`]).
@@ -194,6 +231,7 @@ impl EvalOptions {
             max_depth: Self::DEFAULT_MAX_DEPTH,
             max_memory: Self::DEFAULT_MAX_MEMORY,
             deadline: None,
+            cancel: None,
             replay: true,
             soft_choice: SoftChoice::default(),
             lane_block: LaneBlock::default(),
@@ -241,6 +279,17 @@ impl EvalOptions {
     pub fn with_deadline(mut self, deadline: Option<std::time::Instant>) -> Self {
         self.deadline = deadline;
         self
+    }
+
+    /// The same options with a cancel flag (or none; see `cancel`).
+    pub fn with_cancel(mut self, cancel: Option<Cancel>) -> Self {
+        self.cancel = cancel;
+        self
+    }
+
+    /// Whether a run must stop now: the deadline has passed or the cancel flag is raised.
+    pub(crate) fn halted(&self) -> bool {
+        halted(self.deadline, self.cancel.as_ref())
     }
 
     /// The same options with trace replay on or off.
@@ -462,7 +511,7 @@ impl Evaluation {
 
 #[cfg(test)]
 mod tests {
-    use super::EvalOptions;
+    use super::{Cancel, EvalOptions};
 
     #[test]
     fn limits_have_defaults_and_builders() {
@@ -481,5 +530,20 @@ mod tests {
             (o.max_steps, o.max_depth, o.max_memory, o.deadline),
             (7, 8, 9, Some(t))
         );
+    }
+
+    #[test]
+    fn cancel_is_shared_by_clones_and_halts_options() {
+        let flag = Cancel::new();
+        let o = EvalOptions::new(1).with_cancel(Some(flag.clone()));
+        assert!(!o.halted());
+        assert_eq!(o.cancel, Some(flag.clone()));
+        assert_ne!(o.cancel, Some(Cancel::new()));
+        flag.raise();
+        assert!(o.cancel.as_ref().is_some_and(Cancel::is_raised));
+        assert!(o.halted());
+        let past = std::time::Instant::now();
+        assert!(EvalOptions::new(1).with_deadline(Some(past)).halted());
+        assert!(!EvalOptions::new(1).halted());
     }
 }

@@ -170,6 +170,11 @@ impl Evaluator {
         on_machine!(&mut self.machine, m => m.set_deadline(deadline))
     }
 
+    /// Sets the flag that stops runs as a passed deadline would once raised (`None`: none).
+    pub fn set_cancel(&mut self, cancel: Option<crate::api::Cancel>) {
+        on_machine!(&mut self.machine, m => m.set_cancel(cancel))
+    }
+
     /// Sets the work, depth and memory budgets of the runs that follow.
     pub fn set_limits(&mut self, max_steps: u64, max_depth: u32, max_memory: u64) {
         on_machine!(&mut self.machine, m => m.set_limits(max_steps, max_depth, max_memory))

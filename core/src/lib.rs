@@ -30,8 +30,8 @@ mod vocab;
 pub mod widest;
 
 pub use api::{
-    ChoiceMode, ChoiceReadout, Dialect, EvalOptions, Evaluation, Gradient, Input, InputValue,
-    Inputs, LaneBlock, Output, Precision, SoftChoice,
+    Cancel, ChoiceMode, ChoiceReadout, Dialect, EvalOptions, Evaluation, Gradient, Input,
+    InputValue, Inputs, LaneBlock, Output, Precision, SoftChoice,
 };
 pub use error::{CoreError, ErrorKind, Result};
 pub use eval::Evaluator;

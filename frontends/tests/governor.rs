@@ -1,10 +1,11 @@
 //! The resource governor and `eval` with gradients: `eval` of data holding differentiated or
 //! lane-varying numbers is exact (known answers, finite differences, replay equals a walk), a
-//! pooled evaluator is re-armed with new limits and deadlines, and limits release the arenas.
+//! pooled evaluator is re-armed with new limits and deadlines, a raised cancel flag stops walks
+//! and replays, and limits release the arenas.
 
 use std::time::{Duration, Instant};
 
-use ndvm_core::{ErrorKind, EvalOptions, Evaluation, Evaluator, Heap, Inputs, Program};
+use ndvm_core::{Cancel, ErrorKind, EvalOptions, Evaluation, Evaluator, Heap, Inputs, Program};
 
 fn parse(src: &str) -> (Heap, Program) {
     let mut heap = Heap::new();
@@ -159,6 +160,64 @@ fn replay_stops_at_the_deadline() {
     ev.set_deadline(None);
     let again = ev.eval_grad(&mut heap, &program, &inputs).expect("runs");
     assert_eq!(again.grad("a"), Some(&[20000.0][..]));
+}
+
+#[test]
+fn a_raised_cancel_stops_walks_and_replays() {
+    // Raised before the run: the walk stops at its first look, as at a passed deadline.
+    let src = "(loop ((i 0) (s 0.0)) (if (= i 20000) s (recur (+ i 1) (+ s (* a a)))))";
+    let (mut heap, program) = parse(src);
+    let inputs = Inputs::new().param("a", 0.5);
+    let cancel = Cancel::new();
+    let mut ev = Evaluator::new(EvalOptions::new(1));
+    let recorded = ev.eval_grad(&mut heap, &program, &inputs).expect("records");
+    ev.set_cancel(Some(cancel.clone()));
+    cancel.raise();
+    // The second run would replay the recording: the replay stops too.
+    let err = ev
+        .eval_grad(&mut heap, &program, &inputs)
+        .expect_err("cancelled replay");
+    assert_eq!(err.kind, ErrorKind::Deadline);
+    assert!(err.message.contains("cancelled"), "{err}");
+    let mut fresh = Evaluator::new(EvalOptions::new(1).with_cancel(Some(cancel.clone())));
+    let err = fresh
+        .eval_grad(&mut heap, &program, &inputs)
+        .expect_err("cancelled walk");
+    assert_eq!(err.kind, ErrorKind::Deadline);
+    assert!(err.message.contains("cancelled"), "{err}");
+    // Another flag (or none) runs again and agrees with the recording.
+    ev.set_cancel(Some(Cancel::new()));
+    assert_eq!(
+        ev.eval_grad(&mut heap, &program, &inputs).unwrap(),
+        recorded
+    );
+    ev.set_cancel(None);
+    assert_eq!(
+        ev.eval_grad(&mut heap, &program, &inputs).unwrap(),
+        recorded
+    );
+}
+
+#[test]
+fn a_cancel_raised_by_another_thread_stops_an_endless_run() {
+    // Endless: without the cancel it would run into the 1 GiB memory limit (seconds of work).
+    let (mut heap, program) = parse("(loop ((i 0)) (recur (+ i 1)))");
+    let cancel = Cancel::new();
+    let opts = EvalOptions::new(1)
+        .with_max_steps(u64::MAX)
+        .with_max_memory(1 << 30)
+        .with_cancel(Some(cancel.clone()));
+    let mut ev = Evaluator::new(opts);
+    let raiser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        cancel.raise();
+    });
+    let err = ev
+        .eval(&mut heap, &program, &Inputs::new())
+        .expect_err("cancelled");
+    raiser.join().unwrap();
+    assert_eq!(err.kind, ErrorKind::Deadline);
+    assert!(err.message.contains("cancelled"), "{err}");
 }
 
 #[test]

@@ -156,6 +156,7 @@ impl Calibrator {
         let cfg = &self.config;
         ev.set_limits(cfg.max_work, cfg.max_depth, cfg.max_memory);
         ev.set_deadline(deadline);
+        ev.set_cancel(cfg.cancel.clone());
         ev.set_soft_choice(cfg.soft_choice.settled());
         ev
     }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ndvm_core::{ChoiceMode, Dialect, EvalOptions, ParamKind, Precision, SoftChoice};
+use ndvm_core::{Cancel, ChoiceMode, Dialect, EvalOptions, ParamKind, Precision, SoftChoice};
 
 use crate::error::{CalibrateError, Result};
 use crate::transform;
@@ -253,6 +253,11 @@ pub struct CalibrateConfig {
     pub max_depth: u32,
     /// Mode, temperature schedule and noise of the program's `soft-choice` forms.
     pub soft_choice: SoftChoiceConfig,
+    /// A flag another thread may raise to stop the calibration at its next evaluation (see
+    /// `ndvm_core::Cancel`): the calibration then ends with `CalibrateError::Eval` of kind
+    /// `ErrorKind::Deadline` ("cancelled"), unless every evaluation had already finished.
+    /// Work cut this way is not a result; `None` (the default): nothing cancels.
+    pub cancel: Option<Cancel>,
 }
 
 impl CalibrateConfig {
@@ -287,6 +292,7 @@ impl CalibrateConfig {
             max_memory: EvalOptions::DEFAULT_MAX_MEMORY,
             max_depth: EvalOptions::DEFAULT_MAX_DEPTH,
             soft_choice: SoftChoiceConfig::default(),
+            cancel: None,
         }
     }
 

@@ -1,10 +1,10 @@
 //! The calibrator under the evaluator's resource limits: the configured work, memory and depth
-//! limits reach every evaluation, the time limit is a deadline inside evaluations, and errors have
-//! stable classes.
+//! limits reach every evaluation, the time limit is a deadline inside evaluations, a raised cancel
+//! flag ends a calibration, and errors have stable classes.
 
 use std::time::{Duration, Instant};
 
-use ndvm_core::{ErrorKind, EvalOptions, Heap, ParamKind};
+use ndvm_core::{Cancel, ErrorKind, EvalOptions, Heap, ParamKind};
 use ndvm_frontends::{Frontend, scheme::Scheme};
 use ndvm_optimizers::{
     CalibrateConfig, CalibrateError, Calibration, Calibrator, Dataset, Optimizer, ParamSpec,
@@ -183,4 +183,48 @@ fn work_and_memory_limits_reach_every_evaluation() {
     )
     .expect_err("depth");
     assert_eq!(err.class(), "depth");
+}
+
+#[test]
+fn a_raised_cancel_ends_the_calibration_at_its_next_evaluation() {
+    // A million loop steps per evaluation: seconds of calibration, cut by a cancel after 100 ms.
+    let slow =
+        "(loop ((i 0) (s 0.0)) (if (= i 1000000) (+ s (* a x)) (recur (+ i 1) (+ s (* a 1e-9)))))";
+    let cancel = Cancel::new();
+    let cfg = CalibrateConfig {
+        cancel: Some(cancel.clone()),
+        max_iters: 5_000_000,
+        ..config(1.0)
+    };
+    let mut cal = Calibrator::new(cfg.clone()).unwrap();
+    let raiser = {
+        let cancel = cancel.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            cancel.raise();
+        })
+    };
+    let started = std::time::Instant::now();
+    let err = calibrate(&mut cal, slow).expect_err("cancelled");
+    eprintln!("cut after {:?}", started.elapsed());
+    raiser.join().unwrap();
+    match &err {
+        CalibrateError::Eval { error } => {
+            assert_eq!(error.kind, ErrorKind::Deadline);
+            assert!(error.message.contains("cancelled"), "{error}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Raised, it stops the next calibration at once; a fresh flag fits as before.
+    assert_eq!(
+        calibrate(&mut cal, "(* a x)").unwrap_err().class(),
+        "deadline"
+    );
+    let fresh = CalibrateConfig {
+        cancel: Some(Cancel::new()),
+        max_iters: 2_000,
+        ..cfg
+    };
+    let fit = calibrate(&mut Calibrator::new(fresh).unwrap(), "(* a x)").expect("fits");
+    assert!((fit.params[0] - 3.0).abs() < 1e-3, "{:?}", fit.params);
 }

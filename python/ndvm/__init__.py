@@ -544,7 +544,9 @@ class SearchResult:
 
 
 def _interrupted(result) -> KeyboardInterrupt:
-    exc = KeyboardInterrupt("interrupted: the calibrations in flight finished; partial results kept")
+    exc = KeyboardInterrupt(
+        "interrupted: the calibrations in flight were stopped; what finished is kept"
+    )
     exc.result = result
     return exc
 
@@ -579,8 +581,9 @@ def search(
     folder. ``params`` lists the constants candidates may fit: names, or mappings as in a task
     file (``{"name": "k", "kind": "positive", "init": 1.0}``). Any other task key goes through
     ``**task`` as it is written in a file, e.g. ``proposer={"kind": "evolve"}``,
-    ``budget={"seconds": 60}``, ``seed=3``. Ctrl-C raises ``KeyboardInterrupt`` after the
-    calibrations in flight finish; its ``.result`` holds what finished."""
+    ``budget={"seconds": 60}``, ``seed=3``. Ctrl-C stops the calibrations in flight at their
+    next evaluation and raises ``KeyboardInterrupt`` at once; its ``.result`` holds what
+    finished."""
     columns = _columns(X, inputs)
     y = np.ascontiguousarray(np.asarray(y, dtype=np.float64).reshape(-1))
     spec = {"name": "python", "data": {}}
@@ -616,8 +619,9 @@ def run_task(
     verbose: int = 1,
 ) -> RunResult:
     """Runs a task file exactly as ``ndvm-search TASK.yaml`` does (same run folder, same summary).
-    Progress lines are shown unless ``verbose=0``. Ctrl-C stops after the calibrations in flight:
-    the folder is complete, and ``KeyboardInterrupt.result`` holds the ``RunResult``."""
+    Progress lines are shown unless ``verbose=0``. Ctrl-C stops the calibrations in flight (left
+    unfinished, for ``ndvm-search run --resume``): the folder is complete, and
+    ``KeyboardInterrupt.result`` holds the ``RunResult``."""
     progress, close = _progress(verbose, desc=Path(path).stem)
     try:
         raw = _ndvm.run_task(

@@ -112,8 +112,8 @@ class NdvmRegressor(RegressorMixin, BaseEstimator):
     n_features_in_, feature_names_in_
         Set by ``validate_data``.
 
-    Ctrl-C during ``fit`` stops the search after the calibrations in flight. The estimator then
-    holds what finished, and ``KeyboardInterrupt`` is raised.
+    Ctrl-C during ``fit`` stops the search, the calibrations in flight included (at their next
+    evaluation). The estimator then holds what finished, and ``KeyboardInterrupt`` is raised.
     """
 
     def __init__(

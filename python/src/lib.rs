@@ -950,8 +950,10 @@ fn calibrate<'py>(
     let settings = CalSettings::read(py, options)?;
     let params = params.unwrap_or_default();
     let program = program.get();
-    // One calibration cannot be cut short, so there is nothing to poll for: it runs detached on
-    // this thread, and a Ctrl-C meanwhile is raised by Python as soon as the call returns.
+    // Only this (the main) thread can look at Python's signals, so cutting one calibration short
+    // at Ctrl-C would mean running it on another thread, which costs more than a whole
+    // calibration of a small data set: it runs detached on this thread, and a Ctrl-C meanwhile
+    // is raised by Python as soon as the call returns. (A search's calibrations are cut.)
     let calibration = py
         .detach(|| guarded(|| program.run_calibration(&data, &params, &settings)))
         .map_err(|f| f.into_pyerr(py))?;
@@ -1042,8 +1044,8 @@ fn call_progress(cb: &Bound<'_, PyAny>, note: Note) -> PyResult<()> {
 /// Runs `work` on a scoped thread while this thread waits detached from the interpreter. Every
 /// [`POLL`] it attaches to pass progress notes to `progress` and to look at Python's signal flag
 /// (`check_signals` runs Python's own SIGINT handler, which raises `KeyboardInterrupt`); on the
-/// first exception it raises `interrupt` (the engine starts no new calibration) and waits for the
-/// work to end. Returns the work's result (a panic in it is a failure) and that exception.
+/// first exception it raises `interrupt` with `cancel_in_flight` (no new calibration starts and
+/// those in flight stop at their next evaluation, left unfinished) and waits for the work to end. Returns the work's result (a panic in it is a failure) and that exception.
 fn run_polled<'py, T: Send>(
     py: Python<'py>,
     interrupt: Option<&Interrupt>,
@@ -1082,9 +1084,9 @@ fn run_polled<'py, T: Send>(
             }
             if stop.is_some()
                 && let Some(i) = interrupt
-                && !i.is_raised()
+                && !i.in_flight().is_raised()
             {
-                i.raise();
+                i.cancel_in_flight();
             }
         }
         let joined = py.detach(move || handle.join());
@@ -1247,6 +1249,26 @@ fn run_task<'py>(
     Ok(d)
 }
 
+/// A test hook (python/tests/test_program.py): panics with `message` inside the guard every
+/// entry point uses (`guarded`), or, with `polled`, unguarded on the worker thread of
+/// `run_polled`, to show that either way Python gets `InternalError`, never a crash or
+/// PyO3's `PanicException`. Nothing else calls it.
+#[pyfunction]
+#[pyo3(signature = (message, polled = false))]
+fn _panic_for_tests(py: Python<'_>, message: &str, polled: bool) -> PyResult<()> {
+    let fail = || -> Result<(), Failure> { panic!("{message}") };
+    let res = if polled {
+        let (res, stop) = run_polled(py, None, None, |_tx| fail());
+        if let Some(e) = stop {
+            return Err(e);
+        }
+        res.and_then(|r| r)
+    } else {
+        py.detach(|| guarded(fail))
+    };
+    res.map_err(|f| f.into_pyerr(py))
+}
+
 /// The module `ndvm._ndvm`.
 #[pymodule]
 fn _ndvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -1255,6 +1277,7 @@ fn _ndvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(time_calibrate, m)?)?;
     m.add_function(wrap_pyfunction!(run_columns, m)?)?;
     m.add_function(wrap_pyfunction!(run_task, m)?)?;
+    m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -7,7 +7,7 @@ What this file checks:
 - the PyTorch oracle for the Kalman filter;
 - Kalman calibration parity with a task run;
 - errors carrying their stable code and line:col;
-- hostile programs ending in ``NdvmError`` subclasses;
+- hostile programs ending in ``NdvmError`` subclasses, and a Rust panic in ``InternalError``;
 - other Python threads running while NDVM works.
 
 Reference values are the README's, printed by the CLI in the shortest form that reads back to the
@@ -271,6 +271,18 @@ def test_hostile_programs_end_in_their_class_never_a_crash(path):
         assert expect.startswith("E") and e.code in expect.split("|"), (expect, e.code, str(e))
         return
     assert not expect.startswith("E"), f"expected {expect}, got a value"
+
+
+@pytest.mark.parametrize("polled", [False, True])
+def test_a_rust_panic_is_an_internal_error_never_a_crash(polled):
+    # The test hook panics inside the guard every entry point uses, or unguarded on the thread a
+    # search runs on; either way Python gets InternalError (an ordinary Exception), not PyO3's
+    # PanicException (a BaseException that slips past `except Exception`).
+    with pytest.raises(ndvm.InternalError, match="ndvm panicked: boom 7") as e:
+        ndvm._ndvm._panic_for_tests("boom 7", polled=polled)
+    assert isinstance(e.value, ndvm.NdvmError) and isinstance(e.value, Exception)
+    # The interpreter goes on: the next call works.
+    assert ndvm.Program("(+ 1 2)").evaluate().value.tolist() == [3.0]
 
 
 # ----------------------------------------------------------------------------- the interpreter

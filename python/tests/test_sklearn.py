@@ -6,7 +6,8 @@ What this file checks:
 - pickling;
 - the same result at any ``n_jobs``;
 - warm starts;
-- Ctrl-C during ``fit`` (``KeyboardInterrupt`` within a second, partial results kept);
+- Ctrl-C during ``fit`` (``KeyboardInterrupt`` within a second, partial results kept), also
+  with a long calibration in flight;
 - other threads running meanwhile;
 - the CLI's winner on the symreg task.
 
@@ -16,6 +17,7 @@ for all of scikit-learn's checks together to take under 2 minutes on 2 cores.
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import signal
@@ -153,6 +155,41 @@ def test_ctrl_c_during_fit_raises_within_a_second_and_keeps_what_finished():
     assert est.stop_ == "interrupted"
     assert len(est.events_) > 0
     assert e.value.result.stop == "interrupted"
+
+
+def test_ctrl_c_cuts_a_long_calibration_in_flight(tmp_path):
+    # Candidate 0 fits at once; candidate 1 walks a 400 000-step loop through its parameter, so
+    # its first evaluation alone takes seconds (6 s here uncut, one start to stay within the
+    # memory limit): Ctrl-C must cut it.
+    slow = "(loop ((i 0) (s 0.0)) (if (= i 400000) (+ s (* a x)) (recur (+ i 1) (+ s (* a 1e-9)))))"
+    cache = tmp_path / "cache.jsonl"
+    cache.write_text("".join(json.dumps({"src": s}) + "\n" for s in ["(* a x)", slow, "(+ a x)"]))
+    X = np.linspace(0.0, 3.5, 8).reshape(-1, 1)
+    y = 3.0 * X[:, 0]
+    sent = []
+
+    def interrupt():
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(1.0, interrupt)
+    timer.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt) as e:
+            ndvm.search(
+                X, y, params=["a"], inputs=["x"], verbose=0,
+                proposer={"cache": str(cache), "batch": 1}, calibrator={"starts": 1},
+            )
+    finally:
+        timer.cancel()
+    raised = time.monotonic()
+    assert sent, f"the search ended after {raised - started:.2f} s, before the SIGINT"
+    assert raised - sent[0] < 1.0, f"took {raised - sent[0]:.2f} s after SIGINT"
+    result = e.value.result
+    assert result.stop == "interrupted"
+    assert [ev["index"] for ev in result.events] == [0]
+    assert abs(result.events[0]["params"]["a"] - 3.0) < 1e-6
 
 
 def test_other_threads_run_while_fit_works():

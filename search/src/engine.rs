@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use ndvm_core::{EvalOptions, Evaluation, Evaluator, Heap, Inputs, Program};
+use ndvm_core::{Cancel, EvalOptions, Evaluation, Evaluator, Heap, Inputs, Program};
 use ndvm_optimizers::{
     CalibrateConfig, Calibration, Calibrator, Dataset, Optimizer, ParamSpec, Polish, Shared,
 };
@@ -150,15 +150,20 @@ fn attempt(
     if let Some(log) = &opts.begin_log {
         log.begin(p.index, p.cand.id);
     }
+    let cancel = opts.interrupt.as_ref().map(|i| i.in_flight());
     let ev = match task.isolation {
         crate::task::Isolation::Thread => {
             abort_if_hooked(p.index);
-            calibrate_one(task, p, deadline)
+            calibrate_one(task, p, deadline, cancel)
         }
-        crate::task::Isolation::Process => worker::calibrate_in_process(task, p, deadline),
+        crate::task::Isolation::Process => worker::calibrate_in_process(task, p, deadline, cancel),
     };
     if let Some(log) = &opts.begin_log {
         log.end(p.index);
+    }
+    if cancel.is_some_and(Cancel::is_raised) {
+        // Cut in flight (`Interrupt::cancel_in_flight`): not a result; a resume calibrates it.
+        return None;
     }
     if ev.status == EventStatus::Crashed && opts.interrupt.as_ref().is_some_and(|i| i.is_raised()) {
         // The interrupt's signal may reach a worker being spawned (before it leaves the run's
@@ -230,9 +235,17 @@ fn limit_hit(class: &str, cfg: &ndvm_optimizers::CalibrateConfig, seconds: f64) 
     }
 }
 
-pub(crate) fn calibrate_one(task: &Task, p: &Pending, deadline: Option<Instant>) -> Event {
+/// Calibrates one candidate under the run's `deadline`; a raised `cancel` stops it at its next
+/// evaluation (the caller then discards the event).
+pub(crate) fn calibrate_one(
+    task: &Task,
+    p: &Pending,
+    deadline: Option<Instant>,
+    cancel: Option<&Cancel>,
+) -> Event {
     let started = Instant::now();
     let mut cfg = task.calibrate.clone();
+    cfg.cancel = cancel.cloned();
     cfg.params = p
         .checked
         .params

@@ -204,7 +204,8 @@ pub enum StopKind {
     BudgetSeconds,
     /// A candidate met the success threshold and the task stops on success.
     Success,
-    /// Ctrl-C (or SIGTERM): the calibrations in flight finished, no new one started.
+    /// Ctrl-C (or SIGTERM): no new calibration started; those in flight finished (the CLI) or
+    /// were cut and left unfinished (`Interrupt::cancel_in_flight`).
     Interrupted,
 }
 

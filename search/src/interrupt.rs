@@ -1,4 +1,5 @@
-//! Stopping a run cleanly: an [`Interrupt`] flag the engine checks before each calibration,
+//! Stopping a run cleanly: an [`Interrupt`] flag the engine checks before each calibration (and,
+//! raised with `cancel_in_flight`, the calibrations in flight at each evaluation),
 //! raised by Ctrl-C (SIGINT) or SIGTERM through the `ctrlc` crate, and the hint that tells how to
 //! resume the run folder.
 
@@ -18,6 +19,8 @@ struct Inner {
     raised: AtomicUsize,
     /// The run folder, once known (for the resume hint).
     dir: Mutex<Option<PathBuf>>,
+    /// Raised to stop the calibrations in flight too (see [`Interrupt::cancel_in_flight`]).
+    in_flight: ndvm_core::Cancel,
 }
 
 impl Interrupt {
@@ -60,6 +63,20 @@ impl Interrupt {
     /// Whether the flag was raised.
     pub fn is_raised(&self) -> bool {
         self.0.raised.load(Ordering::SeqCst) > 0
+    }
+
+    /// Raises the flag and stops the calibrations in flight as well, at their next evaluation
+    /// (rather than letting them finish): a calibration cut this way is left unfinished, not
+    /// logged, exactly as a resume expects. For a caller that must answer at once (the Python
+    /// binding's Ctrl-C).
+    pub fn cancel_in_flight(&self) {
+        self.raise();
+        self.0.in_flight.raise();
+    }
+
+    /// The flag the calibrations in flight watch (raised by [`Interrupt::cancel_in_flight`]).
+    pub fn in_flight(&self) -> &ndvm_core::Cancel {
+        &self.0.in_flight
     }
 
     /// Records the run folder the hint names.
@@ -115,6 +132,9 @@ mod tests {
         assert_eq!(flag.raise(), 1);
         assert_eq!(flag.clone().raise(), 2);
         assert!(flag.is_raised());
+        assert!(!flag.in_flight().is_raised());
+        flag.clone().cancel_in_flight();
+        assert!(flag.in_flight().is_raised());
         assert_eq!(
             flag.resume_hint().as_deref(),
             Some("interrupted; resume with: ndvm-search run --resume out")

@@ -70,6 +70,11 @@ impl<R: Real> Machine<R> {
         self.opts.deadline = deadline;
     }
 
+    /// Sets the cancel flag of the next runs.
+    pub(crate) fn set_cancel(&mut self, cancel: Option<crate::api::Cancel>) {
+        self.opts.cancel = cancel;
+    }
+
     /// Sets the work budget, depth limit and memory limit of the next runs.
     pub(crate) fn set_limits(&mut self, max_steps: u64, max_depth: u32, max_memory: u64) {
         if max_depth != self.opts.max_depth {
@@ -169,9 +174,7 @@ impl<R: Real> Machine<R> {
             self.trace.invalidate();
         }
         self.mem_seen.set(used.total());
-        if let Some(d) = self.opts.deadline
-            && std::time::Instant::now() >= d
-        {
+        if self.opts.halted() {
             return Err(self.deadline_error());
         }
         self.next_check = self
@@ -191,10 +194,12 @@ impl<R: Real> Machine<R> {
     #[cold]
     #[inline(never)]
     pub(super) fn deadline_error(&self) -> Box<crate::error::CoreError> {
-        err(
-            ErrorKind::Deadline,
-            "the evaluation passed its deadline".to_string(),
-        )
+        let why = if self.opts.cancel.as_ref().is_some_and(|c| c.is_raised()) {
+            "the evaluation was cancelled"
+        } else {
+            "the evaluation passed its deadline"
+        };
+        err(ErrorKind::Deadline, why.to_string())
     }
 
     /// Charges `units` of work before doing it; past the budget (or at a periodic look) this

@@ -410,8 +410,7 @@ impl<R: Real> Machine<R> {
 
     /// Recomputes every tape node's output in the whole arena.
     fn replay_nodes(&mut self) -> Result<()> {
-        let deadline = self.opts.deadline;
-        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+        if self.opts.halted() {
             return Err(*self.deadline_error());
         }
         let Machine {
@@ -420,15 +419,18 @@ impl<R: Real> Machine<R> {
             tape,
             term_cache,
             fbuf,
+            opts,
+            trace,
             ..
         } = self;
+        let halt = (opts.deadline, opts.cancel.as_ref());
         replay_on(
             lanes,
             masks,
             tape,
             term_cache,
             fbuf,
-            (deadline, &self.trace.same_det),
+            (halt, &trace.same_det),
         )
     }
 
@@ -457,8 +459,7 @@ impl<R: Real> Machine<R> {
         if !self.trace.blocks_ready || self.trace.blocks.width != width {
             self.build_blocks(width);
         }
-        let deadline = self.opts.deadline;
-        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+        if self.opts.halted() {
             return Err(*self.deadline_error());
         }
         let grads = self.grad_inputs.iter().map(|&(_, p)| p);
@@ -476,7 +477,8 @@ impl<R: Real> Machine<R> {
             }
             let masks = &blocks.masks[k];
             let (tc, fb) = (&mut self.term_cache, &mut self.fbuf);
-            let at = (deadline, &self.trace.same_det[..]);
+            let halt = (self.opts.deadline, self.opts.cancel.as_ref());
+            let at = (halt, &self.trace.same_det[..]);
             run = replay_on(arena, masks, &self.tape, tc, fb, at)
                 .map(|()| guards_hold(arena, masks, &self.trace));
             if !matches!(run, Ok(true)) {
@@ -639,7 +641,7 @@ fn replay_on<R: Real>(
     tape: &Tape<R>,
     term_cache: &mut TermCache,
     fbuf: &mut [Vec<R>; 5],
-    (deadline, same_det): (Option<std::time::Instant>, &[u32]),
+    (halt, same_det): (Halt<'_>, &[u32]),
 ) -> Result<()> {
     let flat = &tape.flat;
     let flat_ok = lanes.n_lanes() == 1
@@ -648,7 +650,7 @@ fn replay_on<R: Real>(
         && lanes.data.len() >= flat.extent;
     for (c, chunk) in tape.nodes.chunks(4096).enumerate() {
         if c > 0 {
-            past_deadline(deadline)?;
+            past_deadline(halt)?;
         }
         for (k, node) in (c * 4096..).zip(chunk) {
             // SAFETY: the flat tape was built for this recording and the arena reaches its
@@ -664,13 +666,18 @@ fn replay_on<R: Real>(
     Ok(())
 }
 
-/// `ErrorKind::Deadline` once `deadline` has passed.
-fn past_deadline(deadline: Option<std::time::Instant>) -> Result<()> {
-    if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-        return Err(*super::err(
-            crate::error::ErrorKind::Deadline,
-            "the evaluation passed its deadline (replaying the recorded trace)",
-        ));
+/// When a replay stops early: the deadline and the cancel flag of its options.
+type Halt<'a> = (Option<std::time::Instant>, Option<&'a crate::api::Cancel>);
+
+/// `ErrorKind::Deadline` once the deadline has passed or the cancel flag is raised.
+fn past_deadline((deadline, cancel): Halt<'_>) -> Result<()> {
+    if crate::api::halted(deadline, cancel) {
+        let why = if cancel.is_some_and(|c| c.is_raised()) {
+            "the evaluation was cancelled (replaying the recorded trace)"
+        } else {
+            "the evaluation passed its deadline (replaying the recorded trace)"
+        };
+        return Err(*super::err(crate::error::ErrorKind::Deadline, why));
     }
     Ok(())
 }

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use ndvm_core::Cancel;
+
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{self, Event, Pending};
@@ -28,10 +30,16 @@ pub(crate) struct WorkerRequest {
 const WORKER_SLACK_BYTES: u64 = 512 * 1024 * 1024;
 
 /// Runs one calibration in a worker process and returns its event.
-pub(crate) fn calibrate_in_process(task: &Task, p: &Pending, deadline: Option<Instant>) -> Event {
+/// A raised `cancel` kills the worker (the caller then discards the event).
+pub(crate) fn calibrate_in_process(
+    task: &Task,
+    p: &Pending,
+    deadline: Option<Instant>,
+    cancel: Option<&Cancel>,
+) -> Event {
     let started = Instant::now();
     let budget_left_s = deadline.map(|d| d.saturating_duration_since(started).as_secs_f64());
-    let mut ev = match spawn_and_wait(task, p, budget_left_s) {
+    let mut ev = match spawn_and_wait(task, p, budget_left_s, cancel) {
         Ok(ev) => ev,
         Err(message) => {
             let mut ev = engine::blank_event(task, p);
@@ -49,6 +57,7 @@ fn spawn_and_wait(
     task: &Task,
     p: &Pending,
     budget_left_s: Option<f64>,
+    cancel: Option<&Cancel>,
 ) -> std::result::Result<Event, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find ndvm-search: {e}"))?;
     let memory_kb = (task.calibrate.max_memory.saturating_mul(2) + WORKER_SLACK_BYTES) / 1024;
@@ -95,6 +104,12 @@ fn spawn_and_wait(
     let status = loop {
         match child.try_wait() {
             Ok(Some(s)) => break s,
+            Ok(None) if cancel.is_some_and(Cancel::is_raised) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let _ = reader.join();
+                return Err("cancelled: the worker process was stopped".to_string());
+            }
             Ok(None) if started.elapsed() > wall => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -134,7 +149,7 @@ pub fn serve(input: &str) -> Result<String> {
         .budget_left_s
         .map(|s| Instant::now() + Duration::from_secs_f64(s.max(0.0)));
     engine::abort_if_hooked(req.pending.index);
-    let ev = engine::calibrate_one(&task, &req.pending, deadline);
+    let ev = engine::calibrate_one(&task, &req.pending, deadline, None);
     serde_json::to_string(&ev).map_err(|e| SearchError::BadArgument {
         arg: "worker answer".to_string(),
         message: e.to_string(),
