@@ -128,6 +128,10 @@ fn finite(x: f64) -> Option<f64> {
 /// candidate `crashed`; nothing else sets it.
 pub const TEST_ABORT_HOOK: &str = "NDVM_TEST_ABORT_AT_INDEX";
 
+/// Test-only: milliseconds to sleep before each calibration, so that a test can signal a run
+/// surely mid-way (the Slurm test cancels a shard). Results do not change; nothing else sets it.
+pub const TEST_PAUSE_HOOK: &str = "NDVM_TEST_PAUSE_MS";
+
 /// One calibration as the run sees it: nothing once the run is interrupted; a known crash becomes
 /// a `crashed` event; otherwise the `begin` record is written first (so a process death names
 /// the candidate), then it runs.
@@ -137,6 +141,7 @@ fn attempt(
     p: &Pending,
     deadline: Option<Instant>,
 ) -> Option<Event> {
+    pause_if_hooked();
     if opts.interrupt.as_ref().is_some_and(|i| i.is_raised()) {
         return None;
     }
@@ -171,6 +176,16 @@ fn attempt(
         return None;
     }
     Some(ev)
+}
+
+/// The test-only pause (see [`TEST_PAUSE_HOOK`]).
+fn pause_if_hooked() {
+    if let Some(ms) = std::env::var(TEST_PAUSE_HOOK)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
 }
 
 /// The test-only hook (see [`TEST_ABORT_HOOK`]).

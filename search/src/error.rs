@@ -143,6 +143,14 @@ pub enum SearchError {
         /// What is wrong, lowercase.
         message: String,
     },
+    /// A scheduler client (`sbatch`, `squeue`, `scancel`) failed or could not be run.
+    #[error("{command}: {message}")]
+    Scheduler {
+        /// The command line as run.
+        command: String,
+        /// Its error output, or why it could not start.
+        message: String,
+    },
     /// A proposer could not produce candidates (no API key, the cache cannot be written, …).
     #[error("{proposer} proposer: {message}")]
     Proposer {

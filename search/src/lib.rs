@@ -37,6 +37,7 @@ pub mod runcmd;
 pub mod secret;
 pub mod select;
 pub mod selfhost;
+pub mod slurmcmd;
 pub mod source;
 pub mod summary;
 pub mod task;

@@ -70,15 +70,33 @@ impl RunReport {
     }
 }
 
-/// The shard named by `SLURM_ARRAY_TASK_ID` and `SLURM_ARRAY_TASK_COUNT`, when both are set.
+/// The shard named by the Slurm array variables, when `SLURM_ARRAY_TASK_ID` and
+/// `SLURM_ARRAY_TASK_COUNT` are set and describe a whole array `0..N-1`; `None` when they are
+/// absent. A partial array (`--array=1,3`, as a resubmission makes) has a count of 2, which says
+/// nothing about N: an error then asks for `--shard I/N` (the scripts of `ndvm-search slurm`
+/// pass it).
 pub fn shard_from_env() -> Result<Option<Shard>> {
-    match (
-        std::env::var("SLURM_ARRAY_TASK_ID"),
-        std::env::var("SLURM_ARRAY_TASK_COUNT"),
-    ) {
-        (Ok(i), Ok(n)) => Shard::parse(&format!("{i}/{n}")).map(Some),
-        _ => Ok(None),
+    let var = |k: &str| std::env::var(k).ok().map(|v| v.trim().to_string());
+    let (Some(i), Some(n)) = (var("SLURM_ARRAY_TASK_ID"), var("SLURM_ARRAY_TASK_COUNT")) else {
+        return Ok(None);
+    };
+    let whole = match (var("SLURM_ARRAY_TASK_MIN"), var("SLURM_ARRAY_TASK_MAX")) {
+        (Some(min), Some(max)) => {
+            let last = max.parse::<u64>().ok();
+            min == "0"
+                && last.and_then(|m| m.checked_add(1)).map(|m| m.to_string()) == Some(n.clone())
+        }
+        _ => true,
+    };
+    if !whole {
+        return Err(SearchError::BadArgument {
+            arg: format!("SLURM_ARRAY_TASK_ID={i} SLURM_ARRAY_TASK_COUNT={n}"),
+            message: "this job array is not 0..N-1, so the shard count is unknown; pass \
+                      --shard I/N (the scripts of `ndvm-search slurm` do)"
+                .into(),
+        });
     }
+    Shard::parse(&format!("{i}/{n}")).map(Some)
 }
 
 fn apply_overrides(task: &mut Task, seconds: Option<f64>, calibrations: Option<usize>) {

@@ -191,7 +191,14 @@ const LAYERS: [&[&str]; 6] = [
     &["observe", "engine"],
     &["select", "summary", "results", "plots"],
     // Subcommands.
-    &["runcmd", "evalcmd", "calibratecmd", "translatecmd", "batch"],
+    &[
+        "runcmd",
+        "evalcmd",
+        "calibratecmd",
+        "translatecmd",
+        "batch",
+        "slurmcmd",
+    ],
 ];
 
 /// The `crate::` modules a source file names outside comments and its test module.

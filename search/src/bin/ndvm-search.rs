@@ -77,6 +77,18 @@ enum Command {
         out: Option<PathBuf>,
     },
 
+    /// Write (and with --submit, submit) a Slurm job array of the task's shards and a merge job.
+    ///
+    /// Each array task runs `run TASK --shard I/N --out DIR/shard-I` (or resumes that folder);
+    /// the merge job (`afterok` on the array) writes DIR/merged. Run the same command again
+    /// after a failure: only the unfinished shards are submitted.
+    ///
+    /// Examples:
+    ///   ndvm-search slurm tasks/decay2.yaml --shards 8 --time 1:00:00 --cpus 4 --mem 4G
+    ///   ndvm-search slurm tasks/decay2.yaml --shards 8 --submit
+    #[command(verbatim_doc_comment)]
+    Slurm(SlurmCli),
+
     /// Evaluate one program (value and gradients), or a JSONL batch of programs.
     ///
     /// Examples:
@@ -397,6 +409,40 @@ struct RunCli {
     quiet: bool,
 }
 
+#[derive(Debug, clap::Args)]
+struct SlurmCli {
+    /// The task file.
+    task: PathBuf,
+    /// Number of shards (array tasks).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    shards: u64,
+    /// The folder of the shard folders, the merged folder and the scripts (default
+    /// `<output>/<task>-slurm/`; give the same one to resubmit).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Slurm partition (`#SBATCH --partition`).
+    #[arg(long, value_name = "P")]
+    partition: Option<String>,
+    /// Time limit per shard (`#SBATCH --time`, e.g. 1:00:00).
+    #[arg(long, value_name = "T")]
+    time: Option<String>,
+    /// CPUs per shard (`--cpus-per-task`, and the shard's `--threads`).
+    #[arg(long, value_name = "C", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    cpus: u32,
+    /// Memory per shard (`#SBATCH --mem`, e.g. 4G).
+    #[arg(long, value_name = "M")]
+    mem: Option<String>,
+    /// Override the task's budget in seconds (per shard).
+    #[arg(long, value_name = "S", value_parser = ndvm_search::task::parse_budget_seconds)]
+    budget_seconds: Option<f64>,
+    /// Override the task's budget in calibrations.
+    #[arg(long, value_name = "N")]
+    budget_calibrations: Option<usize>,
+    /// Submit the array and the merge job (`sbatch`) after writing the scripts.
+    #[arg(long)]
+    submit: bool,
+}
+
 /// `ndvm-search [OPTIONS] TASK.yaml [OPTIONS]` is short for `ndvm-search run …`: when the first
 /// argument is neither a subcommand nor `-h`/`--help`/`-V`/`--version`, and a task file
 /// (`.yaml`, `.yml`) or `--resume` appears among the arguments, `run` is inserted before them.
@@ -417,10 +463,80 @@ fn default_to_run(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> 
     args
 }
 
+fn slurm(args: SlurmCli) -> anyhow::Result<()> {
+    use ndvm_search::slurmcmd::{self, ShardState, SlurmArgs, Tools};
+    let report = slurmcmd::run(
+        &SlurmArgs {
+            task: args.task,
+            shards: args.shards,
+            out: args.out,
+            partition: args.partition,
+            time: args.time,
+            mem: args.mem,
+            cpus: args.cpus,
+            budget_seconds: args.budget_seconds,
+            budget_calibrations: args.budget_calibrations,
+            submit: args.submit,
+        },
+        &Tools::default(),
+    )?;
+    let plan = &report.plan;
+    let list = |want: ShardState| -> String {
+        let ids: Vec<String> = (0..plan.shards)
+            .filter(|&i| plan.states[i as usize] == want)
+            .map(|i| i.to_string())
+            .collect();
+        if ids.is_empty() {
+            "none".into()
+        } else {
+            ids.join(", ")
+        }
+    };
+    let mut out = format!(
+        "wrote {}\nwrote {}\nshards to run: fresh {}; to resume {}; finished {}\n",
+        report.shards_script.display(),
+        report.merge_script.display(),
+        list(ShardState::Fresh),
+        list(ShardState::Unfinished),
+        list(ShardState::Finished),
+    );
+    for id in &report.cancelled {
+        out.push_str(&format!(
+            "cancelled merge job {id}: an earlier array had a failed or cancelled shard\n"
+        ));
+    }
+    if report.done {
+        out.push_str(&format!(
+            "nothing to do: {} is complete\n",
+            plan.dir.join("merged").display()
+        ));
+    } else if let Some(sub) = &report.submitted {
+        match sub.array {
+            Some(a) => out.push_str(&format!(
+                "submitted array job {a} (shards {}) and merge job {} (afterok:{a})\n",
+                slurmcmd::array_spec(&sub.shards),
+                sub.merge
+            )),
+            None => out.push_str(&format!("submitted merge job {}\n", sub.merge)),
+        }
+    } else {
+        out.push_str(&format!(
+            "submit with:\n  array=$(sbatch --parsable {})\n  sbatch --dependency=afterok:$array {}\n\
+             (or run this command again with --submit)\n",
+            report.shards_script.display(),
+            report.merge_script.display()
+        ));
+    }
+    write_stdout(&out)
+}
+
 fn run_task(args: RunCli) -> anyhow::Result<()> {
-    let shard = match args.shard {
-        Some(s) => Some(s),
-        None => ndvm_search::runcmd::shard_from_env()?,
+    let shard = match (args.shard, &args.resume) {
+        (Some(s), _) => Some(s),
+        // A resumed folder knows its shard (`run.json`); the array variables of a resubmission
+        // describe only the tasks resubmitted.
+        (None, Some(_)) => None,
+        (None, None) => ndvm_search::runcmd::shard_from_env()?,
     };
     let quiet = args.quiet;
     let mut log = |line: &str| {
@@ -518,6 +634,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             print_report(&report)
         }
         Command::Eval(args) => eval(args),
+        Command::Slurm(args) => slurm(args),
         Command::Translate { file, to, from } => {
             let text = ndvm_search::translatecmd::run(&ndvm_search::translatecmd::TranslateArgs {
                 program: file,
