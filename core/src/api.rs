@@ -312,6 +312,8 @@ pub enum InputValue {
     Uniform(f64),
     /// One number per lane; the length must equal the lane count.
     Lanes(Vec<f64>),
+    /// One number per lane, lent by the caller rather than handed over (see [`LaneSource`]).
+    Lent(LentLanes),
     /// A vector shared by every lane.
     Vector(Vec<f64>),
     /// A row-major matrix shared by every lane.
@@ -323,6 +325,59 @@ pub enum InputValue {
         /// `rows * cols` values, row-major.
         data: Vec<f64>,
     },
+}
+
+/// Per-lane values stored elsewhere and lent for the length of a read: a run copies them into
+/// its lane arena when it binds its inputs (the one copy made) and a replay compares them with
+/// what it recorded, each through [`LaneSource::read`], so storage another runtime owns (a numpy
+/// array, read under its interpreter's lock) is read in place. Everything else about a lent input
+/// is as for [`InputValue::Lanes`].
+pub trait LaneSource: Send + Sync {
+    /// The number of values (one per lane).
+    fn lanes(&self) -> usize;
+    /// Calls `f` once with the values (`lanes()` of them).
+    fn read(&self, f: &mut dyn FnMut(&[f64]));
+}
+
+/// A shared [`LaneSource`]; two are equal when they are the same source.
+#[derive(Clone)]
+pub struct LentLanes(pub std::sync::Arc<dyn LaneSource>);
+
+impl LentLanes {
+    /// Lends `source`.
+    pub fn new(source: impl LaneSource + 'static) -> Self {
+        LentLanes(std::sync::Arc::new(source))
+    }
+
+    /// The number of values.
+    pub fn lanes(&self) -> usize {
+        self.0.lanes()
+    }
+
+    /// Calls `f` with the values when there are exactly `n` of them; false (and `f` not called)
+    /// otherwise.
+    pub(crate) fn read_exactly(&self, n: usize, f: &mut dyn FnMut(&[f64])) -> bool {
+        let mut called = false;
+        self.0.read(&mut |xs| {
+            if xs.len() == n {
+                f(xs);
+                called = true;
+            }
+        });
+        called
+    }
+}
+
+impl PartialEq for LentLanes {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::fmt::Debug for LentLanes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LentLanes({} lanes)", self.lanes())
+    }
 }
 
 /// One named binding placed in the global scope before the program runs.

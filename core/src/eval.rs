@@ -598,6 +598,13 @@ impl<R: Real> Machine<R> {
                     self.set_all(p, xs);
                     Value::Num(p)
                 }
+                InputValue::Lent(src) => {
+                    let p = self.lanes.alloc(1, true, inp.grad && self.recording);
+                    if !src.read_exactly(b, &mut |xs| self.set_all(p, xs)) {
+                        return Err(bad(format!("{} values for {b} lanes", src.lanes())));
+                    }
+                    Value::Num(p)
+                }
                 InputValue::Vector(xs) => {
                     let p = self.lanes.alloc(xs.len(), false, false);
                     self.set_all(p, xs);

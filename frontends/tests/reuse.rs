@@ -1,8 +1,11 @@
 //! Reusing an evaluator never changes results: arenas keep their capacity between runs without
 //! being cleared, so a run after a run that left NaN everywhere must still equal a fresh run, bit
-//! for bit (a lane that reads a value it did not write would show up here).
+//! for bit (a lane that reads a value it did not write would show up here). Lanes lent through a
+//! `LaneSource` give the owned lanes' results, on walks and replays.
 
-use ndvm_core::{Dialect, EvalOptions, Evaluation, Evaluator, Heap, Inputs};
+use ndvm_core::{
+    Dialect, EvalOptions, Evaluation, Evaluator, Heap, InputValue, Inputs, LaneSource, LentLanes,
+};
 
 mod common;
 
@@ -124,4 +127,84 @@ fn issue_11_a_program_with_another_heap_is_an_error() {
         err.message,
         "form #1000 is not a cell of this heap (3 cells)"
     );
+}
+
+/// A [`LaneSource`] over a vector the test can change between runs, counting its reads.
+struct Shared {
+    values: std::sync::Mutex<Vec<f64>>,
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+impl LaneSource for Shared {
+    fn lanes(&self) -> usize {
+        self.values.lock().unwrap().len()
+    }
+
+    fn read(&self, f: &mut dyn FnMut(&[f64])) {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        f(&self.values.lock().unwrap())
+    }
+}
+
+fn shared(values: Vec<f64>) -> std::sync::Arc<Shared> {
+    std::sync::Arc::new(Shared {
+        values: std::sync::Mutex::new(values),
+        reads: std::sync::atomic::AtomicUsize::new(0),
+    })
+}
+
+/// Lent lanes (`InputValue::Lent`, how the Python binding passes numpy arrays) give the owned
+/// lanes' values and gradients bit for bit, on the first walk, on the replays that follow, and
+/// after the lent values change (a replay compares them with what it recorded).
+#[test]
+fn lent_lanes_equal_owned_lanes_on_walks_and_replays() {
+    let n = 9;
+    let x0: Vec<f64> = (0..n).map(|l| 0.05 + 0.11 * l as f64).collect();
+    let a0: Vec<f64> = (0..n).map(|l| 0.9 + 0.07 * l as f64).collect();
+    for src in DIVERGENT {
+        let (x, a) = (shared(x0.clone()), shared(a0.clone()));
+        let lent = {
+            let mut i = Inputs::new();
+            i.push("a", InputValue::Lent(LentLanes(a.clone())), true);
+            i.push("x", InputValue::Lent(LentLanes(x.clone())), false);
+            i
+        };
+        let mut heap = Heap::new();
+        let program = ndvm_frontends::scheme::parse(&mut heap, src).expect("parses");
+        let (mut owned_ev, mut lent_ev) = (
+            Evaluator::new(EvalOptions::new(n)),
+            Evaluator::new(EvalOptions::new(n)),
+        );
+        for round in 0..4 {
+            // Rounds 2 and 3: new values in both lent vectors (3: the same as 2, a replay).
+            if round == 2 {
+                x.values.lock().unwrap().iter_mut().for_each(|v| *v *= 1.5);
+                a.values.lock().unwrap().iter_mut().for_each(|v| *v -= 0.25);
+            }
+            let owned = Inputs::new()
+                .param_lanes("a", a.values.lock().unwrap().clone())
+                .input_lanes("x", x.values.lock().unwrap().clone());
+            let want = owned_ev.eval_grad(&mut heap, &program, &owned).unwrap();
+            let got = lent_ev.eval_grad(&mut heap, &program, &lent).unwrap();
+            assert_eq!(bits(&got), bits(&want), "{src}, round {round}");
+        }
+        assert!(
+            x.reads.load(std::sync::atomic::Ordering::SeqCst) >= 4,
+            "{src}"
+        );
+    }
+    // A source whose length is not the lane count is the caller's error, as owned lanes are.
+    let mut short = Inputs::new().param("a", 1.0);
+    short.push(
+        "x",
+        InputValue::Lent(LentLanes(shared(vec![1.0; 3]))),
+        false,
+    );
+    let mut heap = Heap::new();
+    let program = ndvm_frontends::scheme::parse(&mut heap, "(* a x)").unwrap();
+    let err = Evaluator::new(EvalOptions::new(n))
+        .eval(&mut heap, &program, &short)
+        .unwrap_err();
+    assert_eq!(err.kind, ndvm_core::ErrorKind::Input);
+    assert!(err.message.contains("3 values for 9 lanes"), "{err}");
 }

@@ -24,8 +24,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use ndvm_core::{
-    CoreError, EvalOptions, Evaluation, Evaluator, Heap, InputValue, Inputs, Output, ParamDecl,
-    ParamKind, Precision, Program,
+    CoreError, EvalOptions, Evaluation, Evaluator, Heap, InputValue, Inputs, LaneSource, LentLanes,
+    Output, ParamDecl, ParamKind, Precision, Program,
 };
 use ndvm_frontends::{LineIndex, ParseError, Registry, render_core_error, render_parse_error};
 use ndvm_optimizers::{
@@ -35,7 +35,7 @@ use ndvm_optimizers::{
 use ndvm_search::SearchError;
 use ndvm_search::calibratecmd::{self, ParamArg};
 use ndvm_search::engine::{self, RunOptions, Shard};
-use ndvm_search::evalcmd::{self, Binding, LimitArgs};
+use ndvm_search::evalcmd::{self, LimitArgs};
 use ndvm_search::events::{Event, StreamStats};
 use ndvm_search::interrupt::Interrupt;
 use ndvm_search::observe::{Observer, ProgressMode};
@@ -220,6 +220,9 @@ fn registry() -> &'static Registry {
 /// A value from Python after the wrapper made it float64: a number, a 1-D or a 2-D array.
 enum Value {
     Scalar(f64),
+    /// A 1-D array of more than one value, C-contiguous: lent, read in place.
+    Lent(LentLanes),
+    /// A 1-D array of another layout (or of one value), copied.
     Array(Vec<f64>),
     Matrix {
         rows: usize,
@@ -228,13 +231,19 @@ enum Value {
     },
 }
 
-/// Reads one value, copying array data (read while attached, so Python cannot change it
-/// mid-run; the evaluator copies it into its arena anyway).
-fn read_value(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Value> {
+/// Reads one value. With `lend`, a C-contiguous 1-D array of more than one value is lent
+/// ([`NumpyLanes`]: no copy); any other array is copied while attached.
+fn read_value(name: &str, value: &Bound<'_, PyAny>, lend: bool) -> PyResult<Value> {
     if let Ok(x) = value.extract::<f64>() {
         return Ok(Value::Scalar(x));
     }
     if let Ok(a) = value.extract::<PyReadonlyArray1<'_, f64>>() {
+        let len = a.as_slice().map_or(0, <[f64]>::len);
+        if lend && len > 1 {
+            let array: &Bound<'_, PyArray1<f64>> = &a;
+            let array = array.clone().unbind();
+            return Ok(Value::Lent(LentLanes::new(NumpyLanes { array, len })));
+        }
         return Ok(Value::Array(a.as_array().to_vec()));
     }
     if let Ok(m) = value.extract::<PyReadonlyArray2<'_, f64>>() {
@@ -246,6 +255,35 @@ fn read_value(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Value> {
     Err(PyTypeError::new_err(format!(
         "`{name}`: expected a number or a float64 array of 1 or 2 dimensions"
     )))
+}
+
+/// A C-contiguous float64 numpy array lent to the evaluator (`ndvm_core::LaneSource`): its
+/// memory is read in place, and only while attached to the interpreter (a run binding its inputs,
+/// a replay comparing them), so no other Python thread writes it during a read even though the
+/// evaluation itself runs detached. The array object is kept alive by the reference held here.
+struct NumpyLanes {
+    array: Py<PyArray1<f64>>,
+    len: usize,
+}
+
+impl LaneSource for NumpyLanes {
+    fn lanes(&self) -> usize {
+        self.len
+    }
+
+    fn read(&self, f: &mut dyn FnMut(&[f64])) {
+        Python::attach(|py| {
+            // Another extension holding the array writable: nothing is read (a lane-count error).
+            let Ok(array) = self.array.bind(py).try_readonly() else {
+                return f(&[]);
+            };
+            match array.as_slice() {
+                Ok(xs) => f(xs),
+                // Made non-contiguous in place since it was lent: read it element by element.
+                Err(_) => f(&array.as_array().to_vec()),
+            }
+        })
+    }
 }
 
 /// `d[key]` extracted, `None` when absent or `None`.
@@ -356,12 +394,11 @@ struct PyProgram {
     parsed: Mutex<Parsed>,
 }
 
-/// What one `evaluate` binds and how it runs; plain data, so it crosses `detach`.
+/// What one `evaluate` binds and how it runs, checked, with its `Inputs` built once (arrays lent
+/// where their layout allows), so it crosses `detach` as it is.
 struct EvalRequest {
-    bindings: Vec<Binding>,
-    vectors: Vec<(String, Vec<f64>)>,
-    matrices: Vec<(String, usize, usize, Vec<f64>)>,
-    lanes: Option<usize>,
+    inputs: Inputs,
+    n_lanes: usize,
     grad: bool,
     dialect: ndvm_core::Dialect,
     precision: Precision,
@@ -369,27 +406,42 @@ struct EvalRequest {
 }
 
 impl EvalRequest {
-    /// The `Inputs`, in the order Python gave them: parameters, inputs, vectors, matrices. A name
-    /// bound twice is the CLI's `DuplicateBinding` error.
-    fn inputs(&self) -> Result<Inputs, Failure> {
+    /// The CLI's checks in its order (limits, lane count, a name bound twice), then the `Inputs`
+    /// in the order Python gave them: parameters, inputs, vectors, matrices.
+    fn new(
+        read: ReadBindings,
+        lanes: Option<usize>,
+        grad: bool,
+        dialect: ndvm_core::Dialect,
+        precision: Precision,
+        limits: LimitArgs,
+    ) -> Result<EvalRequest, Failure> {
+        limits.check().map_err(|e| Failure::search(&e))?;
+        let lens = read.bindings.iter().map(|(name, v, _)| {
+            let len = match v {
+                Value::Lent(l) => l.lanes(),
+                Value::Array(xs) => xs.len(),
+                _ => 1,
+            };
+            (name.as_str(), len)
+        });
+        let n_lanes = evalcmd::lane_count_of(lens, lanes).map_err(|e| Failure::search(&e))?;
         let mut inputs = Inputs::new();
-        for b in &self.bindings {
-            let value = match b.values.as_slice() {
-                [x] => InputValue::Uniform(*x),
-                xs => InputValue::Lanes(xs.to_vec()),
+        for (name, value, grad) in read.bindings {
+            let value = match value {
+                Value::Scalar(x) => InputValue::Uniform(x),
+                Value::Lent(l) => InputValue::Lent(l),
+                Value::Array(xs) if xs.len() == 1 => InputValue::Uniform(xs[0]),
+                Value::Array(xs) => InputValue::Lanes(xs),
+                Value::Matrix { .. } => unreachable!("read_bindings keeps matrices apart"),
             };
-            inputs.push(&b.name, value, b.grad);
+            inputs.push(&name, value, grad);
         }
-        for (name, data) in &self.vectors {
-            inputs.push(name, InputValue::Vector(data.clone()), false);
+        for (name, data) in read.vectors {
+            inputs.push(&name, InputValue::Vector(data), false);
         }
-        for (name, rows, cols, data) in &self.matrices {
-            let value = InputValue::Matrix {
-                rows: *rows,
-                cols: *cols,
-                data: data.clone(),
-            };
-            inputs.push(name, value, false);
+        for (name, rows, cols, data) in read.matrices {
+            inputs.push(&name, InputValue::Matrix { rows, cols, data }, false);
         }
         let mut seen = std::collections::HashSet::new();
         for input in &inputs.entries {
@@ -398,7 +450,14 @@ impl EvalRequest {
                 return Err(Failure::search(&SearchError::DuplicateBinding { name }));
             }
         }
-        Ok(inputs)
+        Ok(EvalRequest {
+            inputs,
+            n_lanes,
+            grad,
+            dialect,
+            precision,
+            limits,
+        })
     }
 }
 
@@ -447,10 +506,7 @@ impl PyProgram {
     /// One evaluation, as `evalcmd::run_with` makes it: the CLI's lane rules, limits and default
     /// 60 s deadline. Returns the evaluation and its lane count.
     fn run_eval(&self, req: &EvalRequest) -> Result<(Evaluation, usize), Failure> {
-        req.limits.check().map_err(|e| Failure::search(&e))?;
-        let n_lanes =
-            evalcmd::lane_count(&req.bindings, req.lanes).map_err(|e| Failure::search(&e))?;
-        let inputs = req.inputs()?;
+        let (n_lanes, inputs) = (req.n_lanes, &req.inputs);
         let opts = req
             .limits
             .eval_options(EvalOptions::new(n_lanes).with_dialect(req.dialect))
@@ -463,9 +519,9 @@ impl PyProgram {
         } = &mut *guard;
         let ev = armed(evaluator, opts);
         let res = if req.grad {
-            ev.eval_grad(heap, program, &inputs)
+            ev.eval_grad(heap, program, inputs)
         } else {
-            ev.eval(heap, program, &inputs)
+            ev.eval(heap, program, inputs)
         };
         match res {
             Ok(evaluation) => Ok((evaluation, n_lanes)),
@@ -510,37 +566,38 @@ fn merged_params(params: &[ParamTuple], declared: &[ParamDecl]) -> Result<Vec<Pa
     Ok(calibratecmd::merge_params(&entries, declared, false))
 }
 
+/// What `evaluate` read from Python: each binding (name, a number or a 1-D array, whether it is
+/// differentiated), the vectors and the matrices.
+struct ReadBindings {
+    bindings: Vec<(String, Value, bool)>,
+    vectors: Vec<(String, Vec<f64>)>,
+    matrices: Vec<(String, usize, usize, Vec<f64>)>,
+}
+
 /// Reads `params` (differentiable), `inputs` and `vectors`: numbers, 1-D arrays (one value per
 /// lane, or one for all) and, among inputs, 2-D arrays (shared matrices).
-type ReadBindings = (
-    Vec<Binding>,
-    Vec<(String, Vec<f64>)>,
-    Vec<(String, usize, usize, Vec<f64>)>,
-);
-
 fn read_bindings(
     params: Option<&Bound<'_, PyDict>>,
     inputs: Option<&Bound<'_, PyDict>>,
     vectors: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<ReadBindings> {
-    let (mut bindings, mut vecs, mut matrices) = (Vec::new(), Vec::new(), Vec::new());
+    let mut read = ReadBindings {
+        bindings: Vec::new(),
+        vectors: Vec::new(),
+        matrices: Vec::new(),
+    };
     for (dict, grad) in [(params, true), (inputs, false)] {
         let Some(dict) = dict else { continue };
         for (key, value) in dict.iter() {
             let name: String = key.extract()?;
-            match read_value(&name, &value)? {
-                Value::Scalar(x) => bindings.push(Binding {
-                    name,
-                    values: vec![x],
-                    grad,
-                }),
-                Value::Array(values) => bindings.push(Binding { name, values, grad }),
+            match read_value(&name, &value, true)? {
                 Value::Matrix { .. } if grad => {
                     return Err(PyTypeError::new_err(format!(
                         "`{name}`: only numbers can be differentiated (give matrices as inputs)"
                     )));
                 }
-                Value::Matrix { rows, cols, data } => matrices.push((name, rows, cols, data)),
+                Value::Matrix { rows, cols, data } => read.matrices.push((name, rows, cols, data)),
+                value => read.bindings.push((name, value, grad)),
             }
         }
     }
@@ -548,10 +605,10 @@ fn read_bindings(
         for (key, value) in dict.iter() {
             let name: String = key.extract()?;
             let data: PyReadonlyArray1<'_, f64> = value.extract()?;
-            vecs.push((name, data.as_array().to_vec()));
+            read.vectors.push((name, data.as_array().to_vec()));
         }
     }
-    Ok((bindings, vecs, matrices))
+    Ok(read)
 }
 
 /// `{"value": …, "grads": {name: (B,)}, "faults": (B,) bool}`; vectors are (B, len), matrices
@@ -671,22 +728,21 @@ impl PyProgram {
         max_depth: Option<u32>,
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let (bindings, vectors, matrices) = read_bindings(params, inputs, vectors)?;
-        let request = EvalRequest {
-            bindings,
-            vectors,
-            matrices,
+        let read = read_bindings(params, inputs, vectors)?;
+        let request = EvalRequest::new(
+            read,
             lanes,
             grad,
-            dialect: dialect_named(dialect).map_err(|f| f.into_pyerr(py))?,
-            precision: precision_named(precision).map_err(|f| f.into_pyerr(py))?,
-            limits: LimitArgs {
+            dialect_named(dialect).map_err(|f| f.into_pyerr(py))?,
+            precision_named(precision).map_err(|f| f.into_pyerr(py))?,
+            LimitArgs {
                 max_work,
                 max_memory_mb,
                 max_depth,
                 timeout,
             },
-        };
+        )
+        .map_err(|f| f.into_pyerr(py))?;
         // Detached: other Python threads run meanwhile. `&self` crosses because PyProgram is
         // Sync (a Mutex around what is Send).
         let (evaluation, n) = py
@@ -709,17 +765,15 @@ impl PyProgram {
         lanes: Option<usize>,
         grad: bool,
     ) -> PyResult<f64> {
-        let (bindings, vectors, matrices) = read_bindings(params, inputs, None)?;
-        let request = EvalRequest {
-            bindings,
-            vectors,
-            matrices,
+        let request = EvalRequest::new(
+            read_bindings(params, inputs, None)?,
             lanes,
             grad,
-            dialect: ndvm_core::Dialect::default(),
-            precision: Precision::F64,
-            limits: LimitArgs::default(),
-        };
+            ndvm_core::Dialect::default(),
+            Precision::F64,
+            LimitArgs::default(),
+        )
+        .map_err(|f| f.into_pyerr(py))?;
         let repeats = repeats.max(1);
         py.detach(|| {
             guarded(|| {
@@ -859,9 +913,10 @@ fn dataset(
     if let Some(shared) = shared {
         for (key, value) in shared.iter() {
             let name: String = key.extract()?;
-            d = match read_value(&name, &value)? {
+            d = match read_value(&name, &value, false)? {
                 Value::Scalar(x) => d.scalar(&name, x),
                 Value::Array(v) => d.vector(&name, v),
+                Value::Lent(_) => unreachable!("read_value lends only when asked"),
                 Value::Matrix { rows, cols, data } => d.matrix(&name, rows, cols, data),
             };
         }
@@ -1269,6 +1324,23 @@ fn _panic_for_tests(py: Python<'_>, message: &str, polled: bool) -> PyResult<()>
     res.map_err(|f| f.into_pyerr(py))
 }
 
+/// For the tests: the names among `params` and `inputs` (as `evaluate` takes them) whose arrays
+/// `evaluate` lends to the evaluator, read in place, rather than copies. Nothing else calls it.
+#[pyfunction]
+#[pyo3(signature = (params = None, inputs = None))]
+fn _lent_for_tests(
+    params: Option<&Bound<'_, PyDict>>,
+    inputs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Vec<String>> {
+    let read = read_bindings(params, inputs, None)?;
+    Ok(read
+        .bindings
+        .into_iter()
+        .filter(|(_, v, _)| matches!(v, Value::Lent(_)))
+        .map(|(name, _, _)| name)
+        .collect())
+}
+
 /// The module `ndvm._ndvm`.
 #[pymodule]
 fn _ndvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -1278,6 +1350,7 @@ fn _ndvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_columns, m)?)?;
     m.add_function(wrap_pyfunction!(run_task, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
+    m.add_function(wrap_pyfunction!(_lent_for_tests, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

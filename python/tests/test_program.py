@@ -8,7 +8,8 @@ What this file checks:
 - Kalman calibration parity with a task run;
 - errors carrying their stable code and line:col;
 - hostile programs ending in ``NdvmError`` subclasses, and a Rust panic in ``InternalError``;
-- other Python threads running while NDVM works.
+- other Python threads running while NDVM works;
+- contiguous arrays lent to the evaluator (read in place) giving the same bits as copies.
 
 Reference values are the README's, printed by the CLI in the shortest form that reads back to the
 same float, so ``==`` on floats is intended.
@@ -88,6 +89,32 @@ def test_repeated_calls_replay_and_equal_a_fresh_program():
     fresh = ndvm.Program(src).evaluate(params={"a": 2.0, "k": 0.7}, inputs={"t": 1.0})
     assert again.value.tobytes() == fresh.value.tobytes()
     assert again.grads["k"].tobytes() == fresh.grads["k"].tobytes()
+
+
+def test_contiguous_arrays_are_read_in_place_and_equal_copies():
+    # A C-contiguous float64 array of several values is lent to the evaluator (no copy; the
+    # wrapper makes other layouts and dtypes contiguous float64 first, and the extension copies
+    # any array it cannot lend). Lent arrays give the bits of independent copies on the walk and
+    # the replays, and a lent array changed in place between calls is seen (a replay compares).
+    src = "(if (< x 0.5) (* a (exp (* k x))) (/ a (+ k x)))"
+    x = np.linspace(0.0, 1.0, 201)
+    k = np.linspace(0.5, 2.0, 201)
+    params, inputs = {"a": 2.0, "k": k}, {"x": x}
+    assert ndvm._ndvm._lent_for_tests(params, inputs) == ["k", "x"]
+    strided = np.linspace(0.0, 1.0, 402)[::2]  # not contiguous: copied
+    assert ndvm._ndvm._lent_for_tests(None, {"x": strided, "t": np.array([3.0])}) == []
+    lent, copied = ndvm.Program(src), ndvm.Program(src)
+    for step in range(4):
+        if step == 2:
+            x *= 0.75  # in place: the same array object, new values
+            k += 0.125
+        got = lent.evaluate(params=params, inputs=inputs)
+        want = copied.evaluate(params={"a": 2.0, "k": k.copy()}, inputs={"x": x.copy()})
+        assert got.value.tobytes() == want.value.tobytes(), step
+        assert got.grads["k"].tobytes() == want.grads["k"].tobytes(), step
+        assert got.grads["a"].tobytes() == want.grads["a"].tobytes(), step
+    fresh = ndvm.Program(src).evaluate(params={"a": 2.0, "k": list(k)}, inputs={"x": list(x)})
+    assert got.value.tobytes() == fresh.value.tobytes()
 
 
 def test_decay_equals_the_cli_bit_for_bit():

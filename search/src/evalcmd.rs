@@ -226,6 +226,17 @@ pub struct EvalArgs {
 /// The lane count: `n_lanes` when given, else the common length of the multi-valued bindings, else 1.
 /// Every binding must have one value or exactly that many.
 pub fn lane_count(bindings: &[Binding], n_lanes: Option<usize>) -> Result<usize> {
+    lane_count_of(
+        bindings.iter().map(|b| (b.name.as_str(), b.values.len())),
+        n_lanes,
+    )
+}
+
+/// [`lane_count`] from each binding's name and number of values (one: the same on every lane).
+pub fn lane_count_of<'a>(
+    bindings: impl IntoIterator<Item = (&'a str, usize)>,
+    n_lanes: Option<usize>,
+) -> Result<usize> {
     if n_lanes == Some(0) {
         return Err(SearchError::BadArgument {
             arg: "--lanes 0".to_string(),
@@ -233,16 +244,16 @@ pub fn lane_count(bindings: &[Binding], n_lanes: Option<usize>) -> Result<usize>
         });
     }
     let mut resolved = n_lanes;
-    for b in bindings {
-        if b.values.len() == 1 {
+    for (name, len) in bindings {
+        if len == 1 {
             continue;
         }
         match resolved {
-            None => resolved = Some(b.values.len()),
-            Some(n) if n != b.values.len() => {
+            None => resolved = Some(len),
+            Some(n) if n != len => {
                 return Err(SearchError::LaneCount {
-                    name: b.name.clone(),
-                    found: b.values.len(),
+                    name: name.to_string(),
+                    found: len,
                     n_lanes: n,
                 });
             }

@@ -293,6 +293,10 @@ impl<R: Real> Machine<R> {
                     super::write_rounded(&mut self.lanes, p, std::slice::from_ref(x))
                 }
                 InputValue::Lanes(xs) => super::write_rounded(&mut self.lanes, p, xs),
+                InputValue::Lent(src) => {
+                    let lanes = &mut self.lanes;
+                    src.read_exactly(b, &mut |xs| super::write_rounded(lanes, p, xs));
+                }
                 _ => {}
             }
         }
@@ -398,6 +402,16 @@ impl<R: Real> Machine<R> {
                         m.varying
                             && xs.len() == b
                             && (inp.grad || same_bits(&self.lanes.data[m.off as usize..][..b], xs))
+                    }
+                    (InputValue::Lent(src), Value::Num(_)) => {
+                        m.varying
+                            && if inp.grad {
+                                src.lanes() == b
+                            } else {
+                                let have = &self.lanes.data[m.off as usize..][..b];
+                                let mut equal = false;
+                                src.read_exactly(b, &mut |xs| equal = same_bits(have, xs)) && equal
+                            }
                     }
                     (InputValue::Vector(xs), Value::Vector(..)) => !m.varying && same(p, xs),
                     (InputValue::Matrix { rows, cols, data }, Value::Matrix(_, r, c)) => {
