@@ -62,6 +62,19 @@ impl std::fmt::Display for StopReason {
 }
 
 impl StartStatus {
+    /// Its name as written in Rust (`Converged`, `MaxIters`, `TargetLoss`, `TimeLimit`,
+    /// `NonFinite`, `Eliminated`): the per-start status the Python package reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            StartStatus::Converged => "Converged",
+            StartStatus::MaxIters => "MaxIters",
+            StartStatus::TargetLoss => "TargetLoss",
+            StartStatus::TimeLimit => "TimeLimit",
+            StartStatus::NonFinite => "NonFinite",
+            StartStatus::Eliminated => "Eliminated",
+        }
+    }
+
     /// The calibration's reason when this start is the best one.
     pub(crate) fn as_stop_reason(self) -> StopReason {
         match self {

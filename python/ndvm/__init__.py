@@ -400,6 +400,8 @@ def _columns(X, names=None) -> list:
     name to array, a 2-D array (``names`` or x0, x1, …), a 1-D array (one column) or None."""
     if X is None:
         return []
+    if type(X) is dict:  # the common case first: no ABC check
+        return [(str(k), np.ascontiguousarray(v, dtype=np.float64).reshape(-1)) for k, v in X.items()]
     if hasattr(X, "columns") and hasattr(X, "to_numpy"):  # pandas (or similar) data frame
         return [(str(c), np.ascontiguousarray(X[c].to_numpy(), dtype=np.float64)) for c in X.columns]
     if isinstance(X, Mapping):
@@ -504,10 +506,10 @@ def calibrate(
     names = list(raw["names"])
     return CalibrationResult(
         program=program,
-        params=dict(zip(names, map(float, raw["params"]))),
+        params=dict(zip(names, raw["params"])),
         loss=float(raw["loss"]),
         r2=raw["r2"],
-        grad=dict(zip(names, map(float, raw["grad"]))),
+        grad=dict(zip(names, raw["grad"])),
         grad_norm=float(raw["grad_norm"]),
         stop_reason=raw["stop_reason"],
         best_start=raw["best_start"],

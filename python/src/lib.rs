@@ -21,7 +21,7 @@ use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::conversion::FromPyObjectOwned;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyString};
 
 use ndvm_core::{
     CoreError, EvalOptions, Evaluation, Evaluator, Heap, InputValue, Inputs, LaneSource, LentLanes,
@@ -928,9 +928,9 @@ fn dataset(
 fn calibration_to_py<'py>(py: Python<'py>, c: &Calibration) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("names", c.names.clone())?;
-    d.set_item("params", PyArray1::from_slice(py, &c.params))?;
+    d.set_item("params", &c.params)?;
     d.set_item("loss", c.loss)?;
-    d.set_item("grad", PyArray1::from_slice(py, &c.grad))?;
+    d.set_item("grad", &c.grad)?;
     d.set_item("grad_free", PyArray1::from_slice(py, &c.grad_free))?;
     d.set_item("grad_norm", c.grad_norm)?;
     d.set_item("r2", c.r2)?;
@@ -954,15 +954,17 @@ fn calibration_to_py<'py>(py: Python<'py>, c: &Calibration) -> PyResult<Bound<'p
         "grad_norm",
         PyArray1::from_vec(py, column(&|s| s.grad_norm)),
     )?;
-    let iters: Vec<usize> = c.starts.iter().map(|s| s.iters).collect();
+    let iters: Vec<u64> = c.starts.iter().map(|s| s.iters as u64).collect();
     let n_evals: Vec<u64> = c.starts.iter().map(|s| s.n_evals).collect();
     let polished: Vec<bool> = c.starts.iter().map(|s| s.polished).collect();
-    // StartStatus has no `as_str`; its Debug name (`Converged`, `MaxIters`, …) is stable.
-    let status: Vec<String> = c.starts.iter().map(|s| format!("{:?}", s.status)).collect();
+    let status = PyList::empty(py);
+    for s in &c.starts {
+        status.append(PyString::intern(py, s.status.name()))?;
+    }
     let picks: Vec<Vec<usize>> = c.starts.iter().map(|s| s.picks.clone()).collect();
-    starts.set_item("iters", iters)?;
-    starts.set_item("n_evals", n_evals)?;
-    starts.set_item("polished", polished)?;
+    starts.set_item("iters", PyArray1::from_vec(py, iters))?;
+    starts.set_item("n_evals", PyArray1::from_vec(py, n_evals))?;
+    starts.set_item("polished", PyArray1::from_vec(py, polished))?;
     starts.set_item("status", status)?;
     starts.set_item("picks", picks)?;
     d.set_item("starts", starts)?;
