@@ -16,6 +16,7 @@ gradients, fits and search results all come from ``ndvm._ndvm`` (see python/src/
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -362,7 +363,7 @@ class CalibrationResult:
     target-loss, time-limit, non-finite or all-starts-non-finite. ``starts`` lists each start's
     init, params, loss, grad_norm, iters, n_evals, polished and status (rows made on first use
     from ``start_table``, the same as columns: ``init`` and ``params`` of shape (starts, params),
-    one array or list per other field).
+    one array or list per other field, itself made on first use).
     """
 
     program: Program
@@ -373,13 +374,43 @@ class CalibrationResult:
     grad_norm: float
     stop_reason: str
     best_start: int | None
-    start_table: dict
+    _starts: Any = field(repr=False, compare=False)
     n_evals: int
     n_grad_evals: int
     n_replayed: int
     wall_s: float
     choices: list
     inputs: list = field(default_factory=list)
+
+    @classmethod
+    def _from_raw(cls, program: Program, raw: dict, inputs: list) -> CalibrationResult:
+        """From the extension's dict (plain floats, lists and the StartTable), filled in one
+        step rather than field by field through the frozen dataclass's ``__init__``."""
+        names = raw["names"]
+        result = object.__new__(cls)
+        result.__dict__.update(
+            program=program,
+            params=dict(zip(names, raw["params"])),
+            loss=raw["loss"],
+            r2=raw["r2"],
+            grad=dict(zip(names, raw["grad"])),
+            grad_norm=raw["grad_norm"],
+            stop_reason=raw["stop_reason"],
+            best_start=raw["best_start"],
+            _starts=raw["starts"],
+            n_evals=raw["n_evals"],
+            n_grad_evals=raw["n_grad_evals"],
+            n_replayed=raw["n_replayed"],
+            wall_s=raw["wall_s"],
+            choices=raw["choices"],
+            inputs=inputs,
+        )
+        return result
+
+    @functools.cached_property
+    def start_table(self) -> dict:
+        # The extension's StartTable until first use (a pickled result holds the dict itself).
+        return self._starts if isinstance(self._starts, dict) else self._starts.columns()
 
     @property
     def starts(self) -> list:
@@ -493,7 +524,7 @@ def calibrate(
     """
     program = _as_program(program)
     columns = _columns(X, inputs)
-    target = None if y is None else np.ascontiguousarray(np.asarray(y, dtype=np.float64).reshape(-1))
+    target = None if y is None else np.ascontiguousarray(y, dtype=np.float64).reshape(-1)
     w = None if weights is None else np.ascontiguousarray(weights, dtype=np.float64).reshape(-1)
     options = dict(
         starts=starts, optimizer=optimizer, polish=polish, seed=seed, max_iters=max_iters,
@@ -503,24 +534,7 @@ def calibrate(
     raw = _ndvm.calibrate(
         program._p, columns, target, w, _values(shared), _param_tuples(params), options
     )
-    names = list(raw["names"])
-    return CalibrationResult(
-        program=program,
-        params=dict(zip(names, raw["params"])),
-        loss=float(raw["loss"]),
-        r2=raw["r2"],
-        grad=dict(zip(names, raw["grad"])),
-        grad_norm=float(raw["grad_norm"]),
-        stop_reason=raw["stop_reason"],
-        best_start=raw["best_start"],
-        start_table=raw["starts"],
-        n_evals=raw["n_evals"],
-        n_grad_evals=raw["n_grad_evals"],
-        n_replayed=raw["n_replayed"],
-        wall_s=raw["wall_s"],
-        choices=list(raw["choices"]),
-        inputs=[name for name, _ in columns],
-    )
+    return CalibrationResult._from_raw(program, raw, [name for name, _ in columns])
 
 
 # ---------------------------------------------------------------------------------- search

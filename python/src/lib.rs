@@ -21,7 +21,7 @@ use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::conversion::FromPyObjectOwned;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyDict, PyList};
 
 use ndvm_core::{
     CoreError, EvalOptions, Evaluation, Evaluator, Heap, InputValue, Inputs, LaneSource, LentLanes,
@@ -924,50 +924,79 @@ fn dataset(
     Ok(d)
 }
 
+/// A calibration's starts, kept as Rust values until Python asks for them (most callers never
+/// do, and converting 32 starts costs more than the rest of the result): `columns()` gives them
+/// as columns, one array or list per field and a row per start; a pickle holds those columns.
+#[pyclass(name = "StartTable", module = "ndvm._ndvm", frozen)]
+struct StartTable {
+    width: usize,
+    starts: Vec<ndvm_optimizers::StartResult>,
+}
+
+#[pymethods]
+impl StartTable {
+    /// `{"init": (k, n), "params": (k, n), "loss": (k,), "grad_norm": (k,), "iters": (k,),
+    /// "n_evals": (k,), "polished": (k,), "status": [str], "picks": [[int]]}`.
+    fn columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = &self.starts;
+        let starts = PyDict::new(py);
+        let rows = |f: &dyn Fn(&ndvm_optimizers::StartResult) -> &[f64]| -> Vec<f64> {
+            s.iter().flat_map(|s| f(s).iter().copied()).collect()
+        };
+        let matrix = |data: Vec<f64>| PyArray1::from_vec(py, data).reshape([s.len(), self.width]);
+        starts.set_item("init", matrix(rows(&|s| &s.init))?)?;
+        starts.set_item("params", matrix(rows(&|s| &s.params))?)?;
+        let column = |f: &dyn Fn(&ndvm_optimizers::StartResult) -> f64| -> Vec<f64> {
+            s.iter().map(f).collect()
+        };
+        starts.set_item("loss", PyArray1::from_vec(py, column(&|s| s.loss)))?;
+        starts.set_item(
+            "grad_norm",
+            PyArray1::from_vec(py, column(&|s| s.grad_norm)),
+        )?;
+        let iters: Vec<u64> = s.iter().map(|s| s.iters as u64).collect();
+        let n_evals: Vec<u64> = s.iter().map(|s| s.n_evals).collect();
+        let polished: Vec<bool> = s.iter().map(|s| s.polished).collect();
+        let status: Vec<&str> = s.iter().map(|s| s.status.name()).collect();
+        let picks: Vec<Vec<usize>> = s.iter().map(|s| s.picks.clone()).collect();
+        starts.set_item("iters", PyArray1::from_vec(py, iters))?;
+        starts.set_item("n_evals", PyArray1::from_vec(py, n_evals))?;
+        starts.set_item("polished", PyArray1::from_vec(py, polished))?;
+        starts.set_item("status", status)?;
+        starts.set_item("picks", picks)?;
+        Ok(starts)
+    }
+
+    fn __len__(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// Pickles as its columns (a plain dict).
+    fn __reduce__<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyDict>,))> {
+        let dict = py.get_type::<PyDict>().into_any();
+        Ok((dict, (self.columns(py)?,)))
+    }
+}
+
 /// `Calibration` as a dict of numbers, arrays and lists (read by `ndvm.CalibrationResult`).
-fn calibration_to_py<'py>(py: Python<'py>, c: &Calibration) -> PyResult<Bound<'py, PyDict>> {
+fn calibration_to_py<'py>(py: Python<'py>, mut c: Calibration) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("names", c.names.clone())?;
     d.set_item("params", &c.params)?;
     d.set_item("loss", c.loss)?;
     d.set_item("grad", &c.grad)?;
-    d.set_item("grad_free", PyArray1::from_slice(py, &c.grad_free))?;
     d.set_item("grad_norm", c.grad_norm)?;
     d.set_item("r2", c.r2)?;
     d.set_item("best_start", c.best_start)?;
-    // The starts as columns (one array or list per field, a row per start): a few objects
-    // instead of several per start, which `CalibrationResult.starts` turns into rows on demand.
-    let starts = PyDict::new(py);
-    let rows = |f: &dyn Fn(&ndvm_optimizers::StartResult) -> &[f64]| -> Vec<f64> {
-        c.starts.iter().flat_map(|s| f(s).iter().copied()).collect()
+    // The starts stay in Rust until Python asks for them (`CalibrationResult.start_table`).
+    let table = StartTable {
+        width: c.names.len(),
+        starts: std::mem::take(&mut c.starts),
     };
-    let width = c.names.len();
-    let k = c.starts.len();
-    let matrix = |data: Vec<f64>| PyArray1::from_vec(py, data).reshape([k, width]);
-    starts.set_item("init", matrix(rows(&|s| &s.init))?)?;
-    starts.set_item("params", matrix(rows(&|s| &s.params))?)?;
-    let column = |f: &dyn Fn(&ndvm_optimizers::StartResult) -> f64| -> Vec<f64> {
-        c.starts.iter().map(f).collect()
-    };
-    starts.set_item("loss", PyArray1::from_vec(py, column(&|s| s.loss)))?;
-    starts.set_item(
-        "grad_norm",
-        PyArray1::from_vec(py, column(&|s| s.grad_norm)),
-    )?;
-    let iters: Vec<u64> = c.starts.iter().map(|s| s.iters as u64).collect();
-    let n_evals: Vec<u64> = c.starts.iter().map(|s| s.n_evals).collect();
-    let polished: Vec<bool> = c.starts.iter().map(|s| s.polished).collect();
-    let status = PyList::empty(py);
-    for s in &c.starts {
-        status.append(PyString::intern(py, s.status.name()))?;
-    }
-    let picks: Vec<Vec<usize>> = c.starts.iter().map(|s| s.picks.clone()).collect();
-    starts.set_item("iters", PyArray1::from_vec(py, iters))?;
-    starts.set_item("n_evals", PyArray1::from_vec(py, n_evals))?;
-    starts.set_item("polished", PyArray1::from_vec(py, polished))?;
-    starts.set_item("status", status)?;
-    starts.set_item("picks", picks)?;
-    d.set_item("starts", starts)?;
+    d.set_item("starts", Bound::new(py, table)?)?;
     d.set_item("n_evals", c.n_evals)?;
     d.set_item("n_grad_evals", c.n_grad_evals)?;
     d.set_item("n_replayed", c.n_replayed)?;
@@ -1014,7 +1043,7 @@ fn calibrate<'py>(
     let calibration = py
         .detach(|| guarded(|| program.run_calibration(&data, &params, &settings)))
         .map_err(|f| f.into_pyerr(py))?;
-    calibration_to_py(py, &calibration)
+    calibration_to_py(py, calibration)
 }
 
 /// The Rust side of `python/bench/overhead.py`: `repeats` calibrations with the default
@@ -1347,6 +1376,7 @@ fn _lent_for_tests(
 #[pymodule]
 fn _ndvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyProgram>()?;
+    m.add_class::<StartTable>()?;
     m.add_function(wrap_pyfunction!(calibrate, m)?)?;
     m.add_function(wrap_pyfunction!(time_calibrate, m)?)?;
     m.add_function(wrap_pyfunction!(run_columns, m)?)?;

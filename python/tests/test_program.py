@@ -199,7 +199,14 @@ def test_michaelis_menten_fit_equals_the_readme(path):
     assert fit.stop_reason == "converged"
     assert (fit.n_evals, fit.n_grad_evals, fit.n_replayed) == (3241, 3240, 3208)
     assert (len(fit.starts), fit.best_start) == (32, 18)
+    best = fit.starts[fit.best_start]
+    assert best["params"] == fit.params and best["loss"] == fit.loss
+    assert best["status"] == "Converged" and isinstance(best["iters"], int)
     assert np.allclose(fit.predict({"S": table[:, 0]}), table[:, 1], rtol=1e-3)
+    # The start table stays in Rust until asked for; a pickled result carries it as columns.
+    again = pickle.loads(pickle.dumps(fit))
+    assert again.starts == fit.starts and again.params == fit.params
+    assert again.start_table["loss"].tobytes() == fit.start_table["loss"].tobytes()
 
 
 def test_a_dataframe_binds_inputs_by_column_name():
