@@ -312,8 +312,19 @@ pub enum InputValue {
     Uniform(f64),
     /// One number per lane; the length must equal the lane count.
     Lanes(Vec<f64>),
-    /// One number per lane, lent by the caller rather than handed over (see [`LaneSource`]).
-    Lent(LentLanes),
+    /// One number per lane, lent by the caller rather than handed over (see [`ValueSource`]).
+    Lent(Lent),
+    /// A vector shared by every lane, lent.
+    LentVector(Lent),
+    /// A row-major matrix shared by every lane, lent.
+    LentMatrix {
+        /// Row count.
+        rows: usize,
+        /// Column count.
+        cols: usize,
+        /// `rows * cols` values, row-major.
+        data: Lent,
+    },
     /// A vector shared by every lane.
     Vector(Vec<f64>),
     /// A row-major matrix shared by every lane.
@@ -327,31 +338,31 @@ pub enum InputValue {
     },
 }
 
-/// Per-lane values stored elsewhere and lent for the length of a read: a run copies them into
-/// its lane arena when it binds its inputs (the one copy made) and a replay compares them with
-/// what it recorded, each through [`LaneSource::read`], so storage another runtime owns (a numpy
-/// array, read under its interpreter's lock) is read in place. Everything else about a lent input
-/// is as for [`InputValue::Lanes`].
-pub trait LaneSource: Send + Sync {
-    /// The number of values (one per lane).
-    fn lanes(&self) -> usize;
-    /// Calls `f` once with the values (`lanes()` of them).
+/// Numbers stored elsewhere and lent for the length of a read: a run copies them into its arena
+/// when it binds its inputs (the one copy made) and a replay compares them with what it recorded,
+/// each through [`ValueSource::read`], so storage another runtime owns (a numpy array, read under
+/// its interpreter's lock) is read in place. A lent input is otherwise what its owned counterpart
+/// is: [`InputValue::Lent`] per lane, [`InputValue::LentVector`], [`InputValue::LentMatrix`].
+pub trait ValueSource: Send + Sync {
+    /// How many numbers it holds.
+    fn count(&self) -> usize;
+    /// Calls `f` once with the numbers (`count()` of them).
     fn read(&self, f: &mut dyn FnMut(&[f64]));
 }
 
-/// A shared [`LaneSource`]; two are equal when they are the same source.
+/// A shared [`ValueSource`]; two are equal when they are the same source.
 #[derive(Clone)]
-pub struct LentLanes(pub std::sync::Arc<dyn LaneSource>);
+pub struct Lent(pub std::sync::Arc<dyn ValueSource>);
 
-impl LentLanes {
+impl Lent {
     /// Lends `source`.
-    pub fn new(source: impl LaneSource + 'static) -> Self {
-        LentLanes(std::sync::Arc::new(source))
+    pub fn new(source: impl ValueSource + 'static) -> Self {
+        Lent(std::sync::Arc::new(source))
     }
 
-    /// The number of values.
-    pub fn lanes(&self) -> usize {
-        self.0.lanes()
+    /// How many numbers it holds.
+    pub fn count(&self) -> usize {
+        self.0.count()
     }
 
     /// Calls `f` with the values when there are exactly `n` of them; false (and `f` not called)
@@ -368,15 +379,15 @@ impl LentLanes {
     }
 }
 
-impl PartialEq for LentLanes {
+impl PartialEq for Lent {
     fn eq(&self, other: &Self) -> bool {
         std::sync::Arc::ptr_eq(&self.0, &other.0)
     }
 }
 
-impl std::fmt::Debug for LentLanes {
+impl std::fmt::Debug for Lent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "LentLanes({} lanes)", self.lanes())
+        write!(f, "Lent({} numbers)", self.count())
     }
 }
 

@@ -601,7 +601,7 @@ impl<R: Real> Machine<R> {
                 InputValue::Lent(src) => {
                     let p = self.lanes.alloc(1, true, inp.grad && self.recording);
                     if !src.read_exactly(b, &mut |xs| self.set_all(p, xs)) {
-                        return Err(bad(format!("{} values for {b} lanes", src.lanes())));
+                        return Err(bad(format!("{} values for {b} lanes", src.count())));
                     }
                     Value::Num(p)
                 }
@@ -609,6 +609,28 @@ impl<R: Real> Machine<R> {
                     let p = self.lanes.alloc(xs.len(), false, false);
                     self.set_all(p, xs);
                     Value::Vector(p, xs.len() as u32)
+                }
+                InputValue::LentVector(src) => {
+                    let n = src.count();
+                    let p = self.lanes.alloc(n, false, false);
+                    if !src.read_exactly(n, &mut |xs| self.set_all(p, xs)) {
+                        return Err(bad("the lent vector changed its length".into()));
+                    }
+                    Value::Vector(p, n as u32)
+                }
+                InputValue::LentMatrix { rows, cols, data } => {
+                    let n = data.count();
+                    if rows * cols != n || *rows > u16::MAX as usize || *cols > u16::MAX as usize {
+                        return Err(bad(format!(
+                            "{rows}x{cols} matrix needs {} values, got {n}",
+                            rows * cols
+                        )));
+                    }
+                    let p = self.lanes.alloc(n, false, false);
+                    if !data.read_exactly(n, &mut |xs| self.set_all(p, xs)) {
+                        return Err(bad("the lent matrix changed its length".into()));
+                    }
+                    Value::Matrix(p, *rows as u16, *cols as u16)
                 }
                 InputValue::Matrix { rows, cols, data } => {
                     if rows * cols != data.len()

@@ -31,7 +31,7 @@ pub mod widest;
 
 pub use api::{
     Cancel, ChoiceMode, ChoiceReadout, Dialect, EvalOptions, Evaluation, Gradient, Input,
-    InputValue, Inputs, LaneBlock, LaneSource, LentLanes, Output, Precision, SoftChoice,
+    InputValue, Inputs, LaneBlock, Lent, Output, Precision, SoftChoice, ValueSource,
 };
 pub use error::{CoreError, ErrorKind, Result};
 pub use eval::Evaluator;

@@ -1,10 +1,10 @@
 //! Reusing an evaluator never changes results: arenas keep their capacity between runs without
 //! being cleared, so a run after a run that left NaN everywhere must still equal a fresh run, bit
 //! for bit (a lane that reads a value it did not write would show up here). Lanes lent through a
-//! `LaneSource` give the owned lanes' results, on walks and replays.
+//! `ValueSource` (per lane, vectors, matrices) give the owned inputs' results, on walks and replays.
 
 use ndvm_core::{
-    Dialect, EvalOptions, Evaluation, Evaluator, Heap, InputValue, Inputs, LaneSource, LentLanes,
+    Dialect, EvalOptions, Evaluation, Evaluator, Heap, InputValue, Inputs, Lent, ValueSource,
 };
 
 mod common;
@@ -129,14 +129,14 @@ fn issue_11_a_program_with_another_heap_is_an_error() {
     );
 }
 
-/// A [`LaneSource`] over a vector the test can change between runs, counting its reads.
+/// A [`ValueSource`] over a vector the test can change between runs, counting its reads.
 struct Shared {
     values: std::sync::Mutex<Vec<f64>>,
     reads: std::sync::atomic::AtomicUsize,
 }
 
-impl LaneSource for Shared {
-    fn lanes(&self) -> usize {
+impl ValueSource for Shared {
+    fn count(&self) -> usize {
         self.values.lock().unwrap().len()
     }
 
@@ -153,11 +153,11 @@ fn shared(values: Vec<f64>) -> std::sync::Arc<Shared> {
     })
 }
 
-/// Lent lanes (`InputValue::Lent`, how the Python binding passes numpy arrays) give the owned
+/// Lent inputs (`InputValue::Lent*`, how the Python binding passes numpy arrays) give the owned
 /// lanes' values and gradients bit for bit, on the first walk, on the replays that follow, and
 /// after the lent values change (a replay compares them with what it recorded).
 #[test]
-fn lent_lanes_equal_owned_lanes_on_walks_and_replays() {
+fn lent_inputs_equal_owned_inputs_on_walks_and_replays() {
     let n = 9;
     let x0: Vec<f64> = (0..n).map(|l| 0.05 + 0.11 * l as f64).collect();
     let a0: Vec<f64> = (0..n).map(|l| 0.9 + 0.07 * l as f64).collect();
@@ -165,8 +165,8 @@ fn lent_lanes_equal_owned_lanes_on_walks_and_replays() {
         let (x, a) = (shared(x0.clone()), shared(a0.clone()));
         let lent = {
             let mut i = Inputs::new();
-            i.push("a", InputValue::Lent(LentLanes(a.clone())), true);
-            i.push("x", InputValue::Lent(LentLanes(x.clone())), false);
+            i.push("a", InputValue::Lent(Lent(a.clone())), true);
+            i.push("x", InputValue::Lent(Lent(x.clone())), false);
             i
         };
         let mut heap = Heap::new();
@@ -193,13 +193,54 @@ fn lent_lanes_equal_owned_lanes_on_walks_and_replays() {
             "{src}"
         );
     }
+    // Lent vectors and matrices (shared by every lane) likewise, and a changed one is seen.
+    let (v, m) = (
+        shared(vec![1.0, 2.0, 3.0]),
+        shared(vec![0.5, 1.0, -2.0, 4.0]),
+    );
+    let mut lent = Inputs::new().param("a", 1.5).input_lanes("x", x0.clone());
+    lent.push("v", InputValue::LentVector(Lent(v.clone())), false);
+    let matrix = InputValue::LentMatrix {
+        rows: 2,
+        cols: 2,
+        data: Lent(m.clone()),
+    };
+    lent.push("m", matrix, false);
+    let src = "(+ (* a (vsum v) x) (trace m) (det m))";
+    let mut heap = Heap::new();
+    let program = ndvm_frontends::scheme::parse(&mut heap, src).expect("parses");
+    let (mut owned_ev, mut lent_ev) = (
+        Evaluator::new(EvalOptions::new(n)),
+        Evaluator::new(EvalOptions::new(n)),
+    );
+    for round in 0..4 {
+        if round == 2 {
+            v.values.lock().unwrap()[1] = -7.0;
+            m.values.lock().unwrap()[3] = 0.25;
+        }
+        let mut owned = Inputs::new().param("a", 1.5).input_lanes("x", x0.clone());
+        owned.push(
+            "v",
+            InputValue::Vector(v.values.lock().unwrap().clone()),
+            false,
+        );
+        let data = m.values.lock().unwrap().clone();
+        owned.push(
+            "m",
+            InputValue::Matrix {
+                rows: 2,
+                cols: 2,
+                data,
+            },
+            false,
+        );
+        let want = owned_ev.eval_grad(&mut heap, &program, &owned).unwrap();
+        let got = lent_ev.eval_grad(&mut heap, &program, &lent).unwrap();
+        assert_eq!(bits(&got), bits(&want), "round {round}");
+    }
     // A source whose length is not the lane count is the caller's error, as owned lanes are.
     let mut short = Inputs::new().param("a", 1.0);
-    short.push(
-        "x",
-        InputValue::Lent(LentLanes(shared(vec![1.0; 3]))),
-        false,
-    );
+    short.push("x", InputValue::Lent(Lent(shared(vec![1.0; 3]))), false);
     let mut heap = Heap::new();
     let program = ndvm_frontends::scheme::parse(&mut heap, "(* a x)").unwrap();
     let err = Evaluator::new(EvalOptions::new(n))

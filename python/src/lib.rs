@@ -17,15 +17,18 @@ use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
+use numpy::{
+    PyArray, PyArray1, PyArrayDyn, PyArrayMethods, PyReadonlyArray, PyReadonlyArray1,
+    PyReadonlyArray2, PyUntypedArrayMethods,
+};
 use pyo3::conversion::FromPyObjectOwned;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use ndvm_core::{
-    CoreError, EvalOptions, Evaluation, Evaluator, Heap, InputValue, Inputs, LaneSource, LentLanes,
-    Output, ParamDecl, ParamKind, Precision, Program,
+    CoreError, EvalOptions, Evaluation, Evaluator, Heap, InputValue, Inputs, Lent, Output,
+    ParamDecl, ParamKind, Precision, Program, ValueSource,
 };
 use ndvm_frontends::{LineIndex, ParseError, Registry, render_core_error, render_parse_error};
 use ndvm_optimizers::{
@@ -221,66 +224,75 @@ fn registry() -> &'static Registry {
 enum Value {
     Scalar(f64),
     /// A 1-D array of more than one value, C-contiguous: lent, read in place.
-    Lent(LentLanes),
+    Lent(Lent),
     /// A 1-D array of another layout (or of one value), copied.
     Array(Vec<f64>),
-    Matrix {
-        rows: usize,
-        cols: usize,
-        data: Vec<f64>,
-    },
+    /// A 2-D array: a matrix shared by every lane, lent when C-contiguous, else copied.
+    Matrix(InputValue),
 }
 
-/// Reads one value. With `lend`, a C-contiguous 1-D array of more than one value is lent
-/// ([`NumpyLanes`]: no copy); any other array is copied while attached.
+/// Reads one value. With `lend`, C-contiguous arrays are lent ([`NumpyValues`]: no copy), 1-D
+/// ones of more than one value; any other array is copied while attached.
 fn read_value(name: &str, value: &Bound<'_, PyAny>, lend: bool) -> PyResult<Value> {
     if let Ok(x) = value.extract::<f64>() {
         return Ok(Value::Scalar(x));
     }
     if let Ok(a) = value.extract::<PyReadonlyArray1<'_, f64>>() {
-        let len = a.as_slice().map_or(0, <[f64]>::len);
-        if lend && len > 1 {
-            let array: &Bound<'_, PyArray1<f64>> = &a;
-            let array = array.clone().unbind();
-            return Ok(Value::Lent(LentLanes::new(NumpyLanes { array, len })));
+        if lend && a.len() > 1 && a.is_c_contiguous() {
+            return Ok(Value::Lent(NumpyValues::lend(&a)));
         }
         return Ok(Value::Array(a.as_array().to_vec()));
     }
     if let Ok(m) = value.extract::<PyReadonlyArray2<'_, f64>>() {
-        let view = m.as_array();
-        let (rows, cols) = view.dim();
-        let data = view.iter().copied().collect();
-        return Ok(Value::Matrix { rows, cols, data });
+        let (rows, cols) = m.as_array().dim();
+        // C order only: `as_slice` also takes a Fortran-ordered array, whose slice is by column.
+        if lend && m.is_c_contiguous() {
+            let data = NumpyValues::lend(&m);
+            return Ok(Value::Matrix(InputValue::LentMatrix { rows, cols, data }));
+        }
+        let data = m.as_array().iter().copied().collect();
+        return Ok(Value::Matrix(InputValue::Matrix { rows, cols, data }));
     }
     Err(PyTypeError::new_err(format!(
         "`{name}`: expected a number or a float64 array of 1 or 2 dimensions"
     )))
 }
 
-/// A C-contiguous float64 numpy array lent to the evaluator (`ndvm_core::LaneSource`): its
+/// A C-contiguous float64 numpy array lent to the evaluator (`ndvm_core::ValueSource`): its
 /// memory is read in place, and only while attached to the interpreter (a run binding its inputs,
 /// a replay comparing them), so no other Python thread writes it during a read even though the
 /// evaluation itself runs detached. The array object is kept alive by the reference held here.
-struct NumpyLanes {
-    array: Py<PyArray1<f64>>,
-    len: usize,
+struct NumpyValues {
+    array: Py<PyArrayDyn<f64>>,
+    count: usize,
 }
 
-impl LaneSource for NumpyLanes {
-    fn lanes(&self) -> usize {
-        self.len
+impl NumpyValues {
+    /// Lends `array` (C-contiguous).
+    fn lend<D: numpy::ndarray::Dimension>(array: &PyReadonlyArray<'_, f64, D>) -> Lent {
+        let bound: &Bound<'_, PyArray<f64, D>> = array;
+        Lent::new(NumpyValues {
+            array: bound.to_dyn().clone().unbind(),
+            count: bound.len(),
+        })
+    }
+}
+
+impl ValueSource for NumpyValues {
+    fn count(&self) -> usize {
+        self.count
     }
 
     fn read(&self, f: &mut dyn FnMut(&[f64])) {
         Python::attach(|py| {
-            // Another extension holding the array writable: nothing is read (a lane-count error).
+            // Another extension holding the array writable: nothing is read (a length error).
             let Ok(array) = self.array.bind(py).try_readonly() else {
                 return f(&[]);
             };
             match array.as_slice() {
-                Ok(xs) => f(xs),
-                // Made non-contiguous in place since it was lent: read it element by element.
-                Err(_) => f(&array.as_array().to_vec()),
+                Ok(xs) if array.is_c_contiguous() => f(xs),
+                // Its layout changed in place since it was lent: read it in row-major order.
+                _ => f(&array.as_array().iter().copied().collect::<Vec<f64>>()),
             }
         })
     }
@@ -419,7 +431,7 @@ impl EvalRequest {
         limits.check().map_err(|e| Failure::search(&e))?;
         let lens = read.bindings.iter().map(|(name, v, _)| {
             let len = match v {
-                Value::Lent(l) => l.lanes(),
+                Value::Lent(l) => l.count(),
                 Value::Array(xs) => xs.len(),
                 _ => 1,
             };
@@ -433,15 +445,12 @@ impl EvalRequest {
                 Value::Lent(l) => InputValue::Lent(l),
                 Value::Array(xs) if xs.len() == 1 => InputValue::Uniform(xs[0]),
                 Value::Array(xs) => InputValue::Lanes(xs),
-                Value::Matrix { .. } => unreachable!("read_bindings keeps matrices apart"),
+                Value::Matrix(_) => unreachable!("read_bindings keeps matrices apart"),
             };
             inputs.push(&name, value, grad);
         }
-        for (name, data) in read.vectors {
-            inputs.push(&name, InputValue::Vector(data), false);
-        }
-        for (name, rows, cols, data) in read.matrices {
-            inputs.push(&name, InputValue::Matrix { rows, cols, data }, false);
+        for (name, value) in read.shared {
+            inputs.push(&name, value, false);
         }
         let mut seen = std::collections::HashSet::new();
         for input in &inputs.entries {
@@ -567,37 +576,33 @@ fn merged_params(params: &[ParamTuple], declared: &[ParamDecl]) -> Result<Vec<Pa
 }
 
 /// What `evaluate` read from Python: each binding (name, a number or a 1-D array, whether it is
-/// differentiated), the vectors and the matrices.
+/// differentiated), then the values shared by every lane: the vectors, then the matrices.
 struct ReadBindings {
     bindings: Vec<(String, Value, bool)>,
-    vectors: Vec<(String, Vec<f64>)>,
-    matrices: Vec<(String, usize, usize, Vec<f64>)>,
+    shared: Vec<(String, InputValue)>,
 }
 
 /// Reads `params` (differentiable), `inputs` and `vectors`: numbers, 1-D arrays (one value per
-/// lane, or one for all) and, among inputs, 2-D arrays (shared matrices).
+/// lane, or one for all) and, among inputs, 2-D arrays (shared matrices). Contiguous arrays are
+/// lent.
 fn read_bindings(
     params: Option<&Bound<'_, PyDict>>,
     inputs: Option<&Bound<'_, PyDict>>,
     vectors: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<ReadBindings> {
-    let mut read = ReadBindings {
-        bindings: Vec::new(),
-        vectors: Vec::new(),
-        matrices: Vec::new(),
-    };
+    let (mut bindings, mut vecs, mut matrices) = (Vec::new(), Vec::new(), Vec::new());
     for (dict, grad) in [(params, true), (inputs, false)] {
         let Some(dict) = dict else { continue };
         for (key, value) in dict.iter() {
             let name: String = key.extract()?;
             match read_value(&name, &value, true)? {
-                Value::Matrix { .. } if grad => {
+                Value::Matrix(_) if grad => {
                     return Err(PyTypeError::new_err(format!(
                         "`{name}`: only numbers can be differentiated (give matrices as inputs)"
                     )));
                 }
-                Value::Matrix { rows, cols, data } => read.matrices.push((name, rows, cols, data)),
-                value => read.bindings.push((name, value, grad)),
+                Value::Matrix(m) => matrices.push((name, m)),
+                value => bindings.push((name, value, grad)),
             }
         }
     }
@@ -605,10 +610,19 @@ fn read_bindings(
         for (key, value) in dict.iter() {
             let name: String = key.extract()?;
             let data: PyReadonlyArray1<'_, f64> = value.extract()?;
-            read.vectors.push((name, data.as_array().to_vec()));
+            let value = if data.is_c_contiguous() {
+                InputValue::LentVector(NumpyValues::lend(&data))
+            } else {
+                InputValue::Vector(data.as_array().to_vec())
+            };
+            vecs.push((name, value));
         }
     }
-    Ok(read)
+    vecs.extend(matrices);
+    Ok(ReadBindings {
+        bindings,
+        shared: vecs,
+    })
 }
 
 /// `{"value": …, "grads": {name: (B,)}, "faults": (B,) bool}`; vectors are (B, len), matrices
@@ -916,8 +930,12 @@ fn dataset(
             d = match read_value(&name, &value, false)? {
                 Value::Scalar(x) => d.scalar(&name, x),
                 Value::Array(v) => d.vector(&name, v),
-                Value::Lent(_) => unreachable!("read_value lends only when asked"),
-                Value::Matrix { rows, cols, data } => d.matrix(&name, rows, cols, data),
+                Value::Matrix(InputValue::Matrix { rows, cols, data }) => {
+                    d.matrix(&name, rows, cols, data)
+                }
+                Value::Lent(_) | Value::Matrix(_) => {
+                    unreachable!("read_value lends only when asked")
+                }
             };
         }
     }
@@ -1355,20 +1373,24 @@ fn _panic_for_tests(py: Python<'_>, message: &str, polled: bool) -> PyResult<()>
     res.map_err(|f| f.into_pyerr(py))
 }
 
-/// For the tests: the names among `params` and `inputs` (as `evaluate` takes them) whose arrays
+/// For the tests: the names among `params`, `inputs` and `vectors` (as `evaluate` takes them) whose arrays
 /// `evaluate` lends to the evaluator, read in place, rather than copies. Nothing else calls it.
 #[pyfunction]
-#[pyo3(signature = (params = None, inputs = None))]
+#[pyo3(signature = (params = None, inputs = None, vectors = None))]
 fn _lent_for_tests(
     params: Option<&Bound<'_, PyDict>>,
     inputs: Option<&Bound<'_, PyDict>>,
+    vectors: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Vec<String>> {
-    let read = read_bindings(params, inputs, None)?;
+    let read = read_bindings(params, inputs, vectors)?;
     Ok(read
         .bindings
         .into_iter()
         .filter(|(_, v, _)| matches!(v, Value::Lent(_)))
         .map(|(name, _, _)| name)
+        .chain(read.shared.into_iter().filter_map(|(name, v)| {
+            matches!(v, InputValue::LentVector(_) | InputValue::LentMatrix { .. }).then_some(name)
+        }))
         .collect())
 }
 

@@ -103,6 +103,8 @@ def test_contiguous_arrays_are_read_in_place_and_equal_copies():
     assert ndvm._ndvm._lent_for_tests(params, inputs) == ["k", "x"]
     strided = np.linspace(0.0, 1.0, 402)[::2]  # not contiguous: copied
     assert ndvm._ndvm._lent_for_tests(None, {"x": strided, "t": np.array([3.0])}) == []
+    m, v = np.eye(3), np.arange(4.0)
+    assert ndvm._ndvm._lent_for_tests(None, {"m": m, "n": m.T}, {"v": v, "w": v[::2]}) == ["v", "m"]
     lent, copied = ndvm.Program(src), ndvm.Program(src)
     for step in range(4):
         if step == 2:
@@ -115,6 +117,14 @@ def test_contiguous_arrays_are_read_in_place_and_equal_copies():
         assert got.grads["a"].tobytes() == want.grads["a"].tobytes(), step
     fresh = ndvm.Program(src).evaluate(params={"a": 2.0, "k": list(k)}, inputs={"x": list(x)})
     assert got.value.tobytes() == fresh.value.tobytes()
+    # Matrices and vectors (shared by every lane) are lent too; a change in place is seen.
+    shared = ndvm.Program("(+ (trace m) (* a (vsum v)))")
+    m, v = np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([1.0, 2.0, 3.0])
+    first = shared.evaluate(params={"a": 2.0}, inputs={"m": m}, vectors={"v": v})
+    m[1, 1], v[0] = 10.0, 0.0
+    second = shared.evaluate(params={"a": 2.0}, inputs={"m": m}, vectors={"v": v})
+    assert (first.value[0], second.value[0]) == (17.0, 21.0)
+    assert (first.grads["a"][0], second.grads["a"][0]) == (6.0, 5.0)
 
 
 def test_decay_equals_the_cli_bit_for_bit():

@@ -406,7 +406,7 @@ impl<R: Real> Machine<R> {
                     (InputValue::Lent(src), Value::Num(_)) => {
                         m.varying
                             && if inp.grad {
-                                src.lanes() == b
+                                src.count() == b
                             } else {
                                 let have = &self.lanes.data[m.off as usize..][..b];
                                 let mut equal = false;
@@ -414,6 +414,20 @@ impl<R: Real> Machine<R> {
                             }
                     }
                     (InputValue::Vector(xs), Value::Vector(..)) => !m.varying && same(p, xs),
+                    (InputValue::LentVector(src), Value::Vector(..)) => {
+                        let mut equal = false;
+                        !m.varying
+                            && src.read_exactly(src.count(), &mut |xs| equal = same(p, xs))
+                            && equal
+                    }
+                    (InputValue::LentMatrix { rows, cols, data }, Value::Matrix(_, r, c)) => {
+                        let mut equal = false;
+                        !m.varying
+                            && *rows == r as usize
+                            && *cols == c as usize
+                            && data.read_exactly(data.count(), &mut |xs| equal = same(p, xs))
+                            && equal
+                    }
                     (InputValue::Matrix { rows, cols, data }, Value::Matrix(_, r, c)) => {
                         !m.varying && *rows == r as usize && *cols == c as usize && same(p, data)
                     }
