@@ -44,6 +44,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "target",
     "operators",
     "examples",
+    "examples_section",
     "notation",
     "frontend",
 ];
@@ -118,11 +119,19 @@ pub fn render_prompt(template: &str, vars: &PromptVars<'_>) -> std::result::Resu
             "operators" => out.push_str(&vars.operators.join(", ")),
             "notation" => out.push_str(vars.notation),
             "frontend" => out.push_str(vars.frontend),
-            "examples" => {
+            // Nothing when there are none: a placeholder text in a code block is what small
+            // models copy back as their program.
+            "examples" => out.push_str(&vars.examples.join("\n")),
+            "examples_section" => {
                 if vars.examples.is_empty() {
-                    out.push_str("(none yet)");
+                    out.push_str("No candidate has been scored yet: propose a first one.");
                 } else {
-                    out.push_str(&vars.examples.join("\n"));
+                    out.push_str(&format!(
+                        "Good candidates so far (improve on them, do not repeat them):\n\n\
+                         ```{}\n{}\n```",
+                        vars.frontend,
+                        vars.examples.join("\n")
+                    ));
                 }
             }
             other => {
@@ -420,6 +429,9 @@ impl LlmProposer {
             temperature: Some(self.config.temperature),
             time: Some(now()),
             attempts: Some(attempts),
+            usage: answer.usage,
+            finish_reason: answer.finish_reason,
+            latency_ms: Some((answer.latency_ms * 1e3).round() / 1e3),
             frontend: Some(self.frontend.clone()),
             ..CacheLine::default()
         };
@@ -784,6 +796,20 @@ mod tests {
         assert_eq!(
             p.unwrap(),
             "Write prefix s-expressions.\n```scheme\n(* a x)\n```"
+        );
+        let p = render_prompt("{{examples_section}}", &v).unwrap();
+        assert_eq!(
+            p,
+            "Good candidates so far (improve on them, do not repeat them):\n\n```scheme\n(* a x)\n```"
+        );
+        let none = PromptVars {
+            examples: &[],
+            ..v.clone()
+        };
+        let p = render_prompt("{{examples_section}}|{{examples}}|", &none).unwrap();
+        assert_eq!(
+            p,
+            "No candidate has been scored yet: propose a first one.||"
         );
         assert!(render_prompt("{{nope}}", &v).unwrap_err().contains("nope"));
         assert!(render_prompt("{{inputs", &v).is_err());

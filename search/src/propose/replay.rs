@@ -46,9 +46,32 @@ pub struct CacheLine {
     /// Attempts the request took (retries + 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempts: Option<u32>,
+    /// Tokens the answering request used, as the endpoint's `usage` reported them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<TokenUsage>,
+    /// Why the model stopped writing (`stop`; `length`: cut at the token limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+    /// Milliseconds from sending the answering request to the last byte of its answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<f64>,
     /// The answer's text as received.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,
+}
+
+/// A chat completion's `usage`: tokens of the prompt, of the answer, and both.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    /// Tokens of the prompt.
+    #[serde(default)]
+    pub prompt_tokens: u64,
+    /// Tokens of the answer.
+    #[serde(default)]
+    pub completion_tokens: u64,
+    /// Both.
+    #[serde(default)]
+    pub total_tokens: u64,
 }
 
 /// The `verdict` of a cache line, written as `valid`, `invalid-<class>`, `no-program`,

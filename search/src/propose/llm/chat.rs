@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::propose::replay::TokenUsage;
+
 /// Longest response body read, in bytes (16 MiB): far above any chat answer; it bounds memory.
 pub const MAX_BODY_BYTES: u64 = 16 * 1024 * 1024;
 
@@ -36,11 +38,15 @@ struct ChatResponse {
     model: String,
     #[serde(default)]
     choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<TokenUsage>,
 }
 
 #[derive(Debug, Deserialize)]
 struct Choice {
     message: AnswerMessage,
+    #[serde(default)]
+    finish_reason: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -140,11 +146,17 @@ pub(super) struct Failure {
     pub(super) reason: String,
 }
 
-/// A chat completion's text and the model that answered.
+/// A chat completion's text, the model that answered, and what the exchange cost.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Answered {
     pub(super) text: String,
     pub(super) model: String,
+    /// The endpoint's `usage`, when it sent one.
+    pub(super) usage: Option<TokenUsage>,
+    /// The first choice's `finish_reason` (`stop`, `length`, …).
+    pub(super) finish_reason: Option<String>,
+    /// Milliseconds from sending the request to the answer's last byte.
+    pub(super) latency_ms: f64,
 }
 
 /// How one request ended, after its retries.
@@ -215,6 +227,7 @@ impl Endpoint {
 
     /// One exchange: `body` is a serialized [`ChatRequest`].
     fn attempt(&self, body: &[u8]) -> Result<Answered, Failure> {
+        let sent = Instant::now();
         let mut request = self.agent.post(&self.url).content_type("application/json");
         if !self.key.is_empty() {
             request = request.header("Authorization", format!("Bearer {}", self.key));
@@ -245,16 +258,21 @@ impl Endpoint {
                 "http {status} but not a chat completion (failed to deserialize: {e})"
             )),
         })?;
-        let text = parsed
-            .choices
-            .into_iter()
-            .next()
-            .and_then(|c| c.message.content.or(c.message.refusal))
-            .unwrap_or_default();
+        let latency_ms = sent.elapsed().as_secs_f64() * 1e3;
+        let (text, finish_reason) = match parsed.choices.into_iter().next() {
+            Some(c) => (
+                c.message.content.or(c.message.refusal).unwrap_or_default(),
+                c.finish_reason,
+            ),
+            None => (String::new(), None),
+        };
         // An echoed key in the answer or the model's name is removed before anything stores it.
         Ok(Answered {
             text: crate::secret::redacted(&text),
             model: crate::secret::redacted(&parsed.model),
+            usage: parsed.usage,
+            finish_reason: finish_reason.map(|r| crate::secret::redacted(&r)),
+            latency_ms,
         })
     }
 }
