@@ -70,6 +70,23 @@ pub trait Frontend: Send + Sync {
     /// A few lines for a language model's prompt: how programs in this notation look, with an
     /// example in a code fence.
     fn prompt_guide(&self) -> &str;
+
+    /// The numbers and names of `src`, in order, with their byte ranges: what a proposer needs
+    /// to turn a model's literal numbers into fitted parameters. `None` when the text does not
+    /// lex, or (the default) when the front end does not say.
+    fn lexemes(&self, src: &str) -> Option<Vec<Lexeme>> {
+        let _ = src;
+        None
+    }
+}
+
+/// A number or a name of a program's text ([`Frontend::lexemes`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Lexeme {
+    /// A numeric literal (its sign included when the notation writes it as part of the number).
+    Number(Span, f64),
+    /// A name (a variable, a parameter, a function).
+    Name(Span),
 }
 
 /// The known front ends, looked up by name or file extension.

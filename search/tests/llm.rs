@@ -11,6 +11,7 @@
 mod common;
 
 use common::root;
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -367,6 +368,47 @@ fn good_answers_land_in_the_cache_with_provenance() {
     assert!(prompt1.contains("(* a (exp (* b x)))"), "{prompt1}");
     assert_ne!(lines[0].prompt_hash, lines[1].prompt_hash);
     // The cache replays to the same stream, offline.
+    let mut replay = CacheReplay::open(&cache, &Registry::default(), "scheme").unwrap();
+    assert_eq!(replay.propose(64).unwrap(), cands);
+}
+
+#[test]
+fn a_models_numbers_become_fitted_parameters_started_at_them() {
+    let m = Mocked::start();
+    m.answer(vec![
+        ok("```scheme\n(* 2.5 (exp (* -0.7 x)))\n```"),
+        // Before lifting, "the program uses no parameter".
+        ok("(* -1.3025 (+ 1 x) 68479)"),
+        // Every parameter already named: the number stays.
+        ok("(* a (exp (* b x)) 0.5)"),
+    ]);
+    let dir = scratch("lift");
+    let cache = dir.join("cache.jsonl");
+    let mut c = config(&m.base_url(), &cache);
+    c.max_requests = 3;
+    c.concurrency = 1;
+    let mut p = proposer(c);
+    let cands = drain(&mut p);
+    let init = |pairs: &[(&str, f64)]| -> BTreeMap<String, f64> {
+        pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    };
+    let got: Vec<(&str, BTreeMap<String, f64>)> = cands
+        .iter()
+        .map(|c| (c.src.as_str(), c.init.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("(* a (exp (* b x)))", init(&[("a", 2.5), ("b", -0.7)])),
+            ("(* a (+ 1 x) b)", init(&[("a", -1.3025), ("b", 68479.0)])),
+            ("(* a (exp (* b x)) 0.5)", init(&[])),
+        ]
+    );
+    let lines = cache_lines(&cache);
+    assert!(lines.iter().all(|l| l.verdict == Some(Verdict::Valid)));
+    assert_eq!(lines[0].init, Some(init(&[("a", 2.5), ("b", -0.7)])));
+    assert_eq!(lines[2].init, None);
+    // The cache replays the same candidates, starting values included.
     let mut replay = CacheReplay::open(&cache, &Registry::default(), "scheme").unwrap();
     assert_eq!(replay.propose(64).unwrap(), cands);
 }

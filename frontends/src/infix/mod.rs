@@ -79,6 +79,16 @@ impl Frontend for Infix {
     fn prompt_guide(&self) -> &str {
         PROMPT_GUIDE
     }
+
+    fn lexemes(&self, src: &str) -> Option<Vec<crate::Lexeme>> {
+        let tokens = lexer::tokenize(src).ok()?;
+        let lexemes = tokens.iter().filter_map(|t| match t.tok {
+            lexer::Tok::Num(v) => Some(crate::Lexeme::Number(t.span(), v)),
+            lexer::Tok::Name => Some(crate::Lexeme::Name(t.span())),
+            _ => None,
+        });
+        Some(lexemes.collect())
+    }
 }
 
 /// How infix programs look, for a language model's prompt.

@@ -120,6 +120,19 @@ impl Frontend for Scheme {
     fn prompt_guide(&self) -> &str {
         PROMPT_GUIDE
     }
+
+    fn lexemes(&self, src: &str) -> Option<Vec<crate::Lexeme>> {
+        let mut lexer = lexer::Lexer::new(src);
+        let mut out = Vec::new();
+        while let Some(token) = lexer.next_token().ok()? {
+            match token.kind {
+                lexer::TokenKind::Num(v) => out.push(crate::Lexeme::Number(token.span(), v)),
+                lexer::TokenKind::Sym => out.push(crate::Lexeme::Name(token.span())),
+                _ => {}
+            }
+        }
+        Some(out)
+    }
 }
 
 /// How Scheme programs look, for a language model's prompt.

@@ -15,6 +15,7 @@
 
 mod chat;
 
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
@@ -31,7 +32,7 @@ pub use chat::{FailureClass, MAX_BODY_BYTES};
 use ndvm_frontends::{Frontend, Registry};
 
 use super::replay::{CacheLine, Cached, Verdict, read_cache};
-use super::{Candidate, Proposer, RequestStats};
+use super::{Candidate, Proposer, RequestStats, lift};
 use crate::error::{Result, SearchError};
 use crate::task::LlmConfig;
 use crate::{textfile, validate};
@@ -459,13 +460,24 @@ impl LlmProposer {
                 line.reason = Some(reason);
             }
             Ok(src) => {
-                match validate::check_source(
-                    reader,
-                    &src,
-                    &self.inputs,
-                    &self.params,
-                    &self.forbidden,
-                ) {
+                let check = |src: &str| {
+                    validate::check_source(reader, src, &self.inputs, &self.params, &self.forbidden)
+                };
+                // The answer's numbers as fitted parameters, unless that breaks what was valid.
+                let (src, checked) = match lift::lift_literals(reader, &src, &self.params) {
+                    Some(l) => match (check(&l.src), check(&src)) {
+                        (Err(_), Ok(c)) => (src, Ok(c)),
+                        (lifted, _) => {
+                            line.init = Some(l.init);
+                            (l.src, lifted)
+                        }
+                    },
+                    None => {
+                        let c = check(&src);
+                        (src, c)
+                    }
+                };
+                match checked {
                     Ok(_) => {
                         line.verdict = Some(Verdict::Valid);
                         line.src = Some(src);
@@ -474,6 +486,7 @@ impl LlmProposer {
                     Err(r) if matches!(r.class, "too-large" | "too-deep") => {
                         line.verdict = Some(Verdict::Rejected);
                         line.reason = Some(r.message);
+                        line.init = None;
                     }
                     Err(r) => {
                         line.verdict = Some(Verdict::Invalid(r.class.to_string()));
@@ -571,8 +584,16 @@ impl LlmProposer {
         )))
     }
 
-    fn push(&mut self, out: &mut Vec<Candidate>, src: String, frontend: String) {
-        out.push(Candidate::new(self.next_id, src, frontend));
+    fn push(
+        &mut self,
+        out: &mut Vec<Candidate>,
+        src: String,
+        frontend: String,
+        init: BTreeMap<String, f64>,
+    ) {
+        let mut candidate = Candidate::new(self.next_id, src, frontend);
+        candidate.init = init;
+        out.push(candidate);
         self.next_id += 1;
     }
 
@@ -610,7 +631,7 @@ impl LlmProposer {
                         self.valid.push(src.clone());
                     }
                     let frontend = self.frontend.clone();
-                    self.push(out, src, frontend);
+                    self.push(out, src, frontend, line.init.unwrap_or_default());
                 }
                 return Ok(None);
             }
@@ -719,7 +740,7 @@ impl Proposer for LlmProposer {
             let c = self.cached[self.next_cached].clone();
             self.next_cached += 1;
             let frontend = c.frontend.unwrap_or_else(|| self.frontend.clone());
-            self.push(&mut out, c.src, frontend);
+            self.push(&mut out, c.src, frontend, c.init);
         }
         if !out.is_empty() || n == 0 {
             return Ok(out);

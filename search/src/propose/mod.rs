@@ -8,6 +8,7 @@
 mod bandit;
 pub mod evolve;
 pub mod grammar;
+pub mod lift;
 #[cfg(feature = "llm")]
 pub mod llm;
 pub mod replay;

@@ -5,6 +5,7 @@
 //! `rejected` (an answer over the size or nesting bounds), even one that holds a `src`. A truncated last line (no final newline,
 //! not valid JSON) is reported as a warning, not an error.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -58,6 +59,10 @@ pub struct CacheLine {
     /// The answer's text as received.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,
+    /// Starting values of parameters that replaced the answer's numbers (`src` is the program
+    /// after that rewrite): the first start of its calibration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init: Option<BTreeMap<String, f64>>,
 }
 
 /// A chat completion's `usage`: tokens of the prompt, of the answer, and both.
@@ -145,6 +150,8 @@ pub struct Cached {
     pub src: String,
     /// The front end the line names, if any.
     pub frontend: Option<String>,
+    /// The line's starting values (`init`), if any.
+    pub init: BTreeMap<String, f64>,
 }
 
 /// Reads every candidate of a cache: the programs in file order and the warnings.
@@ -184,11 +191,13 @@ pub fn parse_cache(path: &Path, text: &str) -> Result<(Vec<Cached>, Vec<String>)
             Ok(CacheLine {
                 src: Some(src),
                 frontend,
+                init,
                 ..
             }) => sources.push(Cached {
                 line: i + 1,
                 src,
                 frontend,
+                init: init.unwrap_or_default(),
             }),
             Ok(CacheLine {
                 verdict: Some(_), ..
@@ -250,11 +259,14 @@ impl Proposer for CacheReplay {
         let end = (self.next + n).min(self.sources.len());
         let out = (self.next..end)
             .map(|i| {
-                Candidate::new(
+                let c = &self.sources[i];
+                let mut candidate = Candidate::new(
                     i as u64,
-                    self.sources[i].src.clone(),
-                    self.sources[i].frontend.clone().unwrap_or_default(),
-                )
+                    c.src.clone(),
+                    c.frontend.clone().unwrap_or_default(),
+                );
+                candidate.init = c.init.clone();
+                candidate
             })
             .collect();
         self.next = end;
