@@ -414,6 +414,53 @@ fn a_models_numbers_become_fitted_parameters_started_at_them() {
 }
 
 #[test]
+fn expressions_small_models_write_are_salvaged_as_infix_candidates() {
+    // Forms SmolLM2-135M wrote to the Scheme prompt: Python in a scheme fence, formulas in prose.
+    let m = Mocked::start();
+    m.answer(vec![
+        ok("```scheme\ndef f(x: float):\n    return np.exp(-0.3 * x) * cos(2 * x) # decay\n```"),
+        ok("The formula is given by f(x) = exp(-0.3 * x). That is all."),
+        ok("I cannot help with that."),
+    ]);
+    let dir = scratch("salvage");
+    let cache = dir.join("cache.jsonl");
+    let mut c = config(&m.base_url(), &cache);
+    c.max_requests = 3;
+    c.concurrency = 1;
+    let mut p = proposer(c);
+    let cands = drain(&mut p);
+    let got: Vec<(&str, &str)> = cands
+        .iter()
+        .map(|c| (c.src.as_str(), c.frontend.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("exp(-a * x) * cos(2 * x)", "infix"),
+            ("exp(-a * x)", "infix")
+        ]
+    );
+    assert_eq!(cands[0].init["a"], 0.3);
+    let lines = cache_lines(&cache);
+    let verdicts: Vec<_> = lines
+        .iter()
+        .map(|l| (l.verdict.clone(), l.salvaged))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            (Some(Verdict::Valid), Some(true)),
+            (Some(Verdict::Valid), Some(true)),
+            (Some(Verdict::NoProgram), None),
+        ]
+    );
+    // The first program's failure in the task's notation stays on the line.
+    assert!(lines[0].reason.is_some(), "{:?}", lines[0]);
+    let mut replay = CacheReplay::open(&cache, &Registry::default(), "scheme").unwrap();
+    assert_eq!(replay.propose(64).unwrap(), cands);
+}
+
+#[test]
 fn prose_and_code_fenced_answers_are_extracted() {
     let m = Mocked::start();
     let prose = "Sure! A damped oscillation fits (it decays) well: (* (exp (* a x)) (cos (* b x))) \

@@ -121,15 +121,21 @@ impl Frontend for Scheme {
         PROMPT_GUIDE
     }
 
+    /// A number at the head of a list (`(-0.3 * x)`, infix read as Scheme) is not reported: it
+    /// is no constant, and a name in its place would make a call of a parameter read as valid.
     fn lexemes(&self, src: &str) -> Option<Vec<crate::Lexeme>> {
         let mut lexer = lexer::Lexer::new(src);
         let mut out = Vec::new();
+        let mut after_open = false;
         while let Some(token) = lexer.next_token().ok()? {
             match token.kind {
-                lexer::TokenKind::Num(v) => out.push(crate::Lexeme::Number(token.span(), v)),
+                lexer::TokenKind::Num(v) if !after_open => {
+                    out.push(crate::Lexeme::Number(token.span(), v))
+                }
                 lexer::TokenKind::Sym => out.push(crate::Lexeme::Name(token.span())),
                 _ => {}
             }
+            after_open = matches!(token.kind, lexer::TokenKind::Open(_));
         }
         Some(out)
     }

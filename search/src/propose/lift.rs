@@ -82,6 +82,8 @@ mod tests {
         assert_eq!(l.src, "(* a (+ 1 x) b)");
         assert_eq!(l.init["a"], -1.3025);
         assert_eq!(l.init["b"], 68479.0);
+        // A number at the head of a list is no constant (infix read as Scheme): not lifted.
+        assert_eq!(lift_literals(&Scheme, "(-0.3 * x)", &p), None);
         // Small whole numbers stay; nothing else to lift is no rewrite.
         assert_eq!(lift_literals(&Scheme, "(* a (expt x 2))", &p), None);
         // More literals than free parameters: the first ones are lifted.

@@ -32,7 +32,7 @@ pub use chat::{FailureClass, MAX_BODY_BYTES};
 use ndvm_frontends::{Frontend, Registry};
 
 use super::replay::{CacheLine, Cached, Verdict, read_cache};
-use super::{Candidate, Proposer, RequestStats, lift};
+use super::{Candidate, Proposer, RequestStats, lift, salvage};
 use crate::error::{Result, SearchError};
 use crate::task::LlmConfig;
 use crate::{textfile, validate};
@@ -496,8 +496,36 @@ impl LlmProposer {
                 }
             }
         }
+        if matches!(line.verdict, Some(Verdict::NoProgram | Verdict::Invalid(_))) {
+            self.salvage(&raw, &mut line);
+        }
         line.raw = Some(raw);
         line
+    }
+
+    /// The first expression of the answer ([`salvage::fragments`]) that the infix front end
+    /// reads into a valid program once its numbers are lifted: it replaces the answer's failed
+    /// program (the line keeps the failure's reason).
+    fn salvage(&self, raw: &str, line: &mut CacheLine) {
+        let Some(infix) = self.frontends.by_name("infix") else {
+            return;
+        };
+        for fragment in salvage::fragments(raw) {
+            let (src, init) = match lift::lift_literals(infix, &fragment, &self.params) {
+                Some(l) => (l.src, Some(l.init)),
+                None => (fragment, None),
+            };
+            let checked =
+                validate::check_source(infix, &src, &self.inputs, &self.params, &self.forbidden);
+            if checked.is_ok() {
+                line.verdict = Some(Verdict::Valid);
+                line.src = Some(src);
+                line.frontend = Some(infix.name().to_string());
+                line.init = init;
+                line.salvaged = Some(true);
+                return;
+            }
+        }
     }
 
     fn append(&mut self, line: &CacheLine) -> Result<()> {
@@ -627,10 +655,10 @@ impl LlmProposer {
                 let line = self.judge(answered, reply.attempts, hash);
                 self.append(&line)?;
                 if let Some(src) = line.src {
-                    if line.verdict == Some(Verdict::Valid) {
+                    let frontend = line.frontend.unwrap_or_else(|| self.frontend.clone());
+                    if line.verdict == Some(Verdict::Valid) && frontend == self.frontend {
                         self.valid.push(src.clone());
                     }
-                    let frontend = self.frontend.clone();
                     self.push(out, src, frontend, line.init.unwrap_or_default());
                 }
                 return Ok(None);

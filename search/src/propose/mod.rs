@@ -12,6 +12,7 @@ pub mod lift;
 #[cfg(feature = "llm")]
 pub mod llm;
 pub mod replay;
+pub mod salvage;
 mod sampler;
 mod tree;
 

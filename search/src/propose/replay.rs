@@ -63,6 +63,10 @@ pub struct CacheLine {
     /// after that rewrite): the first start of its calibration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init: Option<BTreeMap<String, f64>>,
+    /// True when the answer held no valid program in the task's notation and `src` is an
+    /// expression salvaged from it (`propose::salvage`, read as infix).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub salvaged: Option<bool>,
 }
 
 /// A chat completion's `usage`: tokens of the prompt, of the answer, and both.
