@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use chat::{Answered, ChatRequest, Endpoint, Failure, Message, Policy, Reply};
 pub use chat::{FailureClass, MAX_BODY_BYTES};
 
-use ndvm_frontends::{Frontend, Registry};
+use ndvm_frontends::{Frontend, Lexeme, Registry};
 
 use super::replay::{CacheLine, Cached, Verdict, read_cache};
 use super::{Candidate, Proposer, RequestStats, lift, salvage};
@@ -503,14 +503,30 @@ impl LlmProposer {
         line
     }
 
-    /// The first expression of the answer ([`salvage::fragments`]) that the infix front end
-    /// reads into a valid program once its numbers are lifted: it replaces the answer's failed
-    /// program (the line keeps the failure's reason).
+    /// The first expression of the answer ([`salvage::fragments`], those naming an input first)
+    /// that the infix front end reads into a valid program once its numbers are lifted: it
+    /// replaces the answer's failed program (the line keeps the failure's reason).
     fn salvage(&self, raw: &str, line: &mut CacheLine) {
         let Some(infix) = self.frontends.by_name("infix") else {
             return;
         };
-        for fragment in salvage::fragments(raw) {
+        // Expressions of an input first: a model's stray constant is valid but fits nothing.
+        let names_an_input = |f: &String| {
+            infix.lexemes(f).is_some_and(|ls| {
+                ls.iter().any(|l| match l {
+                    Lexeme::Name(s) => self
+                        .inputs
+                        .iter()
+                        .any(|i| f.get(s.start as usize..s.end as usize) == Some(i.as_str())),
+                    Lexeme::Number(..) => false,
+                })
+            })
+        };
+        let (mut fragments, rest): (Vec<String>, Vec<String>) = salvage::fragments(raw)
+            .into_iter()
+            .partition(names_an_input);
+        fragments.extend(rest);
+        for fragment in fragments {
             let (src, init) = match lift::lift_literals(infix, &fragment, &self.params) {
                 Some(l) => (l.src, Some(l.init)),
                 None => (fragment, None),
