@@ -461,6 +461,39 @@ fn expressions_small_models_write_are_salvaged_as_infix_candidates() {
 }
 
 #[test]
+fn the_next_prompt_says_why_recent_answers_could_not_be_used() {
+    let m = Mocked::start();
+    m.answer(vec![
+        ok("```scheme\n(defn a x)\n```"),
+        ok("Sorry, I cannot answer."),
+        ok("```scheme\n(* a x)\n```"),
+    ]);
+    let dir = scratch("failure-feedback");
+    let mut c = config(&m.base_url(), &dir.join("cache.jsonl"));
+    c.max_requests = 3;
+    c.concurrency = 1;
+    let mut p = proposer(c);
+    drain(&mut p);
+    let prompts: Vec<String> = m
+        .requests()
+        .iter()
+        .map(|r| r["messages"][0]["content"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!prompts[0].contains("could not be used"), "{}", prompts[0]);
+    assert!(
+        prompts[1].contains("Recent answers that could not be used")
+            && prompts[1].contains("`(defn a x)`: unknown operator `defn`"),
+        "{}",
+        prompts[1]
+    );
+    assert!(
+        prompts[2].contains("`Sorry, I cannot answer.`: no s-expression in the answer"),
+        "{}",
+        prompts[2]
+    );
+}
+
+#[test]
 fn prose_and_code_fenced_answers_are_extracted() {
     let m = Mocked::start();
     let prose = "Sure! A damped oscillation fits (it decays) well: (* (exp (* a x)) (cos (* b x))) \

@@ -46,6 +46,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "operators",
     "examples",
     "examples_section",
+    "failures",
     "notation",
     "frontend",
 ];
@@ -95,6 +96,8 @@ pub struct PromptVars<'a> {
     pub operators: &'a [String],
     /// Programs to show as examples of good candidates.
     pub examples: &'a [String],
+    /// Why recent answers could not be used, a line each (`{{failures}}`).
+    pub failures: &'a [String],
     /// How programs are written: the front end's prompt guide.
     pub notation: &'a str,
     /// The front end's name (for a code fence's info string).
@@ -123,6 +126,16 @@ pub fn render_prompt(template: &str, vars: &PromptVars<'_>) -> std::result::Resu
             // Nothing when there are none: a placeholder text in a code block is what small
             // models copy back as their program.
             "examples" => out.push_str(&vars.examples.join("\n")),
+            "failures" => {
+                if !vars.failures.is_empty() {
+                    out.push_str(
+                        "Recent answers that could not be used, and why (avoid these mistakes):\n",
+                    );
+                    for f in vars.failures {
+                        out.push_str(&format!("- {f}\n"));
+                    }
+                }
+            }
             "examples_section" => {
                 if vars.examples.is_empty() {
                     out.push_str("No candidate has been scored yet: propose a first one.");
@@ -232,6 +245,24 @@ pub struct LlmProposer {
     valid: Vec<String>,
     /// (score, program) from the engine's feedback, best first.
     scored: Vec<(f64, String)>,
+    /// Why the latest answers or fits failed, newest last (at most [`FEEDBACK_FAILURES`]).
+    recent_failures: std::collections::VecDeque<String>,
+}
+
+/// How many recent failures `{{failures}}` shows.
+pub const FEEDBACK_FAILURES: usize = 3;
+
+/// One line of `{{failures}}`: the program (or the answer's start) and the reason, each short.
+fn failure_line(what: &str, reason: &str) -> String {
+    let short = |s: &str, n: usize| -> String {
+        let one: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+        if one.chars().count() > n {
+            format!("{}…", one.chars().take(n).collect::<String>())
+        } else {
+            one
+        }
+    };
+    format!("`{}`: {}", short(what, 80), short(reason, 160))
 }
 
 impl std::fmt::Debug for LlmProposer {
@@ -368,6 +399,7 @@ impl LlmProposer {
             warnings,
             valid,
             scored: Vec::new(),
+            recent_failures: std::collections::VecDeque::new(),
             frontends,
             frontend,
         })
@@ -401,6 +433,7 @@ impl LlmProposer {
 
     fn prompt(&self) -> Result<String> {
         let examples = self.examples();
+        let failures: Vec<String> = self.recent_failures.iter().cloned().collect();
         let reader = self.reader()?;
         render_prompt(
             &self.config.prompt,
@@ -411,6 +444,7 @@ impl LlmProposer {
                 target: &self.config.target,
                 operators: &self.config.operators,
                 examples: &examples,
+                failures: &failures,
                 notation: reader.prompt_guide(),
                 frontend: reader.name(),
             },
@@ -628,6 +662,13 @@ impl LlmProposer {
         )))
     }
 
+    fn remember_failure(&mut self, line: String) {
+        if self.recent_failures.len() == FEEDBACK_FAILURES {
+            self.recent_failures.pop_front();
+        }
+        self.recent_failures.push_back(line);
+    }
+
     fn push(
         &mut self,
         out: &mut Vec<Candidate>,
@@ -670,6 +711,11 @@ impl LlmProposer {
                 self.answered += 1;
                 let line = self.judge(answered, reply.attempts, hash);
                 self.append(&line)?;
+                if line.verdict != Some(Verdict::Valid) {
+                    let what = line.src.as_deref().or(line.raw.as_deref()).unwrap_or("");
+                    let why = line.reason.as_deref().unwrap_or("no program");
+                    self.remember_failure(failure_line(what, why));
+                }
                 if let Some(src) = line.src {
                     let frontend = line.frontend.unwrap_or_else(|| self.frontend.clone());
                     if line.verdict == Some(Verdict::Valid) && frontend == self.frontend {
@@ -821,6 +867,12 @@ impl Proposer for LlmProposer {
 
     fn feedback(&mut self, event: &crate::events::Event, score: Option<f64>) {
         let Some(score) = score.filter(|s| s.is_finite()) else {
+            if let Some(error) = &event.error {
+                self.remember_failure(failure_line(
+                    &event.src,
+                    &format!("the fit failed: {error}"),
+                ));
+            }
             return;
         };
         // Any scored program in the prompt's notation may become an example: the LLM's own, or
