@@ -561,9 +561,10 @@ pub fn check_source(
 ) -> Result<(Heap, Program, Checked), Rejection> {
     precheck_source(src)?;
     let mut heap = Heap::new();
-    let program = frontend
-        .parse(&mut heap, src)
-        .map_err(|e| reject("parse", format!("{} (at byte {})", e.message, e.span.start)))?;
+    let program = frontend.parse(&mut heap, src).map_err(|e| {
+        let (line, col) = ndvm_frontends::LineIndex::new(src).line_col(e.span.start);
+        reject("parse", format!("{} (at {line}:{col})", e.message))
+    })?;
     let checked = check(&heap, &program, inputs, params, forbidden)?;
     Ok((heap, program, checked))
 }
@@ -584,6 +585,13 @@ mod tests {
             &s(&["define"]),
         )
         .map(|r| r.2)
+    }
+
+    #[test]
+    fn a_parse_rejection_says_line_and_column() {
+        let r = skel("(+ a\n   x))").unwrap_err();
+        assert_eq!(r.class, "parse");
+        assert!(r.message.ends_with("(at 2:6)"), "{}", r.message);
     }
 
     #[test]
