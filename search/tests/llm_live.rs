@@ -95,12 +95,19 @@ fn a_live_search_records_every_answer_fits_a_winner_and_replays_offline() {
     let lines = cache_lines(&dir.join("cache.jsonl"));
     let failed =
         std::fs::read_to_string(live.join("llm-failures.jsonl")).map_or(0, |t| t.lines().count());
-    assert_eq!(
-        lines.len() + failed,
-        24,
-        "every request answered or logged as failed"
-    );
-    assert!(lines.len() >= 20, "{failed} of 24 requests failed");
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(live.join("summary.json")).unwrap()).unwrap();
+    // Every request answered or logged as failed; a success (R² > 0.99) ends the run sooner.
+    if summary["stop"] == "success" {
+        assert!(lines.len() + failed <= 24, "{} + {failed}", lines.len());
+    } else {
+        assert_eq!(
+            lines.len() + failed,
+            24,
+            "every request answered or logged as failed"
+        );
+    }
+    assert!(failed <= 4, "{failed} requests failed");
     for l in &lines {
         assert_eq!(l["model"], model.as_str(), "{l}");
         assert!(
