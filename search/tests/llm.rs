@@ -372,23 +372,31 @@ fn good_answers_land_in_the_cache_with_provenance() {
     assert_eq!(replay.propose(64).unwrap(), cands);
 }
 
+/// Asks a mock that gives `answers`, one request at a time, until they are used up: the mock,
+/// the cache and the candidates proposed.
+fn ask_one_at_a_time(name: &str, answers: &[&str]) -> (Mocked, PathBuf, Vec<Candidate>) {
+    let m = Mocked::start();
+    m.answer(answers.iter().map(|a| ok(a)).collect());
+    let cache = scratch(name).join("cache.jsonl");
+    let mut c = config(&m.base_url(), &cache);
+    c.max_requests = answers.len();
+    c.concurrency = 1;
+    let cands = drain(&mut proposer(c));
+    (m, cache, cands)
+}
+
 #[test]
 fn a_models_numbers_become_fitted_parameters_started_at_them() {
-    let m = Mocked::start();
-    m.answer(vec![
-        ok("```scheme\n(* 2.5 (exp (* -0.7 x)))\n```"),
-        // Before lifting, "the program uses no parameter".
-        ok("(* -1.3025 (+ 1 x) 68479)"),
-        // Every parameter already named: the number stays.
-        ok("(* a (exp (* b x)) 0.5)"),
-    ]);
-    let dir = scratch("lift");
-    let cache = dir.join("cache.jsonl");
-    let mut c = config(&m.base_url(), &cache);
-    c.max_requests = 3;
-    c.concurrency = 1;
-    let mut p = proposer(c);
-    let cands = drain(&mut p);
+    let (_m, cache, cands) = ask_one_at_a_time(
+        "lift",
+        &[
+            "```scheme\n(* 2.5 (exp (* -0.7 x)))\n```",
+            // Before lifting, "the program uses no parameter".
+            "(* -1.3025 (+ 1 x) 68479)",
+            // Every parameter already named: the number stays.
+            "(* a (exp (* b x)) 0.5)",
+        ],
+    );
     let init = |pairs: &[(&str, f64)]| -> BTreeMap<String, f64> {
         pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
     };
@@ -416,19 +424,14 @@ fn a_models_numbers_become_fitted_parameters_started_at_them() {
 #[test]
 fn expressions_small_models_write_are_salvaged_as_infix_candidates() {
     // Forms SmolLM2-135M wrote to the Scheme prompt: Python in a scheme fence, formulas in prose.
-    let m = Mocked::start();
-    m.answer(vec![
-        ok("```scheme\ndef f(x: float):\n    return np.exp(-0.3 * x) * cos(2 * x) # decay\n```"),
-        ok("The formula is given by f(x) = exp(-0.3 * x). That is all."),
-        ok("I cannot help with that."),
-    ]);
-    let dir = scratch("salvage");
-    let cache = dir.join("cache.jsonl");
-    let mut c = config(&m.base_url(), &cache);
-    c.max_requests = 3;
-    c.concurrency = 1;
-    let mut p = proposer(c);
-    let cands = drain(&mut p);
+    let (_m, cache, cands) = ask_one_at_a_time(
+        "salvage",
+        &[
+            "```scheme\ndef f(x: float):\n    return np.exp(-0.3 * x) * cos(2 * x) # decay\n```",
+            "The formula is given by f(x) = exp(-0.3 * x). That is all.",
+            "I cannot help with that.",
+        ],
+    );
     let got: Vec<(&str, &str)> = cands
         .iter()
         .map(|c| (c.src.as_str(), c.frontend.as_str()))
@@ -462,18 +465,14 @@ fn expressions_small_models_write_are_salvaged_as_infix_candidates() {
 
 #[test]
 fn the_next_prompt_says_why_recent_answers_could_not_be_used() {
-    let m = Mocked::start();
-    m.answer(vec![
-        ok("```scheme\n(defn a x)\n```"),
-        ok("Sorry, I cannot answer."),
-        ok("```scheme\n(* a x)\n```"),
-    ]);
-    let dir = scratch("failure-feedback");
-    let mut c = config(&m.base_url(), &dir.join("cache.jsonl"));
-    c.max_requests = 3;
-    c.concurrency = 1;
-    let mut p = proposer(c);
-    drain(&mut p);
+    let (m, _, _) = ask_one_at_a_time(
+        "failure-feedback",
+        &[
+            "```scheme\n(defn a x)\n```",
+            "Sorry, I cannot answer.",
+            "```scheme\n(* a x)\n```",
+        ],
+    );
     let prompts: Vec<String> = m
         .requests()
         .iter()
