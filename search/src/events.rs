@@ -264,6 +264,32 @@ pub struct Outcome {
     pub warnings: Vec<String>,
     /// Proposer name.
     pub proposer: &'static str,
+    /// Seconds the calibration threads of this process spent without a calibration to run
+    /// (threads × the stream's wall time, less the calibrations' time).
+    pub idle_s: f64,
+    /// What the proposer's language model did, when it asked one.
+    pub llm: Option<LlmReport>,
+}
+
+/// The language model's part in a run (`summary.json`'s `run.llm`): requests, answers, the
+/// programs they gave and the tokens they cost, per model (fields in alphabetical order, the
+/// order of `summary.json`). It varies between identical runs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LlmReport {
+    /// Requests answered.
+    pub answered: usize,
+    /// Programs the answers gave (valid or not), handed to the search.
+    pub candidates: usize,
+    /// Requests that failed for good.
+    pub failed: usize,
+    /// Requests sent by this process.
+    pub requests: usize,
+    /// Answers that gave a valid candidate.
+    pub usable: usize,
+    /// Tokens used, summed per answering model.
+    pub usage: BTreeMap<String, TokenUsage>,
+    /// Where each answer's verdict is: the cache.
+    pub verdicts: String,
 }
 
 /// A candidate's score on one test table.
@@ -273,4 +299,19 @@ pub struct TestScore {
     pub nmse: Option<f64>,
     /// R².
     pub r2: Option<f64>,
+}
+
+/// A chat completion's `usage`: tokens of the answer, of the prompt, and both (alphabetical, as
+/// `summary.json` orders keys).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    /// Tokens of the answer.
+    #[serde(default)]
+    pub completion_tokens: u64,
+    /// Tokens of the prompt.
+    #[serde(default)]
+    pub prompt_tokens: u64,
+    /// Both.
+    #[serde(default)]
+    pub total_tokens: u64,
 }

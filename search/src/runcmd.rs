@@ -70,6 +70,21 @@ impl RunReport {
     }
 }
 
+impl RunReport {
+    /// The line a run whose language model gave unusable answers ends with: how many answers
+    /// were usable and where each one's verdict is; `None` when every answer was usable.
+    pub fn unusable_answers(&self) -> Option<String> {
+        let llm = self.outcome.llm.as_ref()?;
+        (llm.usable < llm.answered).then(|| {
+            format!(
+                "warning: {} of {} answers of the model gave a valid candidate; each answer's \
+                 verdict and reason are in {}",
+                llm.usable, llm.answered, llm.verdicts
+            )
+        })
+    }
+}
+
 /// The shard named by the Slurm array variables, when `SLURM_ARRAY_TASK_ID` and
 /// `SLURM_ARRAY_TASK_COUNT` are set and describe a whole array `0..N-1`; `None` when they are
 /// absent. A partial array (`--array=1,3`, as a resubmission makes) has a count of 2, which says

@@ -178,12 +178,18 @@ pub struct ParetoPoint {
 pub struct RunSection {
     /// Calibrations of the summary per second of `run_s`.
     pub calibrations_per_second: f64,
+    /// Seconds the calibration threads of this process spent without a calibration to run.
+    #[serde(default)]
+    pub calibrator_idle_s: f64,
     /// Wall-clock seconds of this process.
     pub elapsed_s: f64,
     /// Calibrations this process performed (not reused).
     pub fresh_calibrations: u64,
     /// `$HOSTNAME`.
     pub host: Option<String>,
+    /// What the language model did, when the proposer asked one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<crate::events::LlmReport>,
     /// For a merge: how many shard folders it read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged_shards: Option<usize>,
@@ -211,9 +217,11 @@ impl RunSection {
             } else {
                 0.0
             },
+            calibrator_idle_s: outcome.idle_s,
             elapsed_s: outcome.elapsed,
             fresh_calibrations: outcome.n_fresh,
             host: std::env::var("HOSTNAME").ok(),
+            llm: outcome.llm.clone(),
             merged_shards: None,
             run_s: outcome.run_s,
             shard: format!("{}/{}", shard.index, shard.count),

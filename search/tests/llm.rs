@@ -1054,7 +1054,7 @@ fn ndvm_search_with_kind_llm_finds_a_fit_and_its_cache_replays_identically_offli
     std::fs::write(
         &live_task,
         task_yaml(&format!(
-            "  kind: llm\n  base_url: {}\n  model: mock-model\n  api_key: test\n  \
+            "  kind: llm\n  evolve: false\n  base_url: {}\n  model: mock-model\n  api_key: test\n  \
              temperature: 0.5\n  concurrency: 1\n  max_requests: 5\n  timeout: 5\n  \
              backoff: 0.01\n  prompt: {}\n  cache: cache.jsonl",
             m.base_url(),
@@ -1118,7 +1118,7 @@ fn ndvm_search_with_kind_llm_finds_a_fit_and_its_cache_replays_identically_offli
 }
 
 #[test]
-fn evolve_seeded_by_an_llm_breeds_from_its_answers_and_shows_it_the_populations_best() {
+fn kind_llm_seeds_evolution_by_default_and_its_cache_replays_the_run_under_kind_evolve() {
     let m = Mocked::start();
     let answers = [
         "(* a (exp (* b x)))",
@@ -1129,54 +1129,99 @@ fn evolve_seeded_by_an_llm_breeds_from_its_answers_and_shows_it_the_populations_
         answers
             .iter()
             .map(|a| ok(&format!("```scheme\n{a}\n```")))
+            .chain([ok("no program here")])
             .collect(),
     );
     let dir = scratch("evolve-llm");
     let prompt = root().join("bootstrap/prompts/symreg.md");
     let task = dir.join("task.yaml");
     let text = task_yaml(&format!(
-        "  kind: evolve\n  base_url: {}\n  model: mock-model\n  api_key: test\n  \
-         concurrency: 1\n  max_requests: 6\n  timeout: 5\n  backoff: 0.01\n  prompt: {}\n  \
+        "  kind: llm\n  base_url: {}\n  model: mock-model\n  api_key: test\n  \
+         concurrency: 2\n  max_requests: 8\n  timeout: 5\n  backoff: 0.01\n  prompt: {}\n  \
          cache: cache.jsonl",
         m.base_url(),
         prompt.display()
     ))
-    .replace("stop: true", "stop: false");
+    .replace("stop: true", "stop: false")
+    .replace("calibrations: 20", "calibrations: 60");
     std::fs::write(&task, text).unwrap();
     let out = dir.join("run");
-    ndvm(&[
-        "run",
-        task.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ]);
+    let run = ndvm_raw(&["run", p(&task), "--out", p(&out), "-q"], &[]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{err}");
     let summary: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["proposer"], "evolve");
     let events = events_core(&out);
-    assert_eq!(events.len(), 20);
+    assert_eq!(events.len(), 60);
     let srcs: Vec<&str> = events.iter().map(|e| e["src"].as_str().unwrap()).collect();
-    // The LLM's answers come first (half of each later chunk), evolved programs fill the rest.
-    assert_eq!(srcs[0], answers[0]);
-    assert!(
-        srcs.contains(&answers[1]) && srcs.contains(&answers[2]),
-        "{srcs:?}"
-    );
+    // Evolution does not wait for the model: the first candidates are its own.
+    assert!(!answers.contains(&srcs[0]), "{srcs:?}");
     let evolved: Vec<&&str> = srcs.iter().filter(|s| !answers.contains(s)).collect();
-    assert!(evolved.len() >= 10, "{srcs:?}");
-    // Every request after the first shows scored programs as examples; some of them are the
-    // population's (not an LLM answer).
+    assert!(evolved.len() >= 40, "{srcs:?}");
+
+    // Every answer taken is in the cache, marked with the request for seeds that took it, in
+    // order; the ones the run took are among its candidates.
+    let lines = cache_lines(&dir.join("cache.jsonl"));
+    let taken = lines.len();
+    assert!((1..=8).contains(&taken), "{taken} answers");
+    let asks: Vec<u64> = lines.iter().map(|l| l.ask.expect("an ask")).collect();
+    assert!(asks.windows(2).all(|w| w[0] <= w[1]), "{asks:?}");
+    for l in lines.iter().filter(|l| l.verdict == Some(Verdict::Valid)) {
+        let src = l.src.as_deref().unwrap();
+        assert!(srcs.contains(&src), "{src} not calibrated: {srcs:?}");
+    }
+    let no_program = lines
+        .iter()
+        .filter(|l| l.verdict == Some(Verdict::NoProgram))
+        .count();
+
+    // `run.llm`: the model's part; the calibrator's idle time.
+    let llm = &summary["run"]["llm"];
+    assert_eq!(llm["answered"].as_u64(), Some(taken as u64), "{llm}");
+    assert_eq!(
+        llm["usable"].as_u64(),
+        Some((taken - no_program) as u64),
+        "{llm}"
+    );
+    assert_eq!(
+        llm["usage"]["mock-model-2"]["total_tokens"].as_u64(),
+        Some(15 * taken as u64)
+    );
+    assert!(summary["run"]["calibrator_idle_s"].as_f64().unwrap() >= 0.0);
+    if no_program > 0 {
+        assert!(
+            err.contains("answers of the model gave a valid candidate"),
+            "{err}"
+        );
+    }
+
+    // Requests after the first answers show the population's programs as examples.
     let requests = m.requests();
-    assert_eq!(requests.len(), 6);
-    assert_eq!(cache_lines(&dir.join("cache.jsonl")).len(), 6);
-    let shown = requests[1..].iter().any(|r| {
+    let shown = requests.iter().skip(2).any(|r| {
         let text = r.to_string();
         evolved
             .iter()
             .any(|e| text.contains(&e.replace('"', "\\\"")))
     });
-    assert!(shown, "no evolved program shown to the LLM");
+    assert!(
+        requests.len() <= 2 || shown,
+        "no evolved program shown to the LLM"
+    );
+
+    // Offline, `kind: evolve` on the cache hands each answer out at the same request for seeds:
+    // the same run, bit for bit, with no request.
+    let replay_task = dir.join("replay.yaml");
+    let replay_text = task_yaml("  kind: evolve\n  cache: cache.jsonl")
+        .replace("stop: true", "stop: false")
+        .replace("calibrations: 20", "calibrations: 60");
+    std::fs::write(&replay_task, replay_text).unwrap();
+    let asked = m.requests().len();
+    let replayed = dir.join("replay");
+    ndvm(&["run", p(&replay_task), "--out", p(&replayed), "-q"]);
+    assert_eq!(m.requests().len(), asked, "replay contacts nothing");
+    assert_eq!(events_core(&replayed), events_core(&out));
+    assert_eq!(summary_core(&replayed), summary_core(&out));
 }
 
 /// Runs `ndvm-search` in the repository root with `env` set, whatever its exit.
@@ -1201,7 +1246,7 @@ fn llm_task(dir: &Path, base_url: &str, concurrency: usize, extra: &str) -> (Pat
     std::fs::write(
         &task,
         task_yaml(&format!(
-            "  kind: llm\n  base_url: {base_url}\n  model: mock-model\n  api_key: test\n  \
+            "  kind: llm\n  evolve: false\n  base_url: {base_url}\n  model: mock-model\n  api_key: test\n  \
              concurrency: {concurrency}\n  max_requests: 4\n  timeout: 5\n  backoff: 0.01\n  prompt: {}\n  \
              cache: cache.jsonl{extra}",
             prompt.display()
@@ -1336,9 +1381,19 @@ fn ndvm_search_on_a_closed_port_exits_non_zero_within_30_s_naming_the_endpoint()
         std::fs::create_dir_all(dir.join(sub)).unwrap();
     }
     let task = dir.join("tasks/symreg-llm.yaml");
+    // The evolutionary search the model seeds runs on until the endpoint's failure ends it
+    // (no success stop, no calibration budget).
+    let budget = "budget: {seconds: 600, calibrations: 200}";
+    assert!(
+        shipped.contains(budget) && shipped.contains("stop: true"),
+        "{shipped}"
+    );
     std::fs::write(
         &task,
-        shipped.replace("http://127.0.0.1:8000/v1", &base_url),
+        shipped
+            .replace("http://127.0.0.1:8000/v1", &base_url)
+            .replace(budget, "budget: {seconds: 600}")
+            .replace("stop: true", "stop: false"),
     )
     .unwrap();
     std::fs::copy(
@@ -1550,7 +1605,7 @@ fn secret_task(dir: &Path, base_url: &str, keys: &str) -> (PathBuf, PathBuf) {
     std::fs::write(
         &task,
         task_yaml(&format!(
-            "  kind: llm\n  base_url: {base_url}\n  model: mock-model\n{keys}  concurrency: 1\n  \
+            "  kind: llm\n  evolve: false\n  base_url: {base_url}\n  model: mock-model\n{keys}  concurrency: 1\n  \
              max_requests: 2\n  timeout: 5\n  retries: 0\n  backoff: 0.01\n  prompt: {}\n  cache: cache.jsonl",
             prompt.display()
         )),

@@ -29,9 +29,19 @@ fn server() -> (String, String) {
 }
 
 /// `tasks/symreg-llm.yaml` pointed at `base_url`, with no key, `requests` requests two at a time
-/// and the cache in `dir`.
-fn live_task(dir: &Path, base_url: &str, model: &str, requests: usize) -> PathBuf {
-    let text = std::fs::read_to_string(root().join("tasks/symreg-llm.yaml")).unwrap();
+/// and the cache in `dir`; each `(from, to)` of `edits` replaces a text of the task.
+fn live_task(
+    dir: &Path,
+    base_url: &str,
+    model: &str,
+    requests: usize,
+    edits: &[(&str, &str)],
+) -> PathBuf {
+    let mut text = std::fs::read_to_string(root().join("tasks/symreg-llm.yaml")).unwrap();
+    for (from, to) in edits {
+        assert!(text.contains(from), "{from:?} not in the task");
+        text = text.replace(from, to);
+    }
     let prompt = root().join("bootstrap/prompts/symreg.md");
     let text = text
         .replace("http://127.0.0.1:8000/v1", base_url)
@@ -77,7 +87,14 @@ fn events_core(dir: &Path) -> Vec<Value> {
 fn a_live_search_records_every_answer_fits_a_winner_and_replays_offline() {
     let (base_url, model) = server();
     let dir = common::scratch("llm-live", "search");
-    let task = live_task(&dir, &base_url, &model, 24);
+    // The model alone (`evolve: false`): what its answers are worth.
+    let task = live_task(
+        &dir,
+        &base_url,
+        &model,
+        24,
+        &[("kind: llm", "kind: llm\n  evolve: false")],
+    );
     let live = dir.join("live");
     let started = Instant::now();
     let out = ndvm(&[
@@ -218,7 +235,20 @@ fn a_server_killed_mid_run_ends_the_run_with_an_error_naming_the_endpoint() {
         value("NDVM_LLM_MODEL"),
         value("NDVM_LLM_PID"),
     );
-    let task = live_task(&dir, &base_url, &model, 64);
+    // The default (the model seeding evolution), run on until the endpoint's failure ends it.
+    let task = live_task(
+        &dir,
+        &base_url,
+        &model,
+        64,
+        &[
+            (
+                "budget: {seconds: 600, calibrations: 200}",
+                "budget: {seconds: 600}",
+            ),
+            ("stop: true", "stop: false"),
+        ],
+    );
     let run = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
         .current_dir(root())
         .args([
@@ -261,4 +291,106 @@ fn a_server_killed_mid_run_ends_the_run_with_an_error_naming_the_endpoint() {
         .arg("--if-started")
         .env("NDVM_LLM_STATE", &state)
         .status();
+}
+
+#[test]
+fn by_default_the_model_seeds_evolution_which_leaves_a_winner_and_replays_under_kind_evolve() {
+    let (base_url, model) = server();
+    let dir = common::scratch("llm-live", "seeds");
+    // The shipped task (only the URL, model, key and cache changed), on for 40 s whatever it
+    // finds, so that the model's answers arrive while evolution runs.
+    let task = live_task(
+        &dir,
+        &base_url,
+        &model,
+        12,
+        &[
+            (
+                "budget: {seconds: 600, calibrations: 200}",
+                "budget: {seconds: 40}",
+            ),
+            ("stop: true", "stop: false"),
+        ],
+    );
+    let live = dir.join("live");
+    let out = ndvm(&[
+        "run",
+        task.to_str().unwrap(),
+        "--out",
+        live.to_str().unwrap(),
+        "-q",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(live.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["proposer"], "evolve");
+    assert!(
+        summary["best"]["params"].is_object(),
+        "a fitted winner: {summary}"
+    );
+    let r2 = summary["best"]["validation_r2"].as_f64().unwrap();
+    assert!(r2 > 0.9, "evolution fits the law: R² {r2}");
+    // The model's part: its answers in the cache, each marked with the request for seeds that
+    // took it, counted in `run.llm` with the tokens they cost.
+    let lines = cache_lines(&dir.join("cache.jsonl"));
+    let llm = &summary["run"]["llm"];
+    assert_eq!(llm["answered"].as_u64(), Some(lines.len() as u64), "{llm}");
+    assert!(!lines.is_empty(), "no answer in 40 s: {llm}");
+    let tokens: u64 = lines
+        .iter()
+        .map(|l| l["usage"]["total_tokens"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        llm["usage"][model.as_str()]["total_tokens"].as_u64(),
+        Some(tokens)
+    );
+    assert!(lines.iter().all(|l| l["ask"].is_u64()), "{lines:?}");
+    let usable = llm["usable"].as_u64().unwrap();
+    let idle = summary["run"]["calibrator_idle_s"].as_f64().unwrap();
+    eprintln!(
+        "seeds: {} requests, {} answers, {usable} usable, {} candidates; calibrators idle {idle:.1} \
+         of {:.1} thread-seconds; best R² {r2}",
+        llm["requests"],
+        lines.len(),
+        llm["candidates"],
+        summary["run"]["elapsed_s"].as_f64().unwrap() * summary["run"]["threads"].as_f64().unwrap()
+    );
+    if usable < lines.len() as u64 {
+        assert!(
+            stderr.contains("answers of the model gave a valid candidate"),
+            "{stderr}"
+        );
+    }
+    // Offline, `kind: evolve` on the cache: the same run.
+    let text = std::fs::read_to_string(&task).unwrap();
+    let (head, _) = text.split_once("proposer:").unwrap();
+    let (_, tail) = text.split_once("calibrator:").unwrap();
+    let replay_task = dir.join("replay.yaml");
+    std::fs::write(
+        &replay_task,
+        format!(
+            "{head}proposer:\n  kind: evolve\n  operators: [exp, sin, cos, log, sqrt]\n  \
+             cache: cache.jsonl\n  batch: 4\ncalibrator:{tail}"
+        )
+        .replace(
+            "budget: {seconds: 40}",
+            &format!("budget: {{calibrations: {}}}", summary["calibrations"]),
+        ),
+    )
+    .unwrap();
+    let replayed = dir.join("replay");
+    let out = ndvm(&[
+        "run",
+        replay_task.to_str().unwrap(),
+        "--out",
+        replayed.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(events_core(&replayed), events_core(&live));
 }

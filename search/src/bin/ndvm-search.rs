@@ -568,6 +568,10 @@ fn run_task(args: RunCli) -> anyhow::Result<()> {
         // Shown even with -q: the run answered nothing.
         eprintln!("{}", redact(&line));
     }
+    if let Some(line) = report.unusable_answers() {
+        // Shown even with -q: the model's part in the run.
+        eprintln!("{}", redact(&line));
+    }
     if report.outcome.stop == ndvm_search::engine::StopKind::Interrupted {
         // Shown even with -q: the run is unfinished and this is how to finish it.
         eprintln!("{}", ndvm_search::interrupt::resume_hint(&report.dir));

@@ -64,17 +64,22 @@ pub(crate) fn run(
     let threads = opts.threads.max(1);
     // Candidates at or past this index are not started (the end of the success round, or 0 to
     // abandon the run after an error).
-    let limit = AtomicU64::new(u64::MAX);
+    let shared = Shared {
+        limit: AtomicU64::new(u64::MAX),
+        busy_ns: AtomicU64::new(0),
+        started: Instant::now(),
+        threads,
+    };
     observer.on_start(task, opts.known.len());
-    let mut engine = Engine::new(task, opts, proposer, clock, deadline, threads, &limit);
+    let mut engine = Engine::new(task, opts, proposer, clock, deadline, &shared);
     let (job_tx, job_rx) = mpsc::channel::<Pending>();
     let job_rx = Mutex::new(job_rx);
     let ended = std::thread::scope(|scope| -> Result<()> {
         let (done_tx, done_rx) = mpsc::channel::<Answer>();
         let mut spawned = Ok(());
         for n in 0..threads {
-            let (job_rx, done_tx, limit) = (&job_rx, done_tx.clone(), &limit);
-            let worker = move || work(job_rx, &done_tx, limit, deadline, attempt);
+            let (job_rx, done_tx, shared) = (&job_rx, done_tx.clone(), &shared);
+            let worker = move || work(job_rx, &done_tx, shared, deadline, attempt);
             if let Err(e) = std::thread::Builder::new()
                 .name(format!("calibrate-{n}"))
                 .spawn_scoped(scope, worker)
@@ -90,7 +95,7 @@ pub(crate) fn run(
         let ended = spawned.and_then(|()| engine.drive(observer, &job_tx, &done_rx));
         // Workers finish what they run, skip what is queued, and leave when the queue closes.
         if ended.is_err() {
-            limit.store(0, Ordering::SeqCst);
+            shared.limit.store(0, Ordering::SeqCst);
         }
         drop(job_tx);
         ended
@@ -102,15 +107,37 @@ pub(crate) fn run(
     Ok(engine.finish(observer))
 }
 
+/// What the engine thread shares with the workers.
+struct Shared {
+    /// Candidates at or past this index are not started (the end of the success round, or 0 to
+    /// abandon the run after an error).
+    limit: AtomicU64,
+    /// Nanoseconds the workers spent calibrating.
+    busy_ns: AtomicU64,
+    /// When the workers started.
+    started: Instant,
+    /// How many there are.
+    threads: usize,
+}
+
+impl Shared {
+    /// Seconds the workers spent without a calibration to run so far.
+    fn idle_s(&self) -> f64 {
+        let total = self.started.elapsed().as_secs_f64() * self.threads as f64;
+        (total - self.busy_ns.load(Ordering::Relaxed) as f64 * 1e-9).max(0.0)
+    }
+}
+
 /// A worker: takes the next queued candidate, calibrates it unless it lies past `limit` or the
 /// run's deadline has passed, and sends the answer back; leaves when the queue closes.
 fn work(
     jobs: &Mutex<Receiver<Pending>>,
     done: &Sender<Answer>,
-    limit: &AtomicU64,
+    shared: &Shared,
     deadline: Option<Instant>,
     attempt: &Attempt,
 ) {
+    let limit = &shared.limit;
     loop {
         // A poisoned lock only means another worker panicked while it waited; the queue is fine.
         let job = jobs.lock().unwrap_or_else(|p| p.into_inner()).recv();
@@ -120,7 +147,12 @@ fn work(
         let answer = if skip {
             Ok(None)
         } else {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| attempt(&p, deadline)))
+            let t = Instant::now();
+            let a =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| attempt(&p, deadline)));
+            let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            shared.busy_ns.fetch_add(ns, Ordering::Relaxed);
+            a
         };
         if done.send((p.index, answer)).is_err() {
             return;
@@ -179,8 +211,8 @@ struct Engine<'a> {
     /// Processed slots when `on_round` was last called.
     reported: u64,
     n_fresh: u64,
-    /// Candidates at or past this index are not started (shared with the workers).
-    limit: &'a AtomicU64,
+    /// Shared with the workers: the index limit, their busy time.
+    shared: &'a Shared,
     /// A worker's panic, raised again once every worker has stopped.
     panic: Option<Box<dyn std::any::Any + Send>>,
 }
@@ -192,9 +224,9 @@ impl<'a> Engine<'a> {
         proposer: &'a mut dyn Proposer,
         clock: RunClock,
         deadline: Option<Instant>,
-        threads: usize,
-        limit: &'a AtomicU64,
+        shared: &'a Shared,
     ) -> Self {
+        let threads = shared.threads;
         Engine {
             task,
             opts,
@@ -227,7 +259,7 @@ impl<'a> Engine<'a> {
             incomplete: false,
             reported: 0,
             n_fresh: 0,
-            limit,
+            shared,
             panic: None,
         }
     }
@@ -438,7 +470,7 @@ impl Engine<'_> {
             if task.stop_on_success {
                 let end = self.round_end(event.index);
                 self.cutoff = Some(end);
-                self.limit.store(end, Ordering::SeqCst);
+                self.shared.limit.store(end, Ordering::SeqCst);
                 let past: Vec<u64> = self
                     .ready
                     .iter()
@@ -491,7 +523,7 @@ impl Engine<'_> {
             let slot = match answer {
                 Err(panic) => {
                     self.panic = Some(panic);
-                    self.limit.store(0, Ordering::SeqCst);
+                    self.shared.limit.store(0, Ordering::SeqCst);
                     return Ok(());
                 }
                 Ok(None) => {
@@ -574,6 +606,8 @@ impl Engine<'_> {
             n_fresh: self.n_fresh,
             warnings: self.proposer.warnings(),
             proposer: self.proposer.name(),
+            idle_s: self.shared.idle_s(),
+            llm: self.proposer.llm_report(),
         };
         observer.on_finish(self.task, &outcome);
         outcome

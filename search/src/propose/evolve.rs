@@ -448,7 +448,7 @@ impl Evolve {
         let empty = self.islands.iter().all(|i| i.members.is_empty());
         let want = if empty { n } else { n.div_ceil(2) };
         let got = seeds.propose_reporting(want, report)?;
-        self.seeds_done = got.is_empty();
+        self.seeds_done = got.is_empty() && seeds.exhausted();
         let mut out = Vec::with_capacity(got.len());
         for c in got {
             let id = self.next;
@@ -611,6 +611,10 @@ impl Proposer for Evolve {
 
     fn name(&self) -> &'static str {
         "evolve"
+    }
+
+    fn llm_report(&self) -> Option<crate::events::LlmReport> {
+        self.seeds.as_ref().and_then(|s| s.llm_report())
     }
 
     /// One round: feedback arrives between asks.

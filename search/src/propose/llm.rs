@@ -14,6 +14,7 @@
 //! run with an error naming the endpoint.
 
 mod chat;
+mod seeding;
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -31,7 +32,7 @@ pub use chat::{FailureClass, MAX_BODY_BYTES};
 
 use ndvm_frontends::{Frontend, Lexeme, Registry};
 
-use super::replay::{CacheLine, Cached, Verdict, read_cache};
+use super::replay::{CacheLine, Cached, TokenUsage, Verdict, read_cache};
 use super::{Candidate, Proposer, RequestStats, lift, salvage};
 use crate::error::{Result, SearchError};
 use crate::task::LlmConfig;
@@ -212,8 +213,8 @@ pub struct FailureLine {
 enum Note {
     /// An attempt failed and will be repeated.
     Retry,
-    /// The request ended.
-    Done(Reply),
+    /// The request ended (with the hash of the prompt it sent).
+    Done(Reply, String),
 }
 
 /// Asks an OpenAI-compatible chat endpoint for programs; see the module docs.
@@ -247,6 +248,14 @@ pub struct LlmProposer {
     scored: Vec<(f64, String)>,
     /// Why the latest answers or fits failed, newest last (at most [`FEEDBACK_FAILURES`]).
     recent_failures: std::collections::VecDeque<String>,
+    /// Answers that gave a valid candidate.
+    usable: usize,
+    /// Programs the answers gave (not the cache's).
+    handed: usize,
+    /// Tokens used, per answering model.
+    usage: BTreeMap<String, TokenUsage>,
+    /// As the seeds of an `evolve`: requests run in the background (see [`seeding`]).
+    seeding: Option<seeding::Seeding>,
 }
 
 /// How many recent failures `{{failures}}` shows.
@@ -400,6 +409,10 @@ impl LlmProposer {
             valid,
             scored: Vec::new(),
             recent_failures: std::collections::VecDeque::new(),
+            usable: 0,
+            handed: 0,
+            usage: BTreeMap::new(),
+            seeding: None,
             frontends,
             frontend,
         })
@@ -453,8 +466,9 @@ impl LlmProposer {
     }
 
     /// Turns an answer into a cache line (and the program, if any).
-    fn judge(&self, answer: Answered, attempts: u32, hash: &str) -> CacheLine {
+    fn judge(&self, answer: Answered, attempts: u32, hash: &str, ask: Option<u64>) -> CacheLine {
         let mut line = CacheLine {
+            ask,
             model: Some(if answer.model.is_empty() {
                 self.config.model.clone()
             } else {
@@ -703,15 +717,25 @@ impl LlmProposer {
         reply: Reply,
         hash: &str,
         out: &mut Vec<Candidate>,
+        ask: Option<u64>,
     ) -> Result<Option<SearchError>> {
         self.stats.in_flight = self.stats.in_flight.saturating_sub(1);
         let failure = match reply.result {
             Ok(answered) => {
                 self.failed_in_a_row = 0;
                 self.answered += 1;
-                let line = self.judge(answered, reply.attempts, hash);
+                let line = self.judge(answered, reply.attempts, hash, ask);
                 self.append(&line)?;
-                if line.verdict != Some(Verdict::Valid) {
+                if let (Some(model), Some(u)) = (&line.model, line.usage) {
+                    let sum = self.usage.entry(model.clone()).or_default();
+                    sum.prompt_tokens += u.prompt_tokens;
+                    sum.completion_tokens += u.completion_tokens;
+                    sum.total_tokens += u.total_tokens;
+                }
+                self.handed += usize::from(line.src.is_some());
+                if line.verdict == Some(Verdict::Valid) {
+                    self.usable += 1;
+                } else {
                     let what = line.src.as_deref().or(line.raw.as_deref()).unwrap_or("");
                     let why = line.reason.as_deref().unwrap_or("no program");
                     self.remember_failure(failure_line(what, why));
@@ -776,21 +800,21 @@ impl LlmProposer {
             let (tx, rx) = mpsc::channel::<Note>();
             for _ in 0..k {
                 let tx = tx.clone();
-                let (endpoint, body, cancel) = (&endpoint, &body, &cancel);
+                let (endpoint, body, cancel, hash) = (&endpoint, &body, &cancel, &hash);
                 scope.spawn(move || {
                     let retry = |_: &Failure| {
                         let _ = tx.send(Note::Retry);
                     };
                     let reply = chat::ask(endpoint, body, policy, cancel, &retry);
                     // The receiver outlives every sender (it is drained below).
-                    let _ = tx.send(Note::Done(reply));
+                    let _ = tx.send(Note::Done(reply, hash.clone()));
                 });
             }
             drop(tx);
             loop {
                 match rx.recv_timeout(Duration::from_secs(1)) {
                     Ok(Note::Retry) => self.stats.retried += 1,
-                    Ok(Note::Done(reply)) => match self.settle(reply, &hash, out) {
+                    Ok(Note::Done(reply, hash)) => match self.settle(reply, &hash, out, None) {
                         Ok(None) => {}
                         Ok(Some(e)) => {
                             cancel.store(true, Ordering::Relaxed);
@@ -825,6 +849,9 @@ impl Proposer for LlmProposer {
         n: usize,
         report: &mut dyn FnMut(&RequestStats),
     ) -> Result<Vec<Candidate>> {
+        if self.seeding.is_some() {
+            return self.propose_seeds(n, report);
+        }
         let mut out = Vec::new();
         while out.len() < n && self.next_cached < self.cached.len() {
             let c = self.cached[self.next_cached].clone();
@@ -859,6 +886,24 @@ impl Proposer for LlmProposer {
             ));
         }
         w
+    }
+
+    fn llm_report(&self) -> Option<crate::events::LlmReport> {
+        Some(crate::events::LlmReport {
+            requests: self.stats.sent,
+            answered: self.answered,
+            usable: self.usable,
+            failed: self.stats.failed,
+            candidates: self.handed,
+            usage: self.usage.clone(),
+            verdicts: self.config.cache.display().to_string(),
+        })
+    }
+
+    fn exhausted(&self) -> bool {
+        self.next_cached >= self.cached.len()
+            && self.stats.sent >= self.config.max_requests
+            && self.stats.in_flight == 0
     }
 
     fn name(&self) -> &'static str {

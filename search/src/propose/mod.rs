@@ -70,6 +70,18 @@ pub trait Proposer {
         Vec::new()
     }
 
+    /// Whether the stream has ended, for a caller that may also get an empty answer from a
+    /// stream that goes on (the seeds of an `evolve`: an LLM's answers arrive while it runs).
+    /// By default an empty answer is the end, so this is true.
+    fn exhausted(&self) -> bool {
+        true
+    }
+
+    /// What its language model did, for a proposer that asks one (an `evolve` asks its seeds).
+    fn llm_report(&self) -> Option<crate::events::LlmReport> {
+        None
+    }
+
     /// A short name (`replay`, `grammar`, `evolve`, `llm`).
     fn name(&self) -> &'static str;
 
@@ -118,8 +130,10 @@ pub fn for_task(task: &Task) -> Result<Box<dyn Proposer>> {
             seeds,
         } => {
             let seeds = match seeds {
-                Seeds::Llm(config) => Some(llm_proposer(task, config)?),
-                Seeds::Cache(cache) => Some(replay(task, cache)?),
+                Seeds::Llm(config) => Some(llm_proposer(task, config, true)?),
+                Seeds::Cache(cache) => Some(Box::new(
+                    replay::CacheReplay::open(cache, &task.frontends, &task.frontend)?.as_seeds(),
+                ) as Box<dyn Proposer>),
                 Seeds::None => None,
             };
             Box::new(evolve::Evolve::new(
@@ -135,7 +149,7 @@ pub fn for_task(task: &Task) -> Result<Box<dyn Proposer>> {
                 seeds,
             )?)
         }
-        ProposerConfig::Llm(config) => llm_proposer(task, config)?,
+        ProposerConfig::Llm(config) => llm_proposer(task, config, false)?,
         ProposerConfig::Replay { cache } => replay(task, cache)?,
         ProposerConfig::Grammar {
             operators,
@@ -234,10 +248,16 @@ fn sampler_for(task: &Task, operators: &[String], tree: &TreeShape) -> sampler::
 }
 
 /// The `llm` proposer of `config` (an error in a build without the `llm` feature).
-fn llm_proposer(task: &Task, config: &crate::task::LlmConfig) -> Result<Box<dyn Proposer>> {
+/// The `llm` proposer of a task; `seeds`: as the seeds of an `evolve` (requests in the
+/// background).
+fn llm_proposer(
+    task: &Task,
+    config: &crate::task::LlmConfig,
+    seeds: bool,
+) -> Result<Box<dyn Proposer>> {
     #[cfg(not(feature = "llm"))]
     {
-        let _ = (task, config);
+        let _ = (task, config, seeds);
         Err(crate::error::SearchError::Proposer {
             proposer: "llm",
             message: LLM_FEATURE_MISSING.to_string(),
@@ -245,7 +265,7 @@ fn llm_proposer(task: &Task, config: &crate::task::LlmConfig) -> Result<Box<dyn 
     }
     #[cfg(feature = "llm")]
     {
-        Ok(Box::new(llm::LlmProposer::new(
+        let proposer = llm::LlmProposer::new(
             config.clone(),
             // Shared inputs (matrices) are variables a program may read, as in the engine.
             task.inputs
@@ -257,6 +277,10 @@ fn llm_proposer(task: &Task, config: &crate::task::LlmConfig) -> Result<Box<dyn 
             task.forbidden_forms.clone(),
             task.frontends.clone(),
             task.frontend.clone(),
-        )?))
+        )?;
+        Ok(Box::new(match seeds {
+            true => proposer.seeding(),
+            false => proposer,
+        }))
     }
 }

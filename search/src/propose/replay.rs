@@ -67,21 +67,14 @@ pub struct CacheLine {
     /// expression salvaged from it (`propose::salvage`, read as infix).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub salvaged: Option<bool>,
+    /// Under an LLM-seeded `evolve`, the number of the evolutionary search's request for seeds
+    /// (0-based) that received this answer's program: answers arrive while the search runs, and
+    /// replaying them at the same requests reproduces the run ([`group_end`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask: Option<u64>,
 }
 
-/// A chat completion's `usage`: tokens of the prompt, of the answer, and both.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TokenUsage {
-    /// Tokens of the prompt.
-    #[serde(default)]
-    pub prompt_tokens: u64,
-    /// Tokens of the answer.
-    #[serde(default)]
-    pub completion_tokens: u64,
-    /// Both.
-    #[serde(default)]
-    pub total_tokens: u64,
-}
+pub use crate::events::TokenUsage;
 
 /// The `verdict` of a cache line, written as `valid`, `invalid-<class>`, `no-program`,
 /// `request-failed` or `rejected`.
@@ -143,6 +136,9 @@ pub struct CacheReplay {
     sources: Vec<Cached>,
     next: usize,
     warnings: Vec<String>,
+    /// Seeds of an `evolve`: each call hands out the lines of the next seed request
+    /// ([`group_end`]), counted here.
+    asks: Option<u64>,
 }
 
 /// One program of a cache.
@@ -156,6 +152,22 @@ pub struct Cached {
     pub frontend: Option<String>,
     /// The line's starting values (`init`), if any.
     pub init: BTreeMap<String, f64>,
+    /// The seed request that received it (`CacheLine::ask`), if any.
+    pub ask: Option<u64>,
+}
+
+/// The end of the programs handed out at seed request `ask` from `sources[next..]`: the lines
+/// marked with that request (none when the next line is marked with a later one); lines with no
+/// mark are handed out `n` at a time.
+pub fn group_end(sources: &[Cached], next: usize, ask: u64, n: usize) -> usize {
+    let rest = sources.get(next..).unwrap_or_default();
+    let count = match rest.first().map(|c| c.ask) {
+        None => 0,
+        Some(Some(a)) if a > ask => 0,
+        Some(Some(a)) => rest.iter().take_while(|c| c.ask == Some(a)).count(),
+        Some(None) => rest.iter().take(n).take_while(|c| c.ask.is_none()).count(),
+    };
+    next + count
 }
 
 /// Reads every candidate of a cache: the programs in file order and the warnings.
@@ -196,12 +208,14 @@ pub fn parse_cache(path: &Path, text: &str) -> Result<(Vec<Cached>, Vec<String>)
                 src: Some(src),
                 frontend,
                 init,
+                ask,
                 ..
             }) => sources.push(Cached {
                 line: i + 1,
                 src,
                 frontend,
                 init: init.unwrap_or_default(),
+                ask,
             }),
             Ok(CacheLine {
                 verdict: Some(_), ..
@@ -254,13 +268,27 @@ impl CacheReplay {
             sources,
             next: 0,
             warnings,
+            asks: None,
         })
+    }
+
+    /// As the seeds of an `evolve`: lines an LLM-seeded run marked with its seed requests
+    /// (`ask`) are handed out at the same requests, which reproduces that run.
+    pub fn as_seeds(mut self) -> CacheReplay {
+        self.asks = Some(0);
+        self
     }
 }
 
 impl Proposer for CacheReplay {
     fn propose(&mut self, n: usize) -> Result<Vec<Candidate>> {
-        let end = (self.next + n).min(self.sources.len());
+        let end = match self.asks.as_mut() {
+            Some(ask) => {
+                *ask += 1;
+                group_end(&self.sources, self.next, *ask - 1, n)
+            }
+            None => (self.next + n).min(self.sources.len()),
+        };
         let out = (self.next..end)
             .map(|i| {
                 let c = &self.sources[i];
@@ -283,6 +311,10 @@ impl Proposer for CacheReplay {
 
     fn name(&self) -> &'static str {
         "replay"
+    }
+
+    fn exhausted(&self) -> bool {
+        self.next >= self.sources.len()
     }
 }
 

@@ -120,7 +120,7 @@ pub(super) fn soft_choice_config(sc: &SoftChoiceSpec) -> Result<SoftChoiceConfig
 /// task from [`CalibrateConfig::recommended`]; each key written replaces its default.
 pub(super) fn resolve_calibrator(spec: &TaskSpec) -> Result<CalibrateConfig> {
     let err = |loc: Location, msg: String| spec_err(Some(loc), msg);
-    let evolving = proposer::proposer_kind(&spec.proposer) == ProposerName::Evolve;
+    let evolving = proposer::evolves(&spec.proposer);
     let mut calibrate = match evolving && spec.loss == LossName::Mse {
         true => CalibrateConfig::for_search(),
         false => CalibrateConfig::recommended(),

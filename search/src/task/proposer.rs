@@ -413,6 +413,13 @@ pub(super) fn resolve_proposer(
     let rel = |s: &str| base.join(s);
     let p = &spec.proposer;
     let kind = proposer_kind(p);
+    if let Some(e) = p.evolve.as_ref().filter(|_| kind != ProposerName::Llm) {
+        return Err(err(
+            e.referenced,
+            "`proposer.evolve` only applies to `kind: llm`".into(),
+        ));
+    }
+    let evolves = evolves(p);
     let proposer = match kind {
         ProposerName::Replay => {
             let Some(cache) = &p.cache else {
@@ -438,8 +445,8 @@ pub(super) fn resolve_proposer(
                 tree,
             }
         }
-        ProposerName::Evolve => {
-            needs_vocabulary("evolve", inputs, params)?;
+        ProposerName::Evolve | ProposerName::Llm if evolves => {
+            needs_vocabulary(kind.as_str(), inputs, params)?;
             let population = count_key(
                 p.population.as_ref(),
                 "population",
@@ -448,14 +455,10 @@ pub(super) fn resolve_proposer(
             )?;
             let islands = count_key(p.islands.as_ref(), "islands", population, 4)?;
             let seeds = match (&p.cache, &p.base_url) {
-                (_, Some(_)) => {
-                    let config = resolve_llm(base, spec, false)?;
-                    llm_feature(
-                        p.kind.as_ref().map(|k| k.referenced),
-                        cfg!(feature = "llm") || purpose == Purpose::Check,
-                    )?;
-                    Seeds::Llm(Box::new(config))
+                _ if kind == ProposerName::Llm => {
+                    Seeds::Llm(Box::new(llm_seeds(base, spec, p, purpose)?))
                 }
+                (_, Some(_)) => Seeds::Llm(Box::new(llm_seeds(base, spec, p, purpose)?)),
                 (Some(cache), None) => Seeds::Cache(existing_cache(&rel(&cache.value), cache)?),
                 (None, None) => Seeds::None,
             };
@@ -467,7 +470,8 @@ pub(super) fn resolve_proposer(
                 seeds,
             }
         }
-        ProposerName::Llm => {
+        // `kind: llm` with `evolve: false` (`kind: evolve` always evolves, above).
+        ProposerName::Llm | ProposerName::Evolve => {
             let config = resolve_llm(base, spec, inputs.is_empty() || params.is_empty())?;
             llm_feature(
                 p.kind.as_ref().map(|k| k.referenced),
@@ -479,7 +483,7 @@ pub(super) fn resolve_proposer(
     if proposer.llm().is_none() {
         refuse_llm_keys(p)?;
     }
-    check_kind_keys(kind, p)?;
+    check_kind_keys(if evolves { ProposerName::Evolve } else { kind }, p)?;
     let batch = match &p.batch {
         Some(b) if b.value == 0 || b.value > MAX_BATCH => {
             return Err(err(
@@ -491,6 +495,32 @@ pub(super) fn resolve_proposer(
         None => 8,
     };
     Ok(Proposed { proposer, batch })
+}
+
+/// Whether the proposer is the evolutionary search: `kind: evolve`, or `kind: llm` unless
+/// `evolve: false` (the model's programs are then its seeds, and the keys of `evolve` apply).
+pub(super) fn evolves(p: &ProposerSpec) -> bool {
+    match proposer_kind(p) {
+        ProposerName::Evolve => true,
+        ProposerName::Llm => p.evolve.as_ref().is_none_or(|e| e.value),
+        ProposerName::Replay | ProposerName::Grammar => false,
+    }
+}
+
+/// The llm endpoint of an evolve proposer seeded by a model (refused in a build without the
+/// `llm` feature, unless only checked).
+fn llm_seeds(
+    base: &Path,
+    spec: &TaskSpec,
+    p: &ProposerSpec,
+    purpose: Purpose,
+) -> Result<LlmConfig> {
+    let config = resolve_llm(base, spec, false)?;
+    llm_feature(
+        p.kind.as_ref().map(|k| k.referenced),
+        cfg!(feature = "llm") || purpose == Purpose::Check,
+    )?;
+    Ok(config)
 }
 
 /// The llm-only keys in a task whose proposer asks no llm are refused at their line.

@@ -550,6 +550,11 @@ pub struct ProposerSpec {
     /// LLM: previously valid programs shown in the prompt (default 3).
     #[serde(default)]
     pub examples: Option<usize>,
+    /// LLM: whether the model's programs seed the evolutionary search (default true: the model
+    /// proposes, evolution refines, the best programs go back into the prompt); `false` runs the
+    /// model's candidates alone.
+    #[serde(default)]
+    pub evolve: Option<Spanned<bool>>,
 }
 
 impl ProposerName {
