@@ -355,7 +355,13 @@ fn good_answers_land_in_the_cache_with_provenance() {
     assert_eq!(reqs.len(), 2);
     assert_eq!(reqs[0]["model"], "mock-model");
     assert!((reqs[0]["temperature"].as_f64().unwrap() - 0.7).abs() < 1e-6);
-    assert_eq!(reqs[0]["max_completion_tokens"], 200);
+    // `max_tokens`, which local servers read (llama-cpp-python ignores the newer field).
+    assert_eq!(reqs[0]["max_tokens"], 200);
+    assert!(
+        reqs[0].get("max_completion_tokens").is_none(),
+        "{}",
+        reqs[0]
+    );
     let prompt0 = reqs[0]["messages"][0]["content"].as_str().unwrap();
     assert!(prompt0.contains("free parameters a, b"), "{prompt0}");
     assert!(prompt0.contains("unary functions exp, cos"), "{prompt0}");
@@ -383,6 +389,100 @@ fn ask_one_at_a_time(name: &str, answers: &[&str]) -> (Mocked, PathBuf, Vec<Cand
     c.concurrency = 1;
     let cands = drain(&mut proposer(c));
     (m, cache, cands)
+}
+
+/// A completion cut at the token limit (`finish_reason: length`).
+fn cut(content: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "model": "mock-model-2",
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content},
+            "finish_reason": "length"
+        }],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 200, "total_tokens": 210}
+    }))
+}
+
+#[test]
+fn an_answer_with_several_programs_gives_each_once_and_a_cut_answer_says_so() {
+    let m = Mocked::start();
+    m.answer(vec![
+        ok("Three ideas.\n```scheme\n(* a (exp (* b x)))\n```\nA line:\n```scheme\n(+ (* a x) b)\n```\n\
+            Again the first:\n```scheme\n(* a (exp (* b x)))\n```\nA guess:\n```scheme\n(+ a (cos x) (undefined))\n```\n\
+            With a number:\n```scheme\n(* a (cos (* 2.5 x)))\n```\n```scheme\n(* a (sin x))\n```"),
+        cut("Here is my model, with a long derivation first. ```scheme\n(* a (exp (* b"),
+    ]);
+    let cache = scratch("several").join("cache.jsonl");
+    let mut c = config(&m.base_url(), &cache);
+    c.max_requests = 2;
+    let cands = drain(&mut proposer(c));
+    let srcs: Vec<&str> = cands.iter().map(|c| c.src.as_str()).collect();
+    // The first program, then the others that validate, none twice, at most four in all; then
+    // the cut answer's unfinished program (rejected by the engine's validation).
+    assert_eq!(
+        srcs,
+        [
+            "(* a (exp (* b x)))",
+            "(+ (* a x) b)",
+            "(* a (cos (* b x)))",
+            "(* a (sin x))",
+            "(* a (exp (* b"
+        ]
+    );
+    assert_eq!(
+        cands[2].init,
+        [("b".to_string(), 2.5)].into_iter().collect()
+    );
+    let lines = cache_lines(&cache);
+    assert_eq!(lines.len(), 2, "one line per answer");
+    assert_eq!(lines[0].more.len(), 3);
+    assert_eq!(lines[0].usage.unwrap().total_tokens, 15);
+    // The cut answer: no valid program, and the reason says it was cut and what to raise.
+    assert!(
+        matches!(lines[1].verdict, Some(Verdict::Invalid(_))),
+        "{:?}",
+        lines[1]
+    );
+    assert_eq!(lines[1].finish_reason.as_deref(), Some("length"));
+    let reason = lines[1].reason.as_deref().unwrap();
+    assert!(
+        reason.contains("cut at the token limit") && reason.contains("proposer.max_tokens"),
+        "{reason}"
+    );
+    // The cache replays the four candidates, starting values included.
+    let mut replay = CacheReplay::open(&cache, &Registry::default(), "scheme").unwrap();
+    assert_eq!(replay.propose(64).unwrap(), cands);
+}
+
+#[test]
+fn a_server_that_refuses_max_tokens_gets_max_completion_tokens_at_once() {
+    let m = Mocked::start();
+    m.answer(vec![
+        ResponseTemplate::new(400).set_body_json(json!({"error": {
+            "message": "Unsupported parameter: 'max_tokens' is not supported with this model. \
+                        Use 'max_completion_tokens' instead.",
+            "type": "invalid_request_error"
+        }})),
+        ok("(* a (exp (* b x)))"),
+        ok("(+ (* a x) b)"),
+    ]);
+    let cache = scratch("newer-cap").join("cache.jsonl");
+    let mut c = config(&m.base_url(), &cache);
+    c.max_requests = 2;
+    let cands = drain(&mut proposer(c));
+    assert_eq!(cands.len(), 2);
+    let reqs = m.requests();
+    assert_eq!(reqs.len(), 3);
+    assert_eq!(reqs[0]["max_tokens"], 200);
+    // The refused request again, then the next one, with the newer field only.
+    for r in &reqs[1..] {
+        assert_eq!(r["max_completion_tokens"], 200, "{r}");
+        assert!(r.get("max_tokens").is_none(), "{r}");
+    }
+    let lines = cache_lines(&cache);
+    assert_eq!(lines[0].attempts, Some(2));
+    assert!(!failure_log(&cache).exists(), "not a failure");
 }
 
 #[test]

@@ -27,12 +27,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use chat::{Answered, ChatRequest, Endpoint, Failure, Message, Policy, Reply};
+use chat::{Answered, Bodies, ChatRequest, Endpoint, Failure, Message, Policy, Reply};
 pub use chat::{FailureClass, MAX_BODY_BYTES};
 
 use ndvm_frontends::{Frontend, Lexeme, Registry};
 
-use super::replay::{CacheLine, Cached, TokenUsage, Verdict, read_cache};
+use super::replay::{CacheLine, Cached, MoreProgram, TokenUsage, Verdict, read_cache};
 use super::{Candidate, Proposer, RequestStats, lift, salvage};
 use crate::error::{Result, SearchError};
 use crate::task::LlmConfig;
@@ -257,6 +257,9 @@ pub struct LlmProposer {
     /// As the seeds of an `evolve`: requests run in the background (see [`seeding`]).
     seeding: Option<seeding::Seeding>,
 }
+
+/// The most candidates taken from one answer.
+pub const MAX_PROGRAMS_PER_ANSWER: usize = 4;
 
 /// How many recent failures `{{failures}}` shows.
 pub const FEEDBACK_FAILURES: usize = 3;
@@ -547,8 +550,52 @@ impl LlmProposer {
         if matches!(line.verdict, Some(Verdict::NoProgram | Verdict::Invalid(_))) {
             self.salvage(&raw, &mut line);
         }
+        let cut = line.finish_reason.as_deref() == Some("length");
+        if let Some(reason) = line.reason.as_mut().filter(|_| cut) {
+            reason.push_str(
+                " (the answer was cut at the token limit, finish_reason `length`: \
+                 raise `proposer.max_tokens`, or the server's own limit)",
+            );
+        }
+        if line.verdict == Some(Verdict::Valid) {
+            line.more = self.more_programs(&raw, line.src.as_deref().unwrap_or_default());
+        }
         line.raw = Some(raw);
         line
+    }
+
+    /// The answer's further valid programs in the task's notation (code-fenced blocks after the
+    /// one taken, each lifted and validated as the first), at most
+    /// [`MAX_PROGRAMS_PER_ANSWER`] − 1 and none twice: a model asked for a model often writes
+    /// several.
+    fn more_programs(&self, raw: &str, first: &str) -> Vec<MoreProgram> {
+        let Ok(reader) = self.reader() else {
+            return Vec::new();
+        };
+        let mut seen = vec![first.to_string()];
+        let mut more = Vec::new();
+        for block in ndvm_frontends::extract::fenced_blocks(raw) {
+            if more.len() + 1 >= MAX_PROGRAMS_PER_ANSWER {
+                break;
+            }
+            let block = block.trim();
+            if block.is_empty() || !ndvm_frontends::extract::parses(reader, block) {
+                continue;
+            }
+            let (src, init) = match lift::lift_literals(reader, block, &self.params) {
+                Some(l) => (l.src, Some(l.init)),
+                None => (block.to_string(), None),
+            };
+            let valid =
+                validate::check_source(reader, &src, &self.inputs, &self.params, &self.forbidden)
+                    .is_ok();
+            let already = seen.contains(&src) || seen.iter().any(|s| s == block);
+            if valid && !already {
+                seen.push(src.clone());
+                more.push(MoreProgram { src, init });
+            }
+        }
+        more
     }
 
     /// The first expression of the answer ([`salvage::fragments`], those naming an input first)
@@ -697,15 +744,16 @@ impl LlmProposer {
     }
 
     /// The serialized request for `prompt`.
-    fn request_body(&self, prompt: &str) -> Result<Vec<u8>> {
-        serde_json::to_vec(&ChatRequest {
+    fn request_body(&self, prompt: &str) -> Result<Bodies> {
+        Bodies::of(&ChatRequest {
             model: &self.config.model,
             messages: [Message {
                 role: "user",
                 content: prompt,
             }],
             temperature: self.config.temperature,
-            max_completion_tokens: self.config.max_tokens,
+            max_tokens: self.config.max_tokens,
+            max_completion_tokens: None,
         })
         .map_err(|e| proposer_err(e.to_string()))
     }
@@ -746,6 +794,15 @@ impl LlmProposer {
                         self.valid.push(src.clone());
                     }
                     self.push(out, src, frontend, line.init.unwrap_or_default());
+                }
+                for m in line.more {
+                    self.handed += 1;
+                    self.push(
+                        out,
+                        m.src,
+                        self.frontend.clone(),
+                        m.init.unwrap_or_default(),
+                    );
                 }
                 return Ok(None);
             }

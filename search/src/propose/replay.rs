@@ -72,6 +72,20 @@ pub struct CacheLine {
     /// replaying them at the same requests reproduces the run ([`group_end`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ask: Option<u64>,
+    /// Further valid programs of the same answer (a model that wrote several), in the task's
+    /// notation; replayed after `src`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more: Vec<MoreProgram>,
+}
+
+/// A further program of an answer (`CacheLine::more`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct MoreProgram {
+    /// The program, after its numbers became parameters.
+    pub src: String,
+    /// Those parameters' starting values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init: Option<BTreeMap<String, f64>>,
 }
 
 pub use crate::events::TokenUsage;
@@ -209,14 +223,25 @@ pub fn parse_cache(path: &Path, text: &str) -> Result<(Vec<Cached>, Vec<String>)
                 frontend,
                 init,
                 ask,
+                more,
                 ..
-            }) => sources.push(Cached {
-                line: i + 1,
-                src,
-                frontend,
-                init: init.unwrap_or_default(),
-                ask,
-            }),
+            }) => {
+                sources.push(Cached {
+                    line: i + 1,
+                    src,
+                    frontend,
+                    init: init.unwrap_or_default(),
+                    ask,
+                });
+                // Further programs are in the task's notation (no `frontend` of their own).
+                sources.extend(more.into_iter().map(|m| Cached {
+                    line: i + 1,
+                    src: m.src,
+                    frontend: None,
+                    init: m.init.unwrap_or_default(),
+                    ask,
+                }));
+            }
             Ok(CacheLine {
                 verdict: Some(_), ..
             }) => {}

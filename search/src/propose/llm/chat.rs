@@ -4,6 +4,7 @@
 //! fatal one (a bad key, a wrong model or URL, an endpoint that cannot be reached) from a
 //! transient one (429, 5xx, a timeout).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -21,7 +22,41 @@ pub(super) struct ChatRequest<'a> {
     pub(super) messages: [Message<'a>; 1],
     pub(super) temperature: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) max_completion_tokens: Option<u32>,
+}
+
+/// A request's body twice: capped with `max_tokens`, which most OpenAI-compatible servers read
+/// (llama.cpp's Python server, Ollama, vLLM), and with `max_completion_tokens`, which OpenAI's
+/// newer models require instead (they refuse `max_tokens` with a 400 naming it).
+#[derive(Debug)]
+pub(super) struct Bodies {
+    pub(super) max_tokens: Vec<u8>,
+    pub(super) max_completion_tokens: Vec<u8>,
+}
+
+impl Bodies {
+    /// The two bodies of `request` (its cap, if any, moved to each field in turn).
+    pub(super) fn of(request: &ChatRequest<'_>) -> serde_json::Result<Bodies> {
+        let cap = request.max_tokens.or(request.max_completion_tokens);
+        let with = |plain: bool| {
+            serde_json::to_vec(&ChatRequest {
+                max_tokens: cap.filter(|_| plain),
+                max_completion_tokens: cap.filter(|_| !plain),
+                model: request.model,
+                messages: [Message {
+                    role: request.messages[0].role,
+                    content: request.messages[0].content,
+                }],
+                temperature: request.temperature,
+            })
+        };
+        Ok(Bodies {
+            max_tokens: with(true)?,
+            max_completion_tokens: with(false)?,
+        })
+    }
 }
 
 /// A chat message of the request.
@@ -190,6 +225,8 @@ pub(super) struct Endpoint {
     agent: ureq::Agent,
     url: String,
     key: String,
+    /// The server refused `max_tokens` and asked for `max_completion_tokens` (shared by clones).
+    newer_cap: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -217,6 +254,7 @@ impl Endpoint {
             agent,
             url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
             key,
+            newer_cap: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -330,7 +368,7 @@ fn sleep_unless(d: Duration, cancel: &AtomicBool) -> bool {
 /// request failed fatally) stops the retries.
 pub(super) fn ask(
     endpoint: &Endpoint,
-    body: &[u8],
+    bodies: &Bodies,
     policy: Policy,
     cancel: &AtomicBool,
     on_retry: &dyn Fn(&Failure),
@@ -338,6 +376,11 @@ pub(super) fn ask(
     let mut attempts = 0u32;
     loop {
         attempts += 1;
+        let newer = endpoint.newer_cap.load(Ordering::Relaxed);
+        let body = match newer {
+            true => &bodies.max_completion_tokens,
+            false => &bodies.max_tokens,
+        };
         let failure = match endpoint.attempt(body) {
             Ok(answered) => {
                 return Reply {
@@ -347,6 +390,16 @@ pub(super) fn ask(
             }
             Err(f) => f,
         };
+        // A server that wants the newer cap says so in a 400: sent again at once with it.
+        let capped = bodies.max_tokens != bodies.max_completion_tokens;
+        if capped
+            && !newer
+            && failure.class == FailureClass::Refused
+            && failure.reason.contains("max_completion_tokens")
+        {
+            endpoint.newer_cap.store(true, Ordering::Relaxed);
+            continue;
+        }
         let k = attempts as usize - 1;
         let retry = failure.class.is_retried() && k < policy.retries;
         if !retry || cancel.load(Ordering::Relaxed) {
@@ -435,7 +488,11 @@ mod tests {
             backoff_s: 0.01,
         };
         let retries = std::sync::atomic::AtomicUsize::new(0);
-        let reply = ask(&endpoint, b"{}", policy, &AtomicBool::new(false), &|f| {
+        let bodies = Bodies {
+            max_tokens: b"{}".to_vec(),
+            max_completion_tokens: b"{}".to_vec(),
+        };
+        let reply = ask(&endpoint, &bodies, policy, &AtomicBool::new(false), &|f| {
             assert_eq!(f.class, FailureClass::Unreachable);
             retries.fetch_add(1, Ordering::Relaxed);
         });
@@ -449,7 +506,7 @@ mod tests {
             failure.reason
         );
         // A raised cancel flag stops the retries after the first attempt.
-        let reply = ask(&endpoint, b"{}", policy, &AtomicBool::new(true), &|_| {});
+        let reply = ask(&endpoint, &bodies, policy, &AtomicBool::new(true), &|_| {});
         assert_eq!(reply.attempts, 1);
     }
 }
