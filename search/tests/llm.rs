@@ -23,7 +23,7 @@ use ndvm_frontends::Registry;
 use ndvm_search::propose::llm::{FailureClass, FailureLine, LlmProposer};
 use ndvm_search::propose::replay::{CacheLine, CacheReplay, Verdict};
 use ndvm_search::propose::{Candidate, Proposer};
-use ndvm_search::task::LlmConfig;
+use ndvm_search::task::{LlmConfig, ModelChoice};
 use serde_json::{Value, json};
 
 /// A fresh scratch folder for one test.
@@ -209,6 +209,14 @@ fn config(base_url: &str, cache: &Path) -> LlmConfig {
     LlmConfig {
         base_url: base_url.to_string(),
         model: "mock-model".into(),
+        models: vec![ModelChoice {
+            base_url: base_url.to_string(),
+            model: "mock-model".into(),
+            weight: 1.0,
+            api_key_env: None,
+            api_key: None,
+        }],
+        seed: 7,
         api_key_env: "NDVM_TEST_NO_SUCH_KEY".into(),
         api_key: Some("test-key".into()),
         temperature: 0.7,
@@ -483,6 +491,69 @@ fn a_server_that_refuses_max_tokens_gets_max_completion_tokens_at_once() {
     let lines = cache_lines(&cache);
     assert_eq!(lines[0].attempts, Some(2));
     assert!(!failure_log(&cache).exists(), "not a failure");
+}
+
+/// A mock answering as `model` (the ensemble test tells them apart by it).
+fn ok_from(model: &str, content: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content},
+            "finish_reason": "stop"
+        }],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    }))
+}
+
+/// Runs an ensemble of a "big-model" (weight 3) and a "small-model" (weight 1, its own key) for
+/// 40 requests, `concurrency` at a time: the requests each server saw and the answering models
+/// in cache order.
+fn ensemble(name: &str, concurrency: usize) -> (Vec<Value>, Vec<Value>, Vec<String>) {
+    let (big, small) = (Mocked::start(), Mocked::start());
+    big.answer(vec![ok_from("big", "(* a (exp (* b x)))")]);
+    small.answer(vec![ok_from("small", "(+ (* a x) b)")]);
+    let cache = scratch(name).join("cache.jsonl");
+    let mut c = config(&big.base_url(), &cache);
+    let choice = |base_url: String, model: &str, weight: f64, key: Option<&str>| ModelChoice {
+        base_url,
+        model: model.into(),
+        weight,
+        api_key_env: None,
+        api_key: key.map(str::to_string),
+    };
+    c.models = vec![
+        choice(big.base_url(), "big-model", 3.0, None),
+        choice(small.base_url(), "small-model", 1.0, Some("another-key")),
+    ];
+    c.max_requests = 40;
+    c.concurrency = concurrency;
+    assert_eq!(drain(&mut proposer(c)).len(), 40);
+    let answered = cache_lines(&cache)
+        .into_iter()
+        .map(|l| l.model.unwrap())
+        .collect();
+    (big.requests(), small.requests(), answered)
+}
+
+#[test]
+fn an_ensemble_draws_each_requests_model_by_weight_from_the_seed_and_names_who_answered() {
+    let (to_big, to_small, answered) = ensemble("ensemble", 4);
+    assert_eq!(to_big.len() + to_small.len(), 40);
+    // About three in four to the heavier model (binomial, 40 draws: 30 ± 2.7).
+    assert!((22..=38).contains(&to_big.len()), "{} of 40", to_big.len());
+    assert!(to_big.iter().all(|r| r["model"] == "big-model"));
+    assert!(to_small.iter().all(|r| r["model"] == "small-model"));
+    // Provenance names the model that answered.
+    assert_eq!(
+        answered.iter().filter(|m| *m == "big").count(),
+        to_big.len()
+    );
+    // One request at a time, the cache's order is the draw's: the same seed, the same order.
+    let (_, _, first) = ensemble("ensemble-1", 1);
+    let (_, _, second) = ensemble("ensemble-2", 1);
+    assert_eq!(first, second);
+    assert_eq!(first.iter().filter(|m| *m == "big").count(), to_big.len());
 }
 
 #[test]
@@ -1643,6 +1714,71 @@ fn llm_keys_are_checked_with_line_and_column() {
     let e = load_err(&dir, &LLM_TASK.replace("kind: llm", "kind: grammar"));
     assert!(
         e.starts_with("9:13: `proposer.base_url` only applies to `kind: llm`"),
+        "{e}"
+    );
+    let e = load_err(&dir, &format!("{LLM_TASK}  evolve: sometimes\n"));
+    assert!(e.starts_with("13:11:"), "{e}");
+}
+
+#[test]
+fn an_ensemble_is_listed_under_models_with_positive_weights() {
+    let dir = scratch("spec-models");
+    let listed = LLM_TASK.replace(
+        "  base_url: http://127.0.0.1:1/v1/\n  model: m\n",
+        "  models:\n    - {base_url: http://127.0.0.1:1/v1/, model: big, weight: 3}\n    \
+         - {base_url: http://127.0.0.1:2/v1, model: small, api_key_env: SMALL_KEY}\n",
+    );
+    let t = ndvm_search::task::load(&write_task(&dir, &listed)).unwrap();
+    let c = t.llm().unwrap();
+    let got: Vec<(&str, &str, f64, Option<&str>)> = c
+        .models
+        .iter()
+        .map(|m| {
+            (
+                m.base_url.as_str(),
+                m.model.as_str(),
+                m.weight,
+                m.api_key_env.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("http://127.0.0.1:1/v1", "big", 3.0, None),
+            ("http://127.0.0.1:2/v1", "small", 1.0, Some("SMALL_KEY"))
+        ]
+    );
+    assert_eq!(
+        (c.base_url.as_str(), c.model.as_str()),
+        ("http://127.0.0.1:1/v1", "big")
+    );
+    // The default evolves, seeded by the ensemble.
+    assert!(matches!(
+        t.proposer,
+        ndvm_search::task::ProposerConfig::Evolve { .. }
+    ));
+    let e = load_err(&dir, &listed.replace("weight: 3", "weight: 0"));
+    assert!(
+        e.starts_with("10:7: a model's `weight` must be positive"),
+        "{e}"
+    );
+    let e = load_err(
+        &dir,
+        &listed.replace("http://127.0.0.1:2/v1", "127.0.0.1:2"),
+    );
+    assert!(
+        e.starts_with("11:7: `base_url` must start with http"),
+        "{e}"
+    );
+    let e = load_err(&dir, &listed.replace("  models:", "  model: m\n  models:"));
+    assert!(
+        e.starts_with("9:10: `proposer.models` lists every model"),
+        "{e}"
+    );
+    let e = load_err(&dir, &listed.replace("kind: llm", "kind: grammar"));
+    assert!(
+        e.contains("`proposer.models` only applies to `kind: llm`"),
         "{e}"
     );
 }

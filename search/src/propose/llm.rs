@@ -25,6 +25,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use chat::{Answered, Bodies, ChatRequest, Endpoint, Failure, Message, Policy, Reply};
@@ -213,8 +215,17 @@ pub struct FailureLine {
 enum Note {
     /// An attempt failed and will be repeated.
     Retry,
-    /// The request ended (with the hash of the prompt it sent).
-    Done(Reply, String),
+    /// The request ended.
+    Done(Reply, Sent),
+}
+
+/// What a request sent: its prompt's hash and the model it asked (an index of
+/// `LlmConfig::models`); with its attempts once it ended.
+#[derive(Clone, Debug)]
+struct Sent {
+    hash: String,
+    model: usize,
+    attempts: u32,
 }
 
 /// Asks an OpenAI-compatible chat endpoint for programs; see the module docs.
@@ -223,7 +234,12 @@ pub struct LlmProposer {
     inputs: Vec<String>,
     params: Vec<String>,
     forbidden: Vec<String>,
-    endpoint: Endpoint,
+    /// One endpoint per model of `config.models`.
+    endpoints: Vec<Endpoint>,
+    /// Draws each request's model by weight (from the task's seed).
+    picker: ChaCha8Rng,
+    /// The model whose request failed last.
+    last_failed_model: usize,
     /// Programs already in the cache, replayed first (each with its front end's name).
     cached: Vec<Cached>,
     /// The front ends, and the name of the one answers are read with.
@@ -280,7 +296,10 @@ fn failure_line(what: &str, reason: &str) -> String {
 impl std::fmt::Debug for LlmProposer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LlmProposer")
-            .field("endpoint", &self.endpoint.url())
+            .field(
+                "endpoints",
+                &self.endpoints.iter().map(Endpoint::url).collect::<Vec<_>>(),
+            )
             .field("model", &self.config.model)
             .field("stats", &self.stats)
             .finish_non_exhaustive()
@@ -352,6 +371,36 @@ fn read_cached(
     Ok((sources, valid))
 }
 
+/// An endpoint per model of `config`, each with its own key, else the proposer's
+/// (`api_key`, else `$api_key_env`).
+fn endpoints(config: &LlmConfig) -> Result<Vec<Endpoint>> {
+    let timeout = Duration::from_secs_f64(config.timeout_s);
+    let shared = || {
+        match &config.api_key {
+        Some(k) => Ok(k.clone()),
+        None => std::env::var(&config.api_key_env).map_err(|_| {
+            proposer_err(format!(
+                "no API key: set ${} or `proposer.api_key` (an empty key for servers that need none)",
+                config.api_key_env
+            ))
+        }),
+    }
+    };
+    let mut out = Vec::with_capacity(config.models.len());
+    for m in &config.models {
+        let key = match (&m.api_key, &m.api_key_env) {
+            (Some(k), _) => k.clone(),
+            (None, Some(var)) => std::env::var(var).map_err(|_| {
+                proposer_err(format!("no API key for model {}: set ${var}", m.model))
+            })?,
+            (None, None) => shared()?,
+        };
+        crate::secret::register(&key);
+        out.push(Endpoint::new(&m.base_url, key, timeout));
+    }
+    Ok(out)
+}
+
 impl LlmProposer {
     /// Builds the proposer: checks the template and the key, reads the cache. Contacts nothing
     /// yet.
@@ -375,30 +424,18 @@ impl LlmProposer {
             },
         )
         .map_err(|m| proposer_err(format!("{}: {m}", config.prompt_path.display())))?;
-        let key = match &config.api_key {
-            Some(k) => k.clone(),
-            None => std::env::var(&config.api_key_env).map_err(|_| {
-                proposer_err(format!(
-                    "no API key: set ${} or `proposer.api_key` (an empty key for servers that need none)",
-                    config.api_key_env
-                ))
-            })?,
-        };
-        crate::secret::register(&key);
+        let endpoints = endpoints(&config)?;
         let mut warnings = Vec::new();
         let (cached, valid) = read_cached(&config.cache, &frontends, &frontend, &mut warnings)?;
         let cache = open_cache(&config.cache, &mut warnings)?;
-        let endpoint = Endpoint::new(
-            &config.base_url,
-            key,
-            Duration::from_secs_f64(config.timeout_s),
-        );
         Ok(LlmProposer {
+            picker: ChaCha8Rng::seed_from_u64(config.seed),
+            last_failed_model: 0,
             config,
             inputs,
             params,
             forbidden,
-            endpoint,
+            endpoints,
             cached,
             next_cached: 0,
             next_id: 0,
@@ -469,11 +506,12 @@ impl LlmProposer {
     }
 
     /// Turns an answer into a cache line (and the program, if any).
-    fn judge(&self, answer: Answered, attempts: u32, hash: &str, ask: Option<u64>) -> CacheLine {
+    fn judge(&self, answer: Answered, sent: &Sent, ask: Option<u64>) -> CacheLine {
+        let (attempts, hash) = (sent.attempts, sent.hash.as_str());
         let mut line = CacheLine {
             ask,
             model: Some(if answer.model.is_empty() {
-                self.config.model.clone()
+                self.config.models[sent.model].model.clone()
             } else {
                 answer.model
             }),
@@ -687,7 +725,7 @@ impl LlmProposer {
         proposer_err(crate::secret::redacted(&format!(
             "POST {} failed: the service answered none of the {} requests (`max_requests`); the \
              last failed with {}; is the server healthy?{}",
-            self.endpoint.url(),
+            self.endpoints[self.last_failed_model].url(),
             self.stats.sent,
             self.last_failure.as_deref().unwrap_or("no reason given"),
             self.failure_log_note()
@@ -695,13 +733,14 @@ impl LlmProposer {
     }
 
     /// The error that ends the run after `failure` (fatal, or the last of too many in a row).
-    fn fatal_error(&self, failure: &Failure, attempts: u32) -> SearchError {
-        let c = &self.config;
+    fn fatal_error(&self, failure: &Failure, sent: &Sent) -> SearchError {
+        let c = &self.config.models[sent.model];
+        let attempts = sent.attempts;
+        let key_env = c.api_key_env.as_ref().unwrap_or(&self.config.api_key_env);
         let hint = match failure.class {
-            FailureClass::Unauthorized | FailureClass::Forbidden => format!(
-                "check the API key (${} or `proposer.api_key`)",
-                c.api_key_env
-            ),
+            FailureClass::Unauthorized | FailureClass::Forbidden => {
+                format!("check the API key (${key_env} or `proposer.api_key`)")
+            }
             FailureClass::NotFound | FailureClass::Redirected => format!(
                 "check `base_url` ({}) and `model` ({})",
                 c.base_url, c.model
@@ -716,7 +755,7 @@ impl LlmProposer {
         };
         proposer_err(crate::secret::redacted(&format!(
             "POST {} failed: {} ({attempts} attempt{}); {hint}{}",
-            self.endpoint.url(),
+            self.endpoints[sent.model].url(),
             failure.reason,
             if attempts == 1 { "" } else { "s" },
             self.failure_log_note()
@@ -744,9 +783,10 @@ impl LlmProposer {
     }
 
     /// The serialized request for `prompt`.
-    fn request_body(&self, prompt: &str) -> Result<Bodies> {
+    /// The bodies of a request for `prompt` to model `model` (an index of `config.models`).
+    fn request_body(&self, prompt: &str, model: usize) -> Result<Bodies> {
         Bodies::of(&ChatRequest {
-            model: &self.config.model,
+            model: &self.config.models[model].model,
             messages: [Message {
                 role: "user",
                 content: prompt,
@@ -758,21 +798,39 @@ impl LlmProposer {
         .map_err(|e| proposer_err(e.to_string()))
     }
 
+    /// The model the next request asks: drawn by weight when there are several.
+    fn pick(&mut self) -> usize {
+        let models = &self.config.models;
+        if models.len() < 2 {
+            return 0;
+        }
+        let total: f64 = models.iter().map(|m| m.weight).sum();
+        let mut x = self.picker.random::<f64>() * total;
+        for (i, m) in models.iter().enumerate() {
+            if x < m.weight {
+                return i;
+            }
+            x -= m.weight;
+        }
+        models.len() - 1
+    }
+
     /// Handles one finished request: an answer is judged and appended to the cache; a failure
     /// is logged. Returns the error that ends the run, if this one does.
     fn settle(
         &mut self,
         reply: Reply,
-        hash: &str,
+        mut sent: Sent,
         out: &mut Vec<Candidate>,
         ask: Option<u64>,
     ) -> Result<Option<SearchError>> {
+        sent.attempts = reply.attempts;
         self.stats.in_flight = self.stats.in_flight.saturating_sub(1);
         let failure = match reply.result {
             Ok(answered) => {
                 self.failed_in_a_row = 0;
                 self.answered += 1;
-                let line = self.judge(answered, reply.attempts, hash, ask);
+                let line = self.judge(answered, &sent, ask);
                 self.append(&line)?;
                 if let (Some(model), Some(u)) = (&line.model, line.usage) {
                     let sum = self.usage.entry(model.clone()).or_default();
@@ -811,20 +869,21 @@ impl LlmProposer {
         self.stats.failed += 1;
         self.failed_in_a_row += 1;
         self.last_failure = Some(failure.reason.clone());
+        self.last_failed_model = sent.model;
         let fatal = failure.class.is_fatal()
             || self.failed_in_a_row >= max_failures_in_a_row(self.config.concurrency);
         self.log_failure(&FailureLine {
             time: now(),
-            endpoint: self.endpoint.url().to_string(),
-            model: self.config.model.clone(),
-            prompt_hash: hash.to_string(),
+            endpoint: self.endpoints[sent.model].url().to_string(),
+            model: self.config.models[sent.model].model.clone(),
+            prompt_hash: sent.hash.clone(),
             attempts: reply.attempts,
             class: failure.class,
             status: failure.status,
             reason: failure.reason.clone(),
             fatal,
         })?;
-        Ok(fatal.then(|| self.fatal_error(&failure, reply.attempts)))
+        Ok(fatal.then(|| self.fatal_error(&failure, &sent)))
     }
 
     /// One wave of up to `concurrency` requests, one thread each; answers are judged, appended
@@ -841,7 +900,10 @@ impl LlmProposer {
             .min(self.config.max_requests - self.stats.sent);
         let prompt = self.prompt()?;
         let hash = prompt_hash(&prompt);
-        let body = self.request_body(&prompt)?;
+        let picks: Vec<usize> = (0..k).map(|_| self.pick()).collect();
+        let bodies = (0..self.config.models.len())
+            .map(|m| self.request_body(&prompt, m))
+            .collect::<Result<Vec<_>>>()?;
         let policy = Policy {
             retries: self.config.retries,
             backoff_s: self.config.backoff_s,
@@ -849,29 +911,34 @@ impl LlmProposer {
         self.stats.sent += k;
         self.stats.in_flight = k;
         report(&self.stats);
-        let endpoint = self.endpoint.clone();
+        let endpoints = self.endpoints.clone();
         let cancel = AtomicBool::new(false);
         let mut ended: Option<SearchError> = None;
         let mut broken: Option<SearchError> = None;
         std::thread::scope(|scope| {
             let (tx, rx) = mpsc::channel::<Note>();
-            for _ in 0..k {
+            for model in picks {
                 let tx = tx.clone();
-                let (endpoint, body, cancel, hash) = (&endpoint, &body, &cancel, &hash);
+                let (endpoint, body, cancel) = (&endpoints[model], &bodies[model], &cancel);
+                let sent = Sent {
+                    hash: hash.clone(),
+                    model,
+                    attempts: 0,
+                };
                 scope.spawn(move || {
                     let retry = |_: &Failure| {
                         let _ = tx.send(Note::Retry);
                     };
                     let reply = chat::ask(endpoint, body, policy, cancel, &retry);
                     // The receiver outlives every sender (it is drained below).
-                    let _ = tx.send(Note::Done(reply, hash.clone()));
+                    let _ = tx.send(Note::Done(reply, sent));
                 });
             }
             drop(tx);
             loop {
                 match rx.recv_timeout(Duration::from_secs(1)) {
                     Ok(Note::Retry) => self.stats.retried += 1,
-                    Ok(Note::Done(reply, hash)) => match self.settle(reply, &hash, out, None) {
+                    Ok(Note::Done(reply, sent)) => match self.settle(reply, sent, out, None) {
                         Ok(None) => {}
                         Ok(Some(e)) => {
                             cancel.store(true, Ordering::Relaxed);

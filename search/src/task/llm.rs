@@ -12,14 +12,46 @@ pub const MAX_LLM_TIMEOUT_S: f64 = 3600.0;
 /// Most llm retries after a retryable failure.
 pub const MAX_RETRIES: usize = 100;
 
-/// Settings of the `llm` proposer, resolved from the task (the prompt template already read).
-/// Its `Debug` form redacts the API key.
+/// One model the `llm` proposer may ask (`proposer.models[]`, or the task's `base_url` and
+/// `model`). Its `Debug` form redacts the key.
 #[derive(Clone, PartialEq)]
-pub struct LlmConfig {
+pub struct ModelChoice {
     /// Base URL of the API (`…/v1`).
     pub base_url: String,
     /// Model name.
     pub model: String,
+    /// Its share of the requests.
+    pub weight: f64,
+    /// Environment variable holding its own key (else the proposer's).
+    pub api_key_env: Option<String>,
+    /// Its own key (else the proposer's).
+    pub api_key: Option<String>,
+}
+
+impl std::fmt::Debug for ModelChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelChoice")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("weight", &self.weight)
+            .field("api_key_env", &self.api_key_env)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// Settings of the `llm` proposer, resolved from the task (the prompt template already read).
+/// Its `Debug` form redacts the API key.
+#[derive(Clone, PartialEq)]
+pub struct LlmConfig {
+    /// Base URL of the API (`…/v1`): the first model's.
+    pub base_url: String,
+    /// Model name: the first model's.
+    pub model: String,
+    /// Every model a request may draw (one unless `proposer.models` lists several).
+    pub models: Vec<ModelChoice>,
+    /// Seeds the draw of each request's model.
+    pub seed: u64,
     /// Environment variable holding the key.
     pub api_key_env: String,
     /// A key given in the task itself.
@@ -62,6 +94,8 @@ impl std::fmt::Debug for LlmConfig {
         f.debug_struct("LlmConfig")
             .field("base_url", &self.base_url)
             .field("model", &self.model)
+            .field("models", &self.models)
+            .field("seed", &self.seed)
             .field("api_key_env", &self.api_key_env)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("temperature", &self.temperature)
@@ -97,14 +131,7 @@ pub(super) fn resolve_llm(base: &Path, spec: &TaskSpec, no_vars: bool) -> Result
             "the llm proposer needs `inputs` and `params`",
         ));
     }
-    let base_url = p.base_url.as_ref().ok_or_else(|| need("base_url"))?;
-    if !(base_url.value.starts_with("http://") || base_url.value.starts_with("https://")) {
-        return Err(err(
-            base_url.referenced,
-            "`base_url` must start with http:// or https://".into(),
-        ));
-    }
-    let model = p.model.as_ref().ok_or_else(|| need("model"))?;
+    let models = resolve_models(p)?;
     let prompt = p.prompt.as_ref().ok_or_else(|| need("prompt"))?;
     let cache = p.cache.as_ref().ok_or_else(|| need("cache"))?;
     let (prompt_path, prompt_text) = read_prompt(base, prompt)?;
@@ -143,8 +170,10 @@ pub(super) fn resolve_llm(base: &Path, spec: &TaskSpec, no_vars: bool) -> Result
     };
     register_secrets(p);
     Ok(LlmConfig {
-        base_url: base_url.value.trim_end_matches('/').to_string(),
-        model: model.value.clone(),
+        base_url: models[0].base_url.clone(),
+        model: models[0].model.clone(),
+        models,
+        seed: spec.seed,
         api_key_env: p
             .api_key_env
             .as_ref()
@@ -182,6 +211,68 @@ pub(super) fn resolve_llm(base: &Path, spec: &TaskSpec, no_vars: bool) -> Result
     })
 }
 
+/// The models a task's llm proposer asks: `proposer.models`, or its `base_url` and `model`.
+fn resolve_models(p: &ProposerSpec) -> Result<Vec<ModelChoice>> {
+    let need = |key: &str| {
+        spec_err(
+            None,
+            format!("`proposer.kind: llm` needs `proposer.{key}` (or `proposer.models`)"),
+        )
+    };
+    let url = |value: &str, at: Location| -> Result<String> {
+        if !(value.starts_with("http://") || value.starts_with("https://")) {
+            return Err(spec_err(
+                Some(at),
+                "`base_url` must start with http:// or https://",
+            ));
+        }
+        Ok(value.trim_end_matches('/').to_string())
+    };
+    let Some(list) = &p.models else {
+        let base_url = p.base_url.as_ref().ok_or_else(|| need("base_url"))?;
+        let model = p.model.as_ref().ok_or_else(|| need("model"))?;
+        return Ok(vec![ModelChoice {
+            base_url: url(&base_url.value, base_url.referenced)?,
+            model: model.value.clone(),
+            weight: 1.0,
+            api_key_env: None,
+            api_key: None,
+        }]);
+    };
+    if let Some(at) = p
+        .base_url
+        .as_ref()
+        .map(|b| b.referenced)
+        .or(p.model.as_ref().map(|m| m.referenced))
+    {
+        return Err(spec_err(
+            Some(at),
+            "`proposer.models` lists every model: give it or `base_url` and `model`, not both",
+        ));
+    }
+    if list.is_empty() {
+        return Err(spec_err(None, "`proposer.models` lists no model"));
+    }
+    list.iter()
+        .map(|e| {
+            let weight = e.value.weight.unwrap_or(1.0);
+            if !(weight.is_finite() && weight > 0.0) {
+                return Err(spec_err(
+                    Some(e.referenced),
+                    "a model's `weight` must be positive",
+                ));
+            }
+            Ok(ModelChoice {
+                base_url: url(&e.value.base_url, e.referenced)?,
+                model: e.value.model.clone(),
+                weight,
+                api_key_env: e.value.api_key_env.clone(),
+                api_key: e.value.api_key.clone(),
+            })
+        })
+        .collect()
+}
+
 /// The prompt template `prompt` names (relative to `base`): its path and text; an unreadable one
 /// is an error at `prompt:` with the OS reason.
 fn read_prompt(base: &Path, prompt: &Spanned<String>) -> Result<(PathBuf, String)> {
@@ -209,6 +300,20 @@ fn read_prompt(base: &Path, prompt: &Spanned<String>) -> Result<(PathBuf, String
 fn register_secrets(p: &ProposerSpec) {
     if let Some(url) = &p.base_url {
         crate::secret::register_url(&url.value);
+    }
+    for e in p.models.iter().flatten() {
+        crate::secret::register_url(&e.value.base_url);
+        if let Some(k) = &e.value.api_key {
+            crate::secret::register(k);
+        }
+        if let Some(k) = e
+            .value
+            .api_key_env
+            .as_ref()
+            .and_then(|v| std::env::var(v).ok())
+        {
+            crate::secret::register(&k);
+        }
     }
     if let Some(k) = &p.api_key {
         crate::secret::register(k);

@@ -454,7 +454,12 @@ pub(super) fn resolve_proposer(
                 EVOLVE_POPULATION,
             )?;
             let islands = count_key(p.islands.as_ref(), "islands", population, 4)?;
-            let seeds = match (&p.cache, &p.base_url) {
+            let asks_a_model = p
+                .base_url
+                .as_ref()
+                .map(|_| ())
+                .or(p.models.as_ref().map(|_| ()));
+            let seeds = match (&p.cache, asks_a_model) {
                 _ if kind == ProposerName::Llm => {
                     Seeds::Llm(Box::new(llm_seeds(base, spec, p, purpose)?))
                 }
@@ -528,6 +533,10 @@ pub(super) fn refuse_llm_keys(p: &ProposerSpec) -> Result<()> {
     let err = |loc: Location, msg: String| spec_err(Some(loc), msg);
     let llm_only = [
         p.base_url.as_ref().map(|v| ("base_url", v.referenced)),
+        p.models
+            .as_ref()
+            .and_then(|m| m.first())
+            .map(|v| ("models", v.referenced)),
         p.model.as_ref().map(|v| ("model", v.referenced)),
         p.prompt.as_ref().map(|v| ("prompt", v.referenced)),
         p.temperature

@@ -297,6 +297,25 @@ pub struct SplitSpec {
     pub seed: Option<u64>,
 }
 
+/// `proposer.models[]`: one model of an ensemble.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelEntry {
+    /// Base URL of its OpenAI-compatible API.
+    pub base_url: String,
+    /// Model name sent with its requests.
+    pub model: String,
+    /// Its share of the requests, relative to the others' (default 1).
+    #[serde(default)]
+    pub weight: Option<f64>,
+    /// Environment variable holding its key (default: the proposer's `api_key_env`).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Its key (default: the proposer's `api_key`).
+    #[serde(default)]
+    pub api_key: Option<String>,
+}
+
 /// `params[]`: one parameter candidates may use.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -550,6 +569,10 @@ pub struct ProposerSpec {
     /// LLM: previously valid programs shown in the prompt (default 3).
     #[serde(default)]
     pub examples: Option<usize>,
+    /// LLM: several models (OpenEvolve's ensemble) instead of `base_url` and `model`: each
+    /// request draws one by its weight, from the task's seed.
+    #[serde(default)]
+    pub models: Option<Vec<Spanned<ModelEntry>>>,
     /// LLM: whether the model's programs seed the evolutionary search (default true: the model
     /// proposes, evolution refines, the best programs go back into the prompt); `false` runs the
     /// model's candidates alone.

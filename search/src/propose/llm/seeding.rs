@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
 use super::chat::{self, Failure, Policy};
-use super::{LlmProposer, Note, prompt_hash, proposer_err};
+use super::{LlmProposer, Note, Sent, prompt_hash, proposer_err};
 use crate::error::Result;
 use crate::propose::replay::group_end;
 use crate::propose::{Candidate, RequestStats};
@@ -95,8 +95,8 @@ impl LlmProposer {
             let cancel = Arc::clone(&seeding.cancel);
             match note {
                 Note::Retry => self.stats.retried += 1,
-                Note::Done(reply, hash) => {
-                    let settled = self.settle(reply, &hash, out, Some(ask));
+                Note::Done(reply, sent) => {
+                    let settled = self.settle(reply, sent, out, Some(ask));
                     match settled {
                         Ok(None) => {}
                         Ok(Some(e)) | Err(e) => {
@@ -123,14 +123,28 @@ impl LlmProposer {
         let (tx, cancel) = (seeding.tx.clone(), Arc::clone(&seeding.cancel));
         let prompt = self.prompt()?;
         let hash = prompt_hash(&prompt);
-        let body = Arc::new(self.request_body(&prompt)?);
+        let mut bodies = vec![None; self.config.models.len()];
         let policy = Policy {
             retries: self.config.retries,
             backoff_s: self.config.backoff_s,
         };
         for _ in 0..k {
-            let (tx, cancel, body, hash) = (tx.clone(), cancel.clone(), body.clone(), hash.clone());
-            let endpoint = self.endpoint.clone();
+            let model = self.pick();
+            let body = match &bodies[model] {
+                Some(b) => Arc::clone(b),
+                None => {
+                    let b = Arc::new(self.request_body(&prompt, model)?);
+                    bodies[model] = Some(Arc::clone(&b));
+                    b
+                }
+            };
+            let sent = Sent {
+                hash: hash.clone(),
+                model,
+                attempts: 0,
+            };
+            let (tx, cancel) = (tx.clone(), cancel.clone());
+            let endpoint = self.endpoints[model].clone();
             std::thread::Builder::new()
                 .name("ndvm-llm-request".into())
                 .spawn(move || {
@@ -139,7 +153,7 @@ impl LlmProposer {
                     };
                     let reply = chat::ask(&endpoint, &body, policy, &cancel, &retry);
                     // Dropped with the proposer: an answer after the run is not kept.
-                    let _ = tx.send(Note::Done(reply, hash));
+                    let _ = tx.send(Note::Done(reply, sent));
                 })
                 .map_err(|e| proposer_err(format!("cannot start a request thread: {e}")))?;
             self.stats.sent += 1;
