@@ -1959,3 +1959,36 @@ fn a_service_that_answers_no_request_ends_the_run_with_an_error_naming_it() {
     assert_eq!(m.requests().len(), 2);
     assert_eq!(failure_lines(&run.join("llm-failures.jsonl")).len(), 2);
 }
+
+#[test]
+fn every_shipped_prompt_renders_with_no_placeholder_left() {
+    use ndvm_search::propose::llm::{PromptVars, render_prompt};
+    let dir = root().join("bootstrap/prompts");
+    let (inputs, params) = (
+        vec!["x".to_string()],
+        vec!["a".to_string(), "b".to_string()],
+    );
+    let operators = vec!["exp".to_string()];
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap();
+        let rendered = render_prompt(
+            &text,
+            &PromptVars {
+                description: "a test",
+                inputs: &inputs,
+                params: &params,
+                target: "y",
+                operators: &operators,
+                notation: "NOTATION",
+                frontend: "infix",
+                ..Default::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", entry.path().display()));
+        assert!(!rendered.contains("{{"), "{rendered}");
+        assert!(rendered.contains("NOTATION") && rendered.contains("```infix"));
+        seen += 1;
+    }
+    assert!(seen >= 2, "{seen} prompts in {}", dir.display());
+}

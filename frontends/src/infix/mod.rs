@@ -100,7 +100,7 @@ calls `exp(x)`, `if c then a else b`, `let u = b * x` on its own line (or `let u
 `loop k = 0, s = 0 until k == 10 then s { next(k + 1, s + k) }`. Example:
 ```infix
 let u = b * x
-a * exp(-u) * cos(c * x) + x^2 / 3
+a * u / (1 + u) + c * sqrt(x)
 ```";
 
 #[cfg(test)]

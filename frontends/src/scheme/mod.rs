@@ -149,12 +149,24 @@ of arguments, `(define (f y) ...)` defines a function, `(let ((u (* b x))) ...)`
 iterates, `[a b c]` is a vector. The last form is the program's value. Example:
 ```scheme
 (let ((u (* b x)))
-  (+ (* a (exp (- u)) (cos (* c x))) (/ (expt x 2) 3)))
+  (+ (/ (* a u) (+ 1 u)) (* c (sqrt x))))
 ```";
 
 #[cfg(test)]
 mod tests {
     use ndvm_core::{Heap, Node, SrcSpan, print};
+
+    #[test]
+    fn the_prompt_guides_examples_parse_and_are_not_the_shipped_tasks_law() {
+        use crate::Frontend;
+        for f in [&super::Scheme as &dyn Frontend, &crate::infix::Infix] {
+            let example = f.extract_program(f.prompt_guide()).unwrap();
+            let mut heap = Heap::new();
+            assert!(f.parse(&mut heap, &example).is_ok(), "{example}");
+            // Not the damped oscillation of tasks/symreg*.yaml: a model copying it finds nothing.
+            assert!(!example.contains("cos"), "{example}");
+        }
+    }
 
     use super::{extract_program, parse};
     use crate::error::ParseErrorKind;
