@@ -174,31 +174,7 @@ fn a_live_search_records_every_answer_fits_a_winner_and_replays_offline() {
     );
 
     // The same task replaying the cache: the same events and summary, offline.
-    let replay_task = dir.join("replay.yaml");
-    let text = std::fs::read_to_string(&task).unwrap();
-    let (head, _) = text.split_once("proposer:").unwrap();
-    let (_, tail) = text.split_once("calibrator:").unwrap();
-    std::fs::write(
-        &replay_task,
-        format!(
-            "{head}proposer:\n  kind: replay\n  cache: cache.jsonl\n  batch: 4\ncalibrator:{tail}"
-        ),
-    )
-    .unwrap();
-    let replayed = dir.join("replay");
-    let out = ndvm(&[
-        "run",
-        replay_task.to_str().unwrap(),
-        "--out",
-        replayed.to_str().unwrap(),
-        "-q",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(events_core(&replayed), events_core(&live));
+    let replayed = replays(&task, &live, "kind: replay");
     // Equal but for the proposer's name (`replay` against `llm`) and the `run` section.
     let core =
         |dir: &Path| summary_core(dir).replace("\"proposer\": \"replay\"", "\"proposer\": \"llm\"");
@@ -362,15 +338,25 @@ fn by_default_the_model_seeds_evolution_which_leaves_a_winner_and_replays_under_
         );
     }
     // Offline, `kind: evolve` on the cache: the same run.
-    let text = std::fs::read_to_string(&task).unwrap();
+    replays(
+        &task,
+        &live,
+        "kind: evolve\n  operators: [exp, sin, cos, log, sqrt]",
+    );
+}
+
+/// Runs `task` with its proposer replaced by `proposer` (keys of the `proposer:` block) reading
+/// the live run's cache, and checks that it gives `live`'s events, offline; returns its folder.
+fn replays(task: &Path, live: &Path, proposer: &str) -> PathBuf {
+    let dir = task.parent().unwrap();
+    let text = std::fs::read_to_string(task).unwrap();
     let (head, _) = text.split_once("proposer:").unwrap();
     let (_, tail) = text.split_once("calibrator:").unwrap();
     let replay_task = dir.join("replay.yaml");
     std::fs::write(
         &replay_task,
         format!(
-            "{head}proposer:\n  kind: evolve\n  operators: [exp, sin, cos, log, sqrt]\n  \
-             cache: cache.jsonl\n  batch: 4\ncalibrator:{tail}"
+            "{head}proposer:\n  {proposer}\n  cache: cache.jsonl\n  batch: 4\ncalibrator:{tail}"
         ),
     )
     .unwrap();
@@ -387,5 +373,6 @@ fn by_default_the_model_seeds_evolution_which_leaves_a_winner_and_replays_under_
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(events_core(&replayed), events_core(&live));
+    assert_eq!(events_core(&replayed), events_core(live));
+    replayed
 }
