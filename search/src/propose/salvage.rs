@@ -115,7 +115,8 @@ fn inline_code(line: &str) -> Vec<&str> {
 /// trailing punctuation dropped, `e^(…)` → `exp(…)`.
 fn normalize(fragment: &str) -> String {
     let mut s = fragment.split(" #").next().unwrap_or("").trim().to_string();
-    for prefix in ["np.", "numpy.", "math.", "torch.", "sp.", "sympy."] {
+    for prefix in MODULES {
+        s = library_constants(&s, prefix);
         s = s.replace(prefix, "");
     }
     s = s.replace("**", "^").replace("e^(", "exp(");
@@ -125,9 +126,57 @@ fn normalize(fragment: &str) -> String {
         .to_string()
 }
 
+/// The module prefixes of Python's numeric libraries, dropped from names (`np.exp` is `exp`).
+const MODULES: [&str; 6] = ["np.", "numpy.", "math.", "torch.", "sp.", "sympy."];
+
+/// `s` with the constants `pi` and `e` of module `prefix` (`np.pi`, `math.e`) written as numbers
+/// (dropping the prefix would leave a free name); `np.exp` and the like are left alone.
+fn library_constants(s: &str, prefix: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find(prefix) {
+        let after = &rest[i + prefix.len()..];
+        let name_len = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(after.len());
+        let value = match &after[..name_len] {
+            "pi" => Some("3.141592653589793"),
+            "e" => Some("2.718281828459045"),
+            _ => None,
+        };
+        let at_word_start = rest[..i]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'));
+        out.push_str(&rest[..i]);
+        match value.filter(|_| at_word_start) {
+            Some(v) => out.push_str(v),
+            None => out.push_str(&rest[i..i + prefix.len() + name_len]),
+        }
+        rest = &after[name_len..];
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn library_constants_become_numbers_and_functions_lose_their_module() {
+        let f = fragments("return a * np.exp(-b * x) * math.e ** 2 + np.pi * c");
+        assert_eq!(
+            f[0],
+            "a * exp(-b * x) * 2.718281828459045 ^ 2 + 3.141592653589793 * c"
+        );
+        // Not a constant: `np.exp`, `np.epsilon`, `mynp.pi`.
+        assert_eq!(
+            library_constants("np.exp(x) + np.epsilon", "np."),
+            "np.exp(x) + np.epsilon"
+        );
+        assert_eq!(library_constants("mynp.pi", "np."), "mynp.pi");
+    }
 
     /// Answers SmolLM2-135M-Instruct gave (llama-cpp-python server, temperature 0.8) to the
     /// symreg prompt, verbatim or in part.
