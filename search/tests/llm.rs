@@ -289,21 +289,26 @@ fn assert_provenance(line: &CacheLine) {
 /// Drains a proposer whose service answers no request: no candidate, and the error that ends
 /// the run (a service that failed every request is never silent).
 fn drain_unanswered(p: &mut LlmProposer) -> String {
-    match p.propose(64) {
-        Ok(c) => panic!("expected the no-answer error, got {c:?}"),
-        Err(e) => {
-            let e = e.to_string();
-            assert!(e.contains("the service answered none of the"), "{e}");
-            e
+    loop {
+        match p.propose(64) {
+            Ok(c) if c.is_empty() && !p.exhausted() => continue,
+            Ok(c) => panic!("expected the no-answer error, got {c:?}"),
+            Err(e) => {
+                let e = e.to_string();
+                assert!(e.contains("the service answered none of the"), "{e}");
+                return e;
+            }
         }
     }
 }
 
+/// Every candidate of `p`: it answers one wave per ask, empty when the wave gave none, until it
+/// is exhausted.
 fn drain(p: &mut LlmProposer) -> Vec<Candidate> {
     let mut all = Vec::new();
     loop {
         let more = p.propose(64).unwrap();
-        if more.is_empty() {
+        if more.is_empty() && p.exhausted() {
             return all;
         }
         all.extend(more);
@@ -705,7 +710,13 @@ fn garbage_is_recorded_with_a_reason_and_never_proposed_unless_it_holds_a_progra
     let mut c = config(&m.base_url(), &cache);
     c.max_requests = 6;
     let mut p = proposer(c);
-    // The first call keeps asking until an answer holds a program.
+    // One request per ask (concurrency 1): the first two answers hold no program, so the first
+    // two asks give nothing (and the stream goes on), the third gives the unclosed program.
+    for asked in 1..=2 {
+        assert!(p.propose(64).unwrap().is_empty());
+        assert!(!p.exhausted());
+        assert_eq!(p.requests(), asked);
+    }
     let first = p.propose(64).unwrap();
     assert_eq!(first.len(), 1);
     assert_eq!(first[0].id, 0);

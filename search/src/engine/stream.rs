@@ -304,6 +304,11 @@ impl<'a> Engine<'a> {
     fn take(&mut self, observer: &mut dyn Observer) -> Result<()> {
         while self.may_take() && self.ready.len() + self.outstanding < self.cap {
             if self.buffer.is_empty() {
+                // What is ready goes to the workers before the proposer is asked: a proposer
+                // may block (an LLM's requests), and the calibrators should not wait on it.
+                if !self.ready.is_empty() {
+                    return Ok(());
+                }
                 let seen_below = self.stream.distinct.saturating_sub(self.lag());
                 if self.first < seen_below {
                     // The proposer must first see results still being calibrated.
@@ -316,7 +321,9 @@ impl<'a> Engine<'a> {
                     .propose_reporting(self.proposer.chunk().max(1), &mut |r| {
                         observer.on_requests(task, r, started.elapsed().as_secs_f64())
                     })?;
-                self.exhausted = more.is_empty();
+                // An empty answer ends the stream unless the proposer says it goes on (an
+                // LLM's wave that gave nothing: the deadline is checked before the next ask).
+                self.exhausted = more.is_empty() && self.proposer.exhausted();
                 self.buffer.extend(more);
                 continue;
             }

@@ -986,7 +986,9 @@ impl Proposer for LlmProposer {
         if !out.is_empty() || n == 0 {
             return Ok(out);
         }
-        while out.is_empty() && self.stats.sent < self.config.max_requests {
+        // One wave per ask: the engine asks again (checking its deadline first) while
+        // `exhausted` is false.
+        if self.stats.sent < self.config.max_requests {
             self.wave(&mut out, report)?;
         }
         if self.stats.sent > 0 && self.stats.sent >= self.config.max_requests && self.answered == 0

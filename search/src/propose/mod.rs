@@ -51,7 +51,8 @@ impl Candidate {
 
 /// A source of candidates. Deterministic: the same task gives the same stream.
 pub trait Proposer {
-    /// Up to `n` further candidates; an empty vector means the stream is exhausted.
+    /// Up to `n` further candidates; an empty vector means the stream is exhausted, unless
+    /// [`exhausted`](Proposer::exhausted) says it goes on.
     fn propose(&mut self, n: usize) -> Result<Vec<Candidate>>;
 
     /// As [`propose`](Proposer::propose), telling `report` how the requests of a proposer that
@@ -70,9 +71,10 @@ pub trait Proposer {
         Vec::new()
     }
 
-    /// Whether the stream has ended, for a caller that may also get an empty answer from a
-    /// stream that goes on (the seeds of an `evolve`: an LLM's answers arrive while it runs).
-    /// By default an empty answer is the end, so this is true.
+    /// Whether the stream has ended, for a caller that got an empty answer from a stream that
+    /// may go on (an LLM whose last wave gave no program, or whose answers arrive while
+    /// evolution runs): the engine and `evolve` ask again while this is false. By default an
+    /// empty answer is the end, so this is true.
     fn exhausted(&self) -> bool {
         true
     }
