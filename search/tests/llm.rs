@@ -661,8 +661,10 @@ fn the_next_prompt_says_why_recent_answers_could_not_be_used() {
         "{}",
         prompts[1]
     );
+    // An answer with no program is not quoted back (a small model copies what it is shown).
     assert!(
-        prompts[2].contains("`Sorry, I cannot answer.`: no s-expression in the answer"),
+        prompts[2].contains("- an answer: no s-expression in the answer")
+            && !prompts[2].contains("Sorry, I cannot answer."),
         "{}",
         prompts[2]
     );
@@ -1349,7 +1351,13 @@ fn kind_llm_seeds_evolution_by_default_and_its_cache_replays_the_run_under_kind_
     assert!((1..=8).contains(&taken), "{taken} answers");
     let asks: Vec<u64> = lines.iter().map(|l| l.ask.expect("an ask")).collect();
     assert!(asks.windows(2).all(|w| w[0] <= w[1]), "{asks:?}");
-    for l in lines.iter().filter(|l| l.verdict == Some(Verdict::Valid)) {
+    // (Answers still in flight when the run ended are waited for and kept, marked with a
+    // request for seeds the run never made: the last mark, if any are.)
+    let last = *asks.last().unwrap();
+    for l in lines
+        .iter()
+        .filter(|l| l.verdict == Some(Verdict::Valid) && l.ask != Some(last))
+    {
         let src = l.src.as_deref().unwrap();
         assert!(srcs.contains(&src), "{src} not calibrated: {srcs:?}");
     }
@@ -1564,18 +1572,14 @@ fn ndvm_search_on_a_closed_port_exits_non_zero_within_30_s_naming_the_endpoint()
     }
     let task = dir.join("tasks/symreg-llm.yaml");
     // The evolutionary search the model seeds runs on until the endpoint's failure ends it
-    // (no success stop, no calibration budget).
-    let budget = "budget: {seconds: 600, calibrations: 200}";
-    assert!(
-        shipped.contains(budget) && shipped.contains("stop: true"),
-        "{shipped}"
-    );
+    // (no success stop; ten minutes at most).
+    let budget = "budget: {seconds: 60}";
+    assert!(shipped.contains(budget), "{shipped}");
     std::fs::write(
         &task,
         shipped
             .replace("http://127.0.0.1:8000/v1", &base_url)
-            .replace(budget, "budget: {seconds: 600}")
-            .replace("stop: true", "stop: false"),
+            .replace(budget, "budget: {seconds: 600}"),
     )
     .unwrap();
     std::fs::copy(

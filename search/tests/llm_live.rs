@@ -93,7 +93,11 @@ fn a_live_search_records_every_answer_fits_a_winner_and_replays_offline() {
         &base_url,
         &model,
         24,
-        &[("\n  kind: llm\n", "\n  kind: llm\n  evolve: false\n")],
+        &[
+            ("\n  kind: llm\n", "\n  kind: llm\n  evolve: false\n"),
+            ("budget: {seconds: 60}", "budget: {seconds: 600}"),
+            ("threshold: 0.99}", "threshold: 0.99, stop: true}"),
+        ],
     );
     let live = dir.join("live");
     let started = Instant::now();
@@ -217,13 +221,7 @@ fn a_server_killed_mid_run_ends_the_run_with_an_error_naming_the_endpoint() {
         &base_url,
         &model,
         64,
-        &[
-            (
-                "budget: {seconds: 600, calibrations: 200}",
-                "budget: {seconds: 600}",
-            ),
-            ("stop: true", "stop: false"),
-        ],
+        &[("budget: {seconds: 60}", "budget: {seconds: 600}")],
     );
     let run = Command::new(env!("CARGO_BIN_EXE_ndvm-search"))
         .current_dir(root())
@@ -273,20 +271,15 @@ fn a_server_killed_mid_run_ends_the_run_with_an_error_naming_the_endpoint() {
 fn by_default_the_model_seeds_evolution_which_leaves_a_winner_and_replays_under_kind_evolve() {
     let (base_url, model) = server();
     let dir = common::scratch("llm-live", "seeds");
-    // The shipped task (only the URL, model, key and cache changed), on for 3,000 calibrations
-    // whatever it finds (tens of seconds), so that the model's answers arrive while evolution runs.
+    // The shipped task (only the URL, model, key and cache changed) with a budget of 3,000
+    // calibrations instead of a minute (tens of seconds: a replay can then end at the same
+    // place), so that the model's answers arrive while evolution runs.
     let task = live_task(
         &dir,
         &base_url,
         &model,
         12,
-        &[
-            (
-                "budget: {seconds: 600, calibrations: 200}",
-                "budget: {calibrations: 3000}",
-            ),
-            ("stop: true", "stop: false"),
-        ],
+        &[("budget: {seconds: 60}", "budget: {calibrations: 3000}")],
     );
     let live = dir.join("live");
     let out = ndvm(&[

@@ -602,6 +602,9 @@ impl Engine<'_> {
             .iter()
             .filter_map(|e| e.finished_s)
             .fold(0.0, f64::max);
+        // Measured before the proposer waits for answers still in flight.
+        let idle_s = self.shared.idle_s();
+        self.proposer.finish(stop != StopKind::Interrupted);
         let outcome = Outcome {
             events: self.events,
             stream,
@@ -613,7 +616,7 @@ impl Engine<'_> {
             n_fresh: self.n_fresh,
             warnings: self.proposer.warnings(),
             proposer: self.proposer.name(),
-            idle_s: self.shared.idle_s(),
+            idle_s,
             llm: self.proposer.llm_report(),
         };
         observer.on_finish(self.task, &outcome);

@@ -617,6 +617,12 @@ impl Proposer for Evolve {
         self.seeds.as_ref().and_then(|s| s.llm_report())
     }
 
+    fn finish(&mut self, wait: bool) {
+        if let Some(seeds) = self.seeds.as_mut() {
+            seeds.finish(wait);
+        }
+    }
+
     /// One round: feedback arrives between asks.
     fn chunk(&self) -> usize {
         self.settings.chunk

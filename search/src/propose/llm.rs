@@ -282,15 +282,22 @@ pub const FEEDBACK_FAILURES: usize = 3;
 
 /// One line of `{{failures}}`: the program (or the answer's start) and the reason, each short.
 fn failure_line(what: &str, reason: &str) -> String {
-    let short = |s: &str, n: usize| -> String {
-        let one: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-        if one.chars().count() > n {
-            format!("{}…", one.chars().take(n).collect::<String>())
-        } else {
-            one
-        }
-    };
-    format!("`{}`: {}", short(what, 80), short(reason, 160))
+    format!("`{}`: {}", one_line(what, 80), failure_reason(reason))
+}
+
+/// A failure's reason for `{{failures}}`: one line, at most 160 characters.
+fn failure_reason(reason: &str) -> String {
+    one_line(reason, 160)
+}
+
+/// `s` on one line, cut to `n` characters (with `…`).
+fn one_line(s: &str, n: usize) -> String {
+    let one: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one.chars().count() > n {
+        format!("{}…", one.chars().take(n).collect::<String>())
+    } else {
+        one
+    }
 }
 
 impl std::fmt::Debug for LlmProposer {
@@ -842,9 +849,13 @@ impl LlmProposer {
                 if line.verdict == Some(Verdict::Valid) {
                     self.usable += 1;
                 } else {
-                    let what = line.src.as_deref().or(line.raw.as_deref()).unwrap_or("");
                     let why = line.reason.as_deref().unwrap_or("no program");
-                    self.remember_failure(failure_line(what, why));
+                    // An answer's text is not shown back when it held no program: a small model
+                    // copies what the prompt shows, and that text is what failed.
+                    self.remember_failure(match line.src.as_deref() {
+                        Some(src) => failure_line(src, why),
+                        None => format!("an answer: {}", failure_reason(why)),
+                    });
                 }
                 if let Some(src) = line.src {
                     let frontend = line.frontend.unwrap_or_else(|| self.frontend.clone());
@@ -1012,6 +1023,14 @@ impl Proposer for LlmProposer {
             ));
         }
         w
+    }
+
+    fn finish(&mut self, wait: bool) {
+        if let Err(e) = self.finish_seeds(wait) {
+            self.warnings.push(format!(
+                "an answer that arrived after the run could not be kept: {e}"
+            ));
+        }
     }
 
     fn llm_report(&self) -> Option<crate::events::LlmReport> {

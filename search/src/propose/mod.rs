@@ -79,6 +79,12 @@ pub trait Proposer {
         true
     }
 
+    /// The run has ended: a proposer with requests in flight waits for their answers and keeps
+    /// them (`wait`), or abandons them (`wait` false: an interrupt). The others do nothing.
+    fn finish(&mut self, wait: bool) {
+        let _ = wait;
+    }
+
     /// What its language model did, for a proposer that asks one (an `evolve` asks its seeds).
     fn llm_report(&self) -> Option<crate::events::LlmReport> {
         None

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
+use std::time::Duration;
 
 use super::chat::{self, Failure, Policy};
 use super::{LlmProposer, Note, Sent, prompt_hash, proposer_err};
@@ -80,6 +81,36 @@ impl LlmProposer {
             return Err(self.no_answer_error());
         }
         Ok(out)
+    }
+
+    /// At the end of the run: no request is retried any more; with `wait`, the requests in
+    /// flight are waited for (each within its timeout) and their answers kept in the cache,
+    /// marked with the next request for seeds, which this run never makes (a later run on the
+    /// same cache takes them there), so the tokens they cost are not lost.
+    pub(super) fn finish_seeds(&mut self, wait: bool) -> Result<()> {
+        let Some(seeding) = self.seeding.as_ref() else {
+            return Ok(());
+        };
+        seeding.cancel.store(true, Ordering::Relaxed);
+        let ask = seeding.ask;
+        let patience = Duration::from_secs_f64(self.config.timeout_s + 5.0);
+        let mut late = Vec::new();
+        while wait && self.stats.in_flight > 0 {
+            let Some(seeding) = self.seeding.as_ref() else {
+                break;
+            };
+            match seeding.rx.recv_timeout(patience) {
+                Ok(Note::Retry) => self.stats.retried += 1,
+                // A fatal failure now ends nothing: the run is over.
+                Ok(Note::Done(reply, sent)) => {
+                    let _fatal = self.settle(reply, sent, &mut late, Some(ask))?;
+                }
+                Err(_) => break,
+            }
+        }
+        // Kept in the cache, not handed to this run's search.
+        self.handed -= late.len();
+        Ok(())
     }
 
     /// Settles every request that ended since the last call, its answer marked with `ask`.
