@@ -640,6 +640,33 @@ fn expressions_small_models_write_are_salvaged_as_infix_candidates() {
 }
 
 #[test]
+fn think_sections_are_skipped_and_the_llm_sr_form_reads_with_the_tasks_parameters() {
+    let (_m, cache, cands) = ask_one_at_a_time(
+        "think-llmsr",
+        &[
+            "<think>Maybe ```scheme\n(* a x)\n``` is too simple.</think>\nSo:\n```scheme\n\
+             (* a (exp (* b x)))\n```",
+            "```python\ndef equation(x: np.ndarray, params: np.ndarray) -> np.ndarray:\n    \
+             return params[0] * np.exp(-params[1] * x)\n```",
+        ],
+    );
+    let got: Vec<(&str, &str)> = cands
+        .iter()
+        .map(|c| (c.src.as_str(), c.frontend.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("(* a (exp (* b x)))", "scheme"),
+            ("a * exp(-b * x)", "infix")
+        ]
+    );
+    let lines = cache_lines(&cache);
+    assert_eq!(lines[1].salvaged, Some(true));
+    assert!(lines.iter().all(|l| l.verdict == Some(Verdict::Valid)));
+}
+
+#[test]
 fn the_next_prompt_says_why_recent_answers_could_not_be_used() {
     let (m, _, _) = ask_one_at_a_time(
         "failure-feedback",

@@ -550,7 +550,9 @@ impl LlmProposer {
                 return line;
             }
         };
-        match reader.extract_program(&raw) {
+        // A reasoning model's `<think>` sections are scratch work, not the answer.
+        let answer = salvage::without_think(&raw);
+        match reader.extract_program(&answer) {
             Err(reason) => {
                 line.verdict = Some(Verdict::NoProgram);
                 line.reason = Some(reason);
@@ -603,7 +605,7 @@ impl LlmProposer {
             );
         }
         if line.verdict == Some(Verdict::Valid) {
-            line.more = self.more_programs(&raw, line.src.as_deref().unwrap_or_default());
+            line.more = self.more_programs(&answer, line.src.as_deref().unwrap_or_default());
         }
         line.raw = Some(raw);
         line
@@ -667,6 +669,7 @@ impl LlmProposer {
             .partition(names_an_input);
         fragments.extend(rest);
         for fragment in fragments {
+            let fragment = salvage::named_params(&fragment, &self.params);
             let (src, init) = match lift::lift_literals(infix, &fragment, &self.params) {
                 Some(l) => (l.src, Some(l.init)),
                 None => (fragment, None),

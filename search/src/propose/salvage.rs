@@ -43,7 +43,7 @@ pub fn fragments(answer: &str) -> Vec<String> {
 }
 
 /// `answer` without its `<think>…</think>` sections (a reasoning model's scratch work).
-fn without_think(answer: &str) -> String {
+pub fn without_think(answer: &str) -> String {
     let mut out = String::with_capacity(answer.len());
     let mut rest = answer;
     while let Some(i) = rest.find("<think>") {
@@ -126,6 +126,41 @@ fn normalize(fragment: &str) -> String {
         .to_string()
 }
 
+/// `fragment` with the LLM-SR form's parameter vector (`params[0]`, `params[1]`, …) written as
+/// the task's parameters of those positions; an index past them is left (and fails validation).
+pub fn named_params(fragment: &str, params: &[String]) -> String {
+    let mut out = String::with_capacity(fragment.len());
+    let mut rest = fragment;
+    while let Some(i) = rest.find("params[") {
+        let after = &rest[i + "params[".len()..];
+        let digits = after
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(after.len());
+        let name = after[..digits]
+            .parse::<usize>()
+            .ok()
+            .filter(|_| after[digits..].starts_with(']'))
+            .and_then(|k| params.get(k));
+        let starts_word = rest[..i]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'));
+        out.push_str(&rest[..i]);
+        match name.filter(|_| starts_word) {
+            Some(name) => {
+                out.push_str(name);
+                rest = &after[digits + 1..];
+            }
+            None => {
+                out.push_str("params[");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The module prefixes of Python's numeric libraries, dropped from names (`np.exp` is `exp`).
 const MODULES: [&str; 6] = ["np.", "numpy.", "math.", "torch.", "sp.", "sympy."];
 
@@ -162,6 +197,22 @@ fn library_constants(s: &str, prefix: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_llm_sr_parameter_vector_becomes_the_tasks_parameters() {
+        let answer = "```python\ndef equation(x: np.ndarray, v: np.ndarray, params: np.ndarray) \
+                      -> np.ndarray:\n    return params[0] * x + params[1] * np.exp(-v) + params[9]\n```";
+        let f = fragments(answer);
+        let names: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        assert_eq!(
+            named_params(&f[0], &names),
+            "a * x + b * exp(-v) + params[9]"
+        );
+        assert_eq!(
+            named_params("myparams[0] + params[x]", &names),
+            "myparams[0] + params[x]"
+        );
+    }
 
     #[test]
     fn library_constants_become_numbers_and_functions_lose_their_module() {
