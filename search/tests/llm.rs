@@ -70,6 +70,8 @@ struct MockState {
     responses: Vec<ResponseTemplate>,
     next: usize,
     bodies: Vec<Vec<u8>>,
+    /// The `Authorization` header of each chat request ("" when none), in order.
+    auths: Vec<String>,
 }
 
 /// A mock of an OpenAI-compatible chat endpoint on loopback: a std `TcpListener`, one thread per
@@ -106,6 +108,11 @@ impl Mocked {
         format!("http://{}/v1", self.addr)
     }
 
+    /// The `Authorization` headers of the chat requests received so far, in order.
+    fn authorizations(&self) -> Vec<String> {
+        self.state.lock().unwrap().auths.clone()
+    }
+
     /// The JSON bodies of the chat requests received so far, in order.
     fn requests(&self) -> Vec<Value> {
         let st = self.state.lock().unwrap();
@@ -122,9 +129,15 @@ fn serve(mut stream: TcpStream, state: &Mutex<MockState>) {
         return;
     };
     let chat = head.starts_with("POST /v1/chat/completions ");
+    let auth = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("authorization"))
+        .map_or(String::new(), |(_, v)| v.trim().to_string());
     let reply = if chat {
         let mut st = state.lock().unwrap();
         st.bodies.push(body);
+        st.auths.push(auth.clone());
         let i = st.next.min(st.responses.len().saturating_sub(1));
         st.next += 1;
         st.responses.get(i).cloned()
@@ -133,11 +146,6 @@ fn serve(mut stream: TcpStream, state: &Mutex<MockState>) {
     }
     .unwrap_or_else(|| ResponseTemplate::new(404));
     // `{{authorization}}` in a body echoes the request's header value (as some servers do).
-    let auth = head
-        .lines()
-        .filter_map(|l| l.split_once(':'))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case("authorization"))
-        .map_or(String::new(), |(_, v)| v.trim().to_string());
     let mut reply = reply;
     reply.body = reply.body.replace("{{authorization}}", &auth);
     std::thread::sleep(reply.delay);
@@ -511,9 +519,9 @@ fn ok_from(model: &str, content: &str) -> ResponseTemplate {
     }))
 }
 
-/// Runs an ensemble of a "big-model" (weight 3) and a "small-model" (weight 1, its own key) for
-/// 40 requests, `concurrency` at a time: the requests each server saw and the answering models
-/// in cache order.
+/// Runs an ensemble of a "big-model" (weight 3, the proposer's key) and a "small-model"
+/// (weight 1, its own key) for 40 requests, `concurrency` at a time: the requests each server saw
+/// and the answering models in cache order.
 fn ensemble(name: &str, concurrency: usize) -> (Vec<Value>, Vec<Value>, Vec<String>) {
     let (big, small) = (Mocked::start(), Mocked::start());
     big.answer(vec![ok_from("big", "(* a (exp (* b x)))")]);
@@ -534,6 +542,14 @@ fn ensemble(name: &str, concurrency: usize) -> (Vec<Value>, Vec<Value>, Vec<Stri
     c.max_requests = 40;
     c.concurrency = concurrency;
     assert_eq!(drain(&mut proposer(c)).len(), 40);
+    // Each model's requests carry its key.
+    assert!(big.authorizations().iter().all(|a| a == "Bearer test-key"));
+    assert!(
+        small
+            .authorizations()
+            .iter()
+            .all(|a| a == "Bearer another-key")
+    );
     let answered = cache_lines(&cache)
         .into_iter()
         .map(|l| l.model.unwrap())
