@@ -38,13 +38,8 @@ die() {
     exit 1
 }
 
-# Alive = exists and is not a zombie (a zombie whose parent has not reaped it yet counts as gone).
-alive() {
-    kill -0 "$1" 2>/dev/null || return 1
-    local state
-    state=$(sed -E 's/^[0-9]+ \(.*\) ([A-Za-z]).*/\1/' "/proc/$1/stat" 2>/dev/null) || return 1
-    [[ "$state" != Z && "$state" != X ]]
-}
+# alive, stop_pid
+source "$ROOT/.ci/pid.sh"
 
 if [[ ! -f "$PIDFILE" ]]; then
     if [[ -n "$IF_STARTED" ]]; then
@@ -74,21 +69,6 @@ if [[ "$cmdline" != *llama_cpp.server* ]]; then
 fi
 
 log "stopping the server (pid $PID, $(cat "$STATE/url" 2>/dev/null || echo 'url unknown'))"
-kill -TERM "$PID" 2>/dev/null || true
-for _ in $(seq 1 20); do
-    alive "$PID" || break
-    sleep 0.5
-done
-if alive "$PID"; then
-    log "still running 10 s after SIGTERM; sending SIGKILL"
-    kill -KILL "$PID" 2>/dev/null || true
-    for _ in $(seq 1 10); do
-        alive "$PID" || break
-        sleep 0.5
-    done
-fi
-if alive "$PID"; then
-    die "pid $PID survives SIGKILL"
-fi
+stop_pid "$PID" || die "pid $PID survives SIGKILL"
 rm -f "$PIDFILE" "$STATE/url"
 log "stopped"

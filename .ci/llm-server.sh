@@ -67,35 +67,15 @@ tail_of() {
     fi
 }
 
-# Alive = exists and is not a zombie.
-alive() {
-    kill -0 "$1" 2>/dev/null || return 1
-    local state
-    state=$(sed -E 's/^[0-9]+ \(.*\) ([A-Za-z]).*/\1/' "/proc/$1/stat" 2>/dev/null) || return 1
-    [[ "$state" != Z && "$state" != X ]]
-}
+# alive, stop_pid
+source "$ROOT/.ci/pid.sh"
 
 # Stops the server this script started (by PID only): TERM, up to 10 s, then KILL, up to 5 s.
 stop_started() {
     [[ -n "$PID" ]] || return 0
     if alive "$PID"; then
         log "stopping the server this script started (pid $PID)"
-        kill -TERM "$PID" 2>/dev/null || true
-        for _ in $(seq 1 20); do
-            alive "$PID" || break
-            sleep 0.5
-        done
-        if alive "$PID"; then
-            log "still running 10 s after SIGTERM; sending SIGKILL"
-            kill -KILL "$PID" 2>/dev/null || true
-            for _ in $(seq 1 10); do
-                alive "$PID" || break
-                sleep 0.5
-            done
-        fi
-        if alive "$PID"; then
-            log "error: pid $PID survives SIGKILL"
-        fi
+        stop_pid "$PID" || log "error: pid $PID survives SIGKILL"
     fi
     # Only our own record is removed (a record of another live server is never touched).
     if [[ "$(cat "$STATE/pid" 2>/dev/null)" == "$PID" ]]; then

@@ -71,6 +71,23 @@ fn ndvm(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `ndvm-search run TASK --out OUT -q`, which must succeed (its stderr shown when it does not).
+fn run_ok(task: &Path, out: &Path) -> Output {
+    let run = ndvm(&[
+        "run",
+        task.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    run
+}
+
 fn cache_lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap()
@@ -101,18 +118,7 @@ fn a_live_search_records_every_answer_fits_a_winner_and_replays_offline() {
     );
     let live = dir.join("live");
     let started = Instant::now();
-    let out = ndvm(&[
-        "run",
-        task.to_str().unwrap(),
-        "--out",
-        live.to_str().unwrap(),
-        "-q",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_ok(&task, &live);
     let lines = cache_lines(&dir.join("cache.jsonl"));
     let failed =
         std::fs::read_to_string(live.join("llm-failures.jsonl")).map_or(0, |t| t.lines().count());
@@ -282,15 +288,8 @@ fn by_default_the_model_seeds_evolution_which_leaves_a_winner_and_replays_under_
         &[("budget: {seconds: 60}", "budget: {calibrations: 3000}")],
     );
     let live = dir.join("live");
-    let out = ndvm(&[
-        "run",
-        task.to_str().unwrap(),
-        "--out",
-        live.to_str().unwrap(),
-        "-q",
-    ]);
+    let out = run_ok(&task, &live);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
     let summary: Value =
         serde_json::from_str(&std::fs::read_to_string(live.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["proposer"], "evolve");
@@ -354,18 +353,7 @@ fn replays(task: &Path, live: &Path, proposer: &str) -> PathBuf {
     )
     .unwrap();
     let replayed = dir.join("replay");
-    let out = ndvm(&[
-        "run",
-        replay_task.to_str().unwrap(),
-        "--out",
-        replayed.to_str().unwrap(),
-        "-q",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_ok(&replay_task, &replayed);
     assert_eq!(events_core(&replayed), events_core(live));
     replayed
 }
