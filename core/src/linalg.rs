@@ -275,7 +275,25 @@ impl TensorOp {
 
 /// Gauss–Jordan elimination with partial pivoting on one lane's m×m matrix `a`: returns det A and
 /// writes A⁻¹ into `inv` (NaN where A is singular). `work` needs `m*m` floats.
+///
+/// Gauss–Jordan scales each pivot row by 1/pivot, which overflows when a finite matrix is scaled
+/// near the smallest floats (a rank-one 3×3 whose entries f32 rounded to subnormals gave a NaN
+/// determinant where f64 gave 0). Where the determinant comes out non-finite from finite entries,
+/// it is recomputed by elimination with multipliers (`|f| ≤ 1`, nothing scaled by 1/pivot) and
+/// A⁻¹ is NaN (not representable; the det VJP then takes the cofactors). Every other matrix keeps
+/// Gauss–Jordan's bits.
 pub(crate) fn det_inv<R: Real>(a: &[R], m: usize, inv: &mut [R], work: &mut [R]) -> R {
+    let det = gauss_jordan(a, m, inv, work);
+    if det.is_finite() || m == 2 || !a[..m * m].iter().all(|x| x.is_finite()) {
+        return det;
+    }
+    inv[..m * m].iter_mut().for_each(|x| *x = R::NAN);
+    work[..m * m].copy_from_slice(&a[..m * m]);
+    det_in_place(&mut work[..m * m], m)
+}
+
+/// [`det_inv`]'s elimination.
+fn gauss_jordan<R: Real>(a: &[R], m: usize, inv: &mut [R], work: &mut [R]) -> R {
     if m == 2 {
         let det = a[0] * a[3] - a[1] * a[2];
         inv[0] = a[3] / det;
@@ -535,6 +553,35 @@ mod tests {
         // Lane 0: cofactors of [[1 2] [2 4]] = [4, −2, −2, 1]; lane 1: of [[2 .5] [.5 1.5]].
         assert_eq!([da2[0], da2[2], da2[4], da2[6]], [4.0, -2.0, -2.0, 1.0]);
         assert_eq!([da2[1], da2[3], da2[5], da2[7]], [1.5, -0.5, -0.5, 2.0]);
+    }
+
+    #[test]
+    fn det_of_a_rank_one_matrix_scaled_to_subnormals_is_finite_in_f32() {
+        // Issue 33 (ndvm-fuzz seed 20261252, program 5637): outer(u, v) with v's first entry
+        // 2.06e-43 (an f32 subnormal). Gauss–Jordan scaled the pivot row by 1/pivot, overflowed
+        // to ∞ and gave det NaN where f64 gave 0. Elimination with multipliers gives ≈ 0.
+        let u = [1.0f32, -2.5, 0.75];
+        let v = [2.059_908_7e-43f32, 3.0, 1.304];
+        let a: Vec<f32> = (0..9).map(|k| u[k / 3] * v[k % 3]).collect();
+        assert!(a[0] != 0.0 && !a[0].is_normal());
+        let (mut inv, mut work) = ([0.0f32; 9], [0.0f32; 9]);
+        // What Gauss–Jordan alone gives: not finite.
+        assert!(!gauss_jordan(&a, 3, &mut inv, &mut work).is_finite());
+        let det = det_inv(&a, 3, &mut inv, &mut work);
+        assert!(det.is_finite() && det.abs() < 1e-30, "det {det}");
+        assert!(inv.iter().all(|x| x.is_nan()));
+        // Its VJP is the cofactor matrix (finite), as at any singular matrix.
+        let mut da = [0.0f32; 9];
+        TensorOp::Det { m: 3 }.vjp(&a, &inv, &[det], &[1.0], &mut da, &mut []);
+        assert!(da.iter().all(|x| x.is_finite()), "{da:?}");
+        // A regular matrix keeps Gauss–Jordan's bits.
+        let r = [2.0f64, 1.0, 0.5, -1.0, 3.0, 0.25, 0.5, 0.5, 4.0];
+        let (mut i1, mut w1, mut i2, mut w2) = ([0.0; 9], [0.0; 9], [0.0; 9], [0.0; 9]);
+        let (d1, d2) = (
+            det_inv(&r, 3, &mut i1, &mut w1),
+            gauss_jordan(&r, 3, &mut i2, &mut w2),
+        );
+        assert_eq!((d1.to_bits(), i1.map(f64::to_bits)), (d2.to_bits(), i2.map(f64::to_bits)));
     }
 
     #[test]
