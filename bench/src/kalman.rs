@@ -18,6 +18,7 @@ use ndvm_core::{
 use serde::Serialize;
 
 use crate::ceiling;
+use crate::ceiling_cpp::{self, Cpp, Elem as CppElem};
 use crate::ceiling_lanes::{self, LaneResults};
 use crate::timing::{self, Budget, Timing};
 use ndvm_search::{Result, SearchError};
@@ -265,6 +266,22 @@ pub struct SweepRow {
     pub lanes_wide_grad_us: f64,
     /// `interp_grad_us / lanes_wide_grad_us`.
     pub ratio_grad_lanes_wide: f64,
+    /// The compiled C++ ceiling (`bench/cpp/`, `-O3 -march=native`, FMA contraction), f64,
+    /// forward and gradient, per lane (µs); `None` where no C++ compiler built it.
+    pub cpp_grad_us: Option<f64>,
+    /// The same C++ source built with `-ffp-contract=off` (the Rust lane ceiling's bits).
+    pub cpp_exact_grad_us: Option<f64>,
+    /// The C++ ceiling in f32, forward and gradient, per lane (µs).
+    pub cpp_f32_grad_us: Option<f64>,
+    /// The fastest f64 forward+gradient ceiling per lane (µs): the least of the lane-batched,
+    /// widest-vector and C++ ones.
+    pub best_grad_us: f64,
+    /// `interp_grad_us / best_grad_us`: the replay against the fastest compiled code.
+    pub ratio_grad_best: f64,
+    /// The fastest f32 ceiling per lane (µs): the least of the f32 lane-batched and C++ ones.
+    pub best_f32_grad_us: f64,
+    /// `interp_f32_grad_us / best_f32_grad_us`.
+    pub ratio_f32_grad_best: f64,
     /// Interpreter in f32 lanes, forward and gradient, replayed, per lane (µs).
     pub interp_f32_grad_us: f64,
     /// `interp_f32_grad_us / interp_grad_us`: what f32 lanes save the interpreter.
@@ -308,6 +325,12 @@ pub struct SweepRow {
     pub lanes_f32_fwd: Timing,
     /// Raw interpreter forward+gradient timing in f32 lanes, replayed.
     pub interp_f32_grad: Timing,
+    /// Raw timing of the C++ ceiling (FMA build, f64), when built.
+    pub cpp_grad: Option<Timing>,
+    /// Raw timing of the C++ ceiling built without contraction (f64), when built.
+    pub cpp_exact_grad: Option<Timing>,
+    /// Raw timing of the C++ ceiling in f32 (FMA build), when built.
+    pub cpp_f32_grad: Option<Timing>,
 }
 
 /// The lane counts of the sweep.
@@ -357,6 +380,8 @@ struct Checked {
     lanes64: LaneResults,
     lanes32: LaneResults,
     lanes_wide: LaneResults,
+    /// The C++ ceiling's buffers (fast f64, exact f64, fast f32), when it was built.
+    cpp: Option<[LaneResults; 3]>,
     /// What the checks measured.
     diffs: Diffs,
 }
@@ -405,6 +430,7 @@ fn check_agreement(
         "interpreter and lane-batched ceilings disagree at B = {n_lanes}: \
          {max_rel_diff_lanes:e} (f64), {max_rel_diff_lanes_f32:e} (f32)"
     );
+    let cpp = check_cpp(case, (q2, r2), &lanes64, &lanes32);
 
     let arena_floats_grad = runner.arena_floats();
     let mut f32_runner = KalmanRunner::new_in(case, n_lanes, true, Precision::F32)?;
@@ -428,6 +454,7 @@ fn check_agreement(
         lanes64,
         lanes32,
         lanes_wide,
+        cpp,
         diffs: Diffs {
             max_rel_diff,
             max_rel_diff_lanes,
@@ -437,6 +464,45 @@ fn check_agreement(
             arena_floats_fwd,
         },
     })
+}
+
+/// Runs the C++ ceiling (when built) at `(q, r)` and checks it against the Rust lane ceilings:
+/// the exact build bit for bit, the FMA build and f32 to their rounding (panics otherwise).
+fn check_cpp(
+    case: &KalmanCase,
+    params: (&[f64], &[f64]),
+    lanes64: &LaneResults,
+    lanes32: &LaneResults,
+) -> Option<[LaneResults; 3]> {
+    let mut bufs: [LaneResults; 3] = Default::default();
+    let builds = [
+        (Cpp::Fast, CppElem::F64),
+        (Cpp::Exact, CppElem::F64),
+        (Cpp::Fast, CppElem::F32),
+    ];
+    for (buf, (build, elem)) in bufs.iter_mut().zip(builds) {
+        if !ceiling_cpp::kalman_cpp(build, elem, &case.obs, params, true, buf) {
+            return None;
+        }
+    }
+    assert!(
+        bufs[1].value == lanes64.value && bufs[1].grad == lanes64.grad,
+        "the C++ ceiling built without contraction differs from the Rust lane ceiling"
+    );
+    let worst = |a: &LaneResults, b: &LaneResults| {
+        let pairs = a.value.iter().zip(&b.value).map(|(x, y)| (*x, *y));
+        let grads = a.grad.iter().zip(&b.grad);
+        pairs
+            .chain(grads.flat_map(|(x, y)| [(x[0], y[0]), (x[1], y[1])]))
+            .map(|(x, y)| rel_diff(x, y))
+            .fold(0.0, f64::max)
+    };
+    let (d64, d32) = (worst(&bufs[0], lanes64), worst(&bufs[2], lanes32));
+    assert!(
+        d64 <= 1e-9 && d32 <= 1e-3,
+        "the C++ ceiling disagrees with the Rust lane ceilings: {d64:e} (f64), {d32:e} (f32)"
+    );
+    Some(bufs)
 }
 
 /// The raw timings of one lane count, in the order [`time_cases`] samples them.
@@ -452,6 +518,8 @@ struct Timings {
     lanes_f32_fwd: Timing,
     interp_f32_grad: Timing,
     lanes_wide_grad: Timing,
+    /// Fast f64, exact f64, fast f32, when built.
+    cpp: Option<[Timing; 3]>,
 }
 
 /// Times the eleven cases of one lane count, sampled round-robin so that the ratios compare like
@@ -471,6 +539,7 @@ fn time_cases(
         lanes64,
         lanes32,
         lanes_wide,
+        cpp,
         ..
     } = checked;
     let mut flip = false;
@@ -518,24 +587,40 @@ fn time_cases(
     let mut lanes_fwd = || lanes_f64(case, (q, r), false, &mut b1);
     let mut lanes_f32_grad = || lanes_f32(case, (q, r), true, lanes32);
     let mut lanes_f32_fwd = || lanes_f32(case, (q, r), false, &mut b3);
-    let mut timings = timing::measure_interleaved(
-        budget,
-        &mut [
-            &mut interp_grad,
-            &mut interp_grad_walk,
-            &mut interp_fwd,
-            &mut ceiling_grad,
-            &mut ceiling_fwd,
-            &mut lanes_grad,
-            &mut lanes_fwd,
-            &mut lanes_f32_grad,
-            &mut lanes_f32_fwd,
-            &mut interp_f32_grad,
-            &mut lanes_wide_grad,
-        ],
-    )?
-    .into_iter();
-    let mut next = || timings.next().expect("eleven timings");
+    let mut cases: Vec<&mut dyn FnMut() -> Result<()>> = vec![
+        &mut interp_grad,
+        &mut interp_grad_walk,
+        &mut interp_fwd,
+        &mut ceiling_grad,
+        &mut ceiling_fwd,
+        &mut lanes_grad,
+        &mut lanes_fwd,
+        &mut lanes_f32_grad,
+        &mut lanes_f32_fwd,
+        &mut interp_f32_grad,
+        &mut lanes_wide_grad,
+    ];
+    let mut cpp_cases: Vec<Box<dyn FnMut() -> Result<()> + '_>> = Vec::new();
+    if let Some(bufs) = cpp.as_mut() {
+        let builds = [
+            (Cpp::Fast, CppElem::F64),
+            (Cpp::Exact, CppElem::F64),
+            (Cpp::Fast, CppElem::F32),
+        ];
+        for (buf, (build, elem)) in bufs.iter_mut().zip(builds) {
+            cpp_cases.push(Box::new(move || {
+                ceiling_cpp::kalman_cpp(build, elem, black_box(&case.obs), (q, r), true, buf);
+                black_box(&buf.value);
+                Ok(())
+            }));
+        }
+    }
+    for c in &mut cpp_cases {
+        cases.push(c.as_mut());
+    }
+    let n_cases = cases.len();
+    let mut timings = timing::measure_interleaved(budget, &mut cases)?.into_iter();
+    let mut next = || timings.next().expect("one timing per case");
     Ok(Timings {
         interp_grad: next(),
         interp_grad_walk: next(),
@@ -548,6 +633,7 @@ fn time_cases(
         lanes_f32_fwd: next(),
         interp_f32_grad: next(),
         lanes_wide_grad: next(),
+        cpp: (n_cases > 11).then(|| [next(), next(), next()]),
     })
 }
 
@@ -579,7 +665,29 @@ fn lanes_f32(
 /// and the raw timings.
 fn row(n_lanes: usize, diffs: &Diffs, t: Timings) -> SweepRow {
     let per = |t: &Timing| t.median_us / n_lanes as f64;
+    let [cpp_grad, cpp_exact_grad, cpp_f32_grad] = match t.cpp {
+        Some([a, b, c]) => [Some(a), Some(b), Some(c)],
+        None => [None, None, None],
+    };
+    let cpp_us = |t: &Option<Timing>| t.as_ref().map(per);
+    let best_grad_us = [&t.lanes_grad, &t.lanes_wide_grad]
+        .into_iter()
+        .chain(cpp_grad.iter())
+        .chain(cpp_exact_grad.iter())
+        .map(per)
+        .fold(f64::INFINITY, f64::min);
+    let best_f32_grad_us = std::iter::once(&t.lanes_f32_grad)
+        .chain(cpp_f32_grad.iter())
+        .map(per)
+        .fold(f64::INFINITY, f64::min);
     SweepRow {
+        cpp_grad_us: cpp_us(&cpp_grad),
+        cpp_exact_grad_us: cpp_us(&cpp_exact_grad),
+        cpp_f32_grad_us: cpp_us(&cpp_f32_grad),
+        best_grad_us,
+        ratio_grad_best: per(&t.interp_grad) / best_grad_us,
+        best_f32_grad_us,
+        ratio_f32_grad_best: per(&t.interp_f32_grad) / best_f32_grad_us,
         n_lanes,
         interp_grad_us: per(&t.interp_grad),
         interp_grad_walk_us: per(&t.interp_grad_walk),
@@ -619,6 +727,9 @@ fn row(n_lanes: usize, diffs: &Diffs, t: Timings) -> SweepRow {
         lanes_f32_grad: t.lanes_f32_grad,
         lanes_f32_fwd: t.lanes_f32_fwd,
         interp_f32_grad: t.interp_f32_grad,
+        cpp_grad,
+        cpp_exact_grad,
+        cpp_f32_grad,
     }
 }
 
@@ -672,16 +783,53 @@ fn lanes_diffs(
     (d64, d32)
 }
 
-/// The sweep as a text table.
+/// The sweep as text tables: the headline (the replay against the fastest compiled ceiling,
+/// f64 and f32), then every column.
 pub fn table(rows: &[SweepRow]) -> String {
     let mut s = String::from(
-        "kalman2d_T80, reference dialect: median µs per lane (interpreter) and per evaluation (ceiling);\n\
+        "kalman2d_T80, forward+gradient, median µs per lane. best: the fastest compiled ceiling \
+         (least of the Rust lane ceilings and C++ -O3 -march=native); C++: with FMA contraction, \
+         exact: without; replay ÷ best in ()\n",
+    );
+    let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
+    s += &format!(
+        "{:>6} | {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} | {:>8} {:>8} {:>8} {:>7} | {:>7}\n",
+        "B",
+        "replay",
+        "C++",
+        "exact",
+        "lanesW",
+        "best",
+        "(ratio)",
+        "f32",
+        "C++ f32",
+        "best32",
+        "(ratio)",
+        "f32/f64"
+    );
+    for row in rows {
+        s += &format!(
+            "{:>6} | {:>8.3} {:>8} {:>8} {:>8.3} {:>8.3} {:>6.2}x | {:>8.3} {:>8} {:>8.3} {:>6.2}x | {:>7.2}\n",
+            row.n_lanes,
+            row.interp_grad_us,
+            opt(row.cpp_grad_us),
+            opt(row.cpp_exact_grad_us),
+            row.lanes_wide_grad_us,
+            row.best_grad_us,
+            row.ratio_grad_best,
+            row.interp_f32_grad_us,
+            opt(row.cpp_f32_grad_us),
+            row.best_f32_grad_us,
+            row.ratio_f32_grad_best,
+            row.interp_f32_over_f64_grad,
+        );
+    }
+    s += "\nEvery column: median µs per lane (interpreter) and per evaluation (ceiling);\n\
          replay: the recorded trace re-run with new (q, r); walk: the program walked every run;\n\
          lanes: the lane-batched ceiling (f64, blocks of lanes in vectorised loops), ratios ÷ it in [];\n\
          lanesW: the same ceiling in the widest vectors the processor has, the replay ÷ it in {};\n\
          f32: the interpreter's replay in f32 lanes, [÷ the f32 lane-batched ceiling];\n\
-         tape MiB: payload arena after a forward+gradient run\n",
-    );
+         tape MiB: payload arena after a forward+gradient run\n";
     s += &format!(
         "{:>6} | {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} | {:>9} {:>9} {:>8} {:>8} {:>8} | {:>8} {:>7} {:>8} {:>7} | {:>8}\n",
         "B",

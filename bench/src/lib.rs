@@ -30,6 +30,7 @@
 
 pub mod calibration;
 pub mod ceiling;
+pub mod ceiling_cpp;
 pub mod ceiling_lanes;
 pub mod cosearch;
 pub mod firsteval;
@@ -237,6 +238,9 @@ struct KalmanFile<'a> {
     /// The same ceiling compiled at run time for the widest vectors the processor has
     /// (`lanes_wide_*` in the rows).
     ceiling_lanes_wide: String,
+    /// The compiled C++ ceiling (`cpp_*` in the rows): compiler, flags and vector width, or why
+    /// it was not built.
+    ceiling_cpp: String,
     machine: &'a Machine,
     /// `/proc/loadavg` when the suite finished (with `machine.loadavg_at_start`: was it quiet?).
     loadavg_at_end: Option<String>,
@@ -405,6 +409,14 @@ fn kalman_suite(
              processor has ({}; ndvm_core::widest), the same results bit for bit",
             ndvm_core::widest::widest_vectors()
         ),
+        ceiling_cpp: match ceiling_cpp::built_with() {
+            Ok(with) => format!(
+                "bench/cpp/kalman_lanes.cpp, the lane ceiling's structure of arrays and math in \
+                 C++ ({with}, {}-bit vectors); exact: -ffp-contract=off, the Rust ceiling's bits",
+                ceiling_cpp::vector_bits().unwrap_or(0)
+            ),
+            Err(why) => format!("not built: {why}"),
+        },
         machine: &run.machine,
         loadavg_at_end: loadavg(),
         budget: &run.budget,
