@@ -581,7 +581,10 @@ mod tests {
             det_inv(&r, 3, &mut i1, &mut w1),
             gauss_jordan(&r, 3, &mut i2, &mut w2),
         );
-        assert_eq!((d1.to_bits(), i1.map(f64::to_bits)), (d2.to_bits(), i2.map(f64::to_bits)));
+        assert_eq!(
+            (d1.to_bits(), i1.map(f64::to_bits)),
+            (d2.to_bits(), i2.map(f64::to_bits))
+        );
     }
 
     #[test]
