@@ -312,6 +312,20 @@ pub enum InputValue {
     Uniform(f64),
     /// One number per lane; the length must equal the lane count.
     Lanes(Vec<f64>),
+    /// One number per run of `group` consecutive lanes: lane `l` takes `values[l / group]`, and
+    /// `values.len() * group` is the lane count. A calibrator's parameters (one value per start,
+    /// held by each of its points' lanes) without the caller spelling out every lane.
+    Grouped {
+        /// One number per group.
+        values: Vec<f64>,
+        /// Lanes per group.
+        group: usize,
+    },
+    /// The same numbers for every run of `values.len()` consecutive lanes: lane `l` takes
+    /// `values[l % values.len()]`, the lane count a multiple of the length. A calibrator's data
+    /// columns (its points, once per start): a replay compares `values.len()` numbers with the
+    /// recorded ones rather than every lane.
+    Cycled(Vec<f64>),
     /// One number per lane, lent by the caller rather than handed over (see [`ValueSource`]).
     Lent(Lent),
     /// A vector shared by every lane, lent.

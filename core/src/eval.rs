@@ -335,6 +335,28 @@ fn write_rounded<R: Real>(lanes: &mut Lanes<R>, p: PayloadId, xs: &[f64]) {
     }
 }
 
+/// Writes `values`, rounded to the lane type, into the lanes of the varying scalar `p`, each
+/// value into `group` consecutive lanes (an [`InputValue::Grouped`]).
+fn write_grouped<R: Real>(lanes: &mut Lanes<R>, p: PayloadId, values: &[f64], group: usize) {
+    let off = lanes.meta(p).off as usize;
+    if let Some(dst) = lanes.data.get_mut(off..off + values.len() * group) {
+        for (d, &x) in dst.chunks_exact_mut(group).zip(values) {
+            d.fill(R::of(x));
+        }
+    }
+}
+
+/// Writes `values`, rounded to the lane type, into the lanes of the varying scalar `p` over and
+/// over (an [`InputValue::Cycled`]; the lane count a multiple of its length).
+fn write_cycled<R: Real>(lanes: &mut Lanes<R>, p: PayloadId, values: &[f64]) {
+    let (off, b) = (lanes.meta(p).off as usize, lanes.n_lanes());
+    if let Some(dst) = lanes.data.get_mut(off..off + b) {
+        for d in dst.chunks_exact_mut(values.len()) {
+            d.iter_mut().zip(values).for_each(|(d, &x)| *d = R::of(x));
+        }
+    }
+}
+
 /// True only when every number of `xs` is finite (a cheap test before the lane-by-lane one): a
 /// non-finite number makes its running sum non-finite for good (`±inf + finite = ±inf`,
 /// `inf - inf = NaN`, NaN stays NaN), so finite sums prove every number finite; finite numbers
@@ -598,6 +620,28 @@ impl<R: Real> Machine<R> {
                     self.set_all(p, xs);
                     Value::Num(p)
                 }
+                InputValue::Grouped { values, group } => {
+                    if *group == 0 || values.len().checked_mul(*group) != Some(b) {
+                        return Err(bad(format!(
+                            "{} groups of {group} lanes for {b} lanes",
+                            values.len()
+                        )));
+                    }
+                    let p = self.lanes.alloc(1, true, inp.grad && self.recording);
+                    write_grouped(&mut self.lanes, p, values, *group);
+                    Value::Num(p)
+                }
+                InputValue::Cycled(values) => {
+                    if values.is_empty() || !b.is_multiple_of(values.len()) {
+                        return Err(bad(format!(
+                            "a cycle of {} values for {b} lanes",
+                            values.len()
+                        )));
+                    }
+                    let p = self.lanes.alloc(1, true, inp.grad && self.recording);
+                    write_cycled(&mut self.lanes, p, values);
+                    Value::Num(p)
+                }
                 InputValue::Lent(src) => {
                     let p = self.lanes.alloc(1, true, inp.grad && self.recording);
                     if !src.read_exactly(b, &mut |xs| self.set_all(p, xs)) {
@@ -656,7 +700,11 @@ impl<R: Real> Machine<R> {
                 }
             }
             self.globals[slot as usize] = v;
-            self.trace.input(v);
+            let cycle = match &inp.value {
+                InputValue::Cycled(values) => values.len(),
+                _ => 0,
+            };
+            self.trace.input(v, cycle);
         }
         self.grad_inputs = grad_inputs;
         let mut result = Value::Nil;

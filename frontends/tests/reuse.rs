@@ -249,3 +249,128 @@ fn lent_inputs_equal_owned_inputs_on_walks_and_replays() {
     assert_eq!(err.kind, ndvm_core::ErrorKind::Input);
     assert!(err.message.contains("3 values for 9 lanes"), "{err}");
 }
+
+/// `Grouped` parameters (one value per run of lanes) and `Cycled` data (the same values over and
+/// over) give the expanded per-lane inputs' bits, f64 and f32, on walks and replays; a cycled
+/// value that changes anywhere is seen (the run walks and matches), and so is a cycled input
+/// replayed after a recording from plain lanes; lengths that do not fit are errors.
+#[test]
+fn grouped_and_cycled_inputs_equal_their_expanded_lanes() {
+    let (starts, points) = (3, 4);
+    let n = starts * points;
+    let x0: Vec<f64> = (0..points).map(|l| 0.05 + 0.21 * l as f64).collect();
+    let expand = |a: &[f64], x: &[f64]| {
+        let lanes_a: Vec<f64> = (0..n).map(|l| a[l / points]).collect();
+        let lanes_x: Vec<f64> = (0..n).map(|l| x[l % points]).collect();
+        Inputs::new()
+            .param_lanes("a", lanes_a)
+            .input_lanes("x", lanes_x)
+    };
+    let packed = |a: &[f64], x: &[f64]| {
+        let mut i = Inputs::new();
+        let a = InputValue::Grouped {
+            values: a.to_vec(),
+            group: points,
+        };
+        i.push("a", a, true);
+        i.push("x", InputValue::Cycled(x.to_vec()), false);
+        i
+    };
+    for precision in [ndvm_core::Precision::F64, ndvm_core::Precision::F32] {
+        for src in DIVERGENT {
+            let mut heap = Heap::new();
+            let program = ndvm_frontends::scheme::parse(&mut heap, src).expect("parses");
+            let opts = EvalOptions::new(n).with_precision(precision);
+            let (mut plain_ev, mut packed_ev) =
+                (Evaluator::new(opts.clone()), Evaluator::new(opts));
+            let mut x = x0.clone();
+            for round in 0..6 {
+                let a: Vec<f64> = (0..starts)
+                    .map(|k| 0.9 + 0.07 * k as f64 + 0.01 * round as f64)
+                    .collect();
+                if round == 3 {
+                    // A data value changes in the middle of the cycle.
+                    x[2] += 0.125;
+                }
+                let want = plain_ev.eval_grad(&mut heap, &program, &expand(&a, &x));
+                let got = packed_ev.eval_grad(&mut heap, &program, &packed(&a, &x));
+                let (want, got) = (want.expect("runs"), got.expect("runs"));
+                assert_eq!(
+                    bits(&got),
+                    bits(&want),
+                    "{src}, {precision:?}, round {round}"
+                );
+                if round == 4 || round == 5 {
+                    assert!(packed_ev.last_run_replayed(), "{src}, round {round}");
+                }
+                if round == 3 {
+                    assert!(
+                        !packed_ev.last_run_replayed(),
+                        "{src}: changed data replayed"
+                    );
+                }
+            }
+            // Recorded from plain lanes, then the same values cycled: compared, replayed, equal.
+            let a = [1.1, 0.8, 1.3];
+            let want = plain_ev
+                .eval_grad(&mut heap, &program, &expand(&a, &x))
+                .unwrap();
+            let got = plain_ev
+                .eval_grad(&mut heap, &program, &packed(&a, &x))
+                .unwrap();
+            assert!(
+                plain_ev.last_run_replayed(),
+                "{src}: the same lanes cycled walked"
+            );
+            assert_eq!(bits(&got), bits(&want), "{src}");
+            // And a cycle that differs from the recorded plain lanes past its first period.
+            let mut lanes_x: Vec<f64> = (0..n).map(|l| x[l % points]).collect();
+            lanes_x[n - 1] += 1.0;
+            let shifted = Inputs::new()
+                .param_lanes("a", (0..n).map(|l| a[l / points]).collect())
+                .input_lanes("x", lanes_x);
+            plain_ev.eval_grad(&mut heap, &program, &shifted).unwrap();
+            let got = plain_ev
+                .eval_grad(&mut heap, &program, &packed(&a, &x))
+                .unwrap();
+            assert!(
+                !plain_ev.last_run_replayed(),
+                "{src}: a different recording replayed"
+            );
+            assert_eq!(bits(&got), bits(&want), "{src}");
+        }
+    }
+    // Sizes that do not fit the lanes.
+    let mut heap = Heap::new();
+    let program = ndvm_frontends::scheme::parse(&mut heap, "(* a x)").expect("parses");
+    let mut ev = Evaluator::new(EvalOptions::new(n));
+    // A grouped input that is not differentiated: compared group by group.
+    for (round, g) in [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [1.0, 2.5, 3.0]]
+        .into_iter()
+        .enumerate()
+    {
+        let mut i = Inputs::new().param("a", 2.0);
+        i.push(
+            "x",
+            InputValue::Grouped {
+                values: g.to_vec(),
+                group: points,
+            },
+            false,
+        );
+        let e = ev.eval_grad(&mut heap, &program, &i).unwrap();
+        let want: Vec<f64> = (0..n).map(|l| 2.0 * g[l / points]).collect();
+        assert_eq!(e.value, ndvm_core::Output::Number(want), "round {round}");
+        assert_eq!(ev.last_run_replayed(), round == 1, "round {round}");
+    }
+    for (a, group, x) in [
+        (vec![1.0; 3], 5, x0.clone()),
+        (vec![1.0; 3], 4, vec![1.0; 5]),
+    ] {
+        let mut i = Inputs::new();
+        i.push("a", InputValue::Grouped { values: a, group }, true);
+        i.push("x", InputValue::Cycled(x), false);
+        let e = ev.eval_grad(&mut heap, &program, &i).unwrap_err();
+        assert!(e.to_string().contains("lanes"), "{e}");
+    }
+}

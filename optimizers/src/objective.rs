@@ -62,16 +62,18 @@ impl Objective {
         let n_points = data.n_points();
         let b = n_starts * n_points;
         debug_assert_eq!(evaluator.options().n_lanes, b);
+        // Parameters one value per start, data columns once: the evaluator spreads them over the
+        // lanes (start k's lanes are k·n … k·n + n − 1), and a replay compares n numbers per column.
         let mut inputs = Inputs::new();
         for name in names {
-            inputs.push(name, InputValue::Lanes(vec![0.0; b]), true);
+            let value = InputValue::Grouped {
+                values: vec![0.0; n_starts],
+                group: n_points,
+            };
+            inputs.push(name, value, true);
         }
         for c in &data.columns {
-            let mut lanes = Vec::with_capacity(b);
-            for _ in 0..n_starts {
-                lanes.extend_from_slice(&c.values);
-            }
-            inputs.push(&c.name, InputValue::Lanes(lanes), false);
+            inputs.push(&c.name, InputValue::Cycled(c.values.clone()), false);
         }
         for (name, value) in &data.shared {
             let value = match value {
@@ -209,11 +211,11 @@ impl Objective {
             *th = transform::to_user(self.kinds[i % p], ui);
         }
         for j in 0..p {
-            let InputValue::Lanes(lanes) = &mut self.inputs.entries[j].value else {
-                unreachable!("parameters are bound per lane")
+            let InputValue::Grouped { values, .. } = &mut self.inputs.entries[j].value else {
+                unreachable!("parameters are bound per start")
             };
-            for k in 0..k_n {
-                lanes[k * n..(k + 1) * n].fill(self.theta[k * p + j]);
+            for (k, v) in values.iter_mut().enumerate() {
+                *v = self.theta[k * p + j];
             }
         }
         self.evaluator

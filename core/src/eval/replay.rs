@@ -93,6 +93,8 @@ pub(crate) struct Trace<R: Real = f64> {
     args: Vec<PayloadId>,
     /// The value bound to each input, in input order.
     inputs: Vec<Value>,
+    /// Per input, the length of its [`InputValue::Cycled`] values (0: bound otherwise).
+    cycles: Vec<usize>,
     root: Value,
     /// The last run was a replay.
     replayed: bool,
@@ -160,6 +162,7 @@ impl<R: Real> Default for Trace<R> {
             guards: Vec::new(),
             args: Vec::new(),
             inputs: Vec::new(),
+            cycles: Vec::new(),
             root: Value::Nil,
             replayed: false,
             settings: SoftChoice::default(),
@@ -187,12 +190,14 @@ impl<R: Real> Trace<R> {
         self.guards.clear();
         self.args.clear();
         self.inputs.clear();
+        self.cycles.clear();
         self.root = Value::Nil;
     }
 
-    /// Notes the value bound to the next input.
-    pub(super) fn input(&mut self, v: Value) {
+    /// Notes the value bound to the next input (`cycle`: the length of its cycled values, or 0).
+    pub(super) fn input(&mut self, v: Value, cycle: usize) {
         self.inputs.push(v);
+        self.cycles.push(cycle);
     }
 
     /// Ends a successful walk whose result is `root`.
@@ -293,6 +298,10 @@ impl<R: Real> Machine<R> {
                     super::write_rounded(&mut self.lanes, p, std::slice::from_ref(x))
                 }
                 InputValue::Lanes(xs) => super::write_rounded(&mut self.lanes, p, xs),
+                InputValue::Grouped { values, group } => {
+                    super::write_grouped(&mut self.lanes, p, values, *group)
+                }
+                InputValue::Cycled(values) => super::write_cycled(&mut self.lanes, p, values),
                 InputValue::Lent(src) => {
                     let lanes = &mut self.lanes;
                     src.read_exactly(b, &mut |xs| super::write_rounded(lanes, p, xs));
@@ -386,7 +395,8 @@ impl<R: Real> Machine<R> {
             .entries
             .iter()
             .zip(&self.trace.inputs)
-            .all(|(inp, &v)| {
+            .zip(&self.trace.cycles)
+            .all(|((inp, &v), &cycle)| {
                 let Some(p) = v.payload() else {
                     return false;
                 };
@@ -402,6 +412,27 @@ impl<R: Real> Machine<R> {
                         m.varying
                             && xs.len() == b
                             && (inp.grad || same_bits(&self.lanes.data[m.off as usize..][..b], xs))
+                    }
+                    (InputValue::Grouped { values, group }, Value::Num(_)) => {
+                        m.varying
+                            && *group > 0
+                            && values.len().checked_mul(*group) == Some(b)
+                            && (inp.grad
+                                || same_grouped(&self.lanes.data[m.off as usize..][..b], values))
+                    }
+                    (InputValue::Cycled(xs), Value::Num(_)) => {
+                        // Recorded from a cycle as long, the other lanes hold copies of its first
+                        // `xs.len()`: those are compared; recorded otherwise, every lane.
+                        let have = &self.lanes.data[m.off as usize..][..b];
+                        m.varying
+                            && !xs.is_empty()
+                            && b.is_multiple_of(xs.len())
+                            && (inp.grad
+                                || if cycle == xs.len() {
+                                    same_bits(&have[..xs.len()], xs)
+                                } else {
+                                    have.chunks_exact(xs.len()).all(|h| same_bits(h, xs))
+                                })
                     }
                     (InputValue::Lent(src), Value::Num(_)) => {
                         m.varying
@@ -595,6 +626,15 @@ impl<R: Real> Machine<R> {
 /// Whether `have` holds `want` rounded to the lane type, bit for bit. Compares whole chunks
 /// without an early exit inside one (so the compare and the rounding vectorise), and stops at
 /// the first chunk that differs.
+/// Whether every group of `have` (`want.len()` runs of equal length) holds its value of `want`,
+/// rounded to the lane type, bit for bit.
+fn same_grouped<R: Real>(have: &[R], want: &[f64]) -> bool {
+    let group = have.len() / want.len().max(1);
+    have.chunks_exact(group.max(1))
+        .zip(want)
+        .all(|(h, &w)| h.iter().all(|x| x.bits() == R::of(w).bits()))
+}
+
 fn same_bits<R: Real>(have: &[R], want: &[f64]) -> bool {
     const CHUNK: usize = 16;
     if have.len() != want.len() {
