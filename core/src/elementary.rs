@@ -16,7 +16,7 @@
 
 /// 1.5 · 2⁵²: adding it to a float of magnitude below 2⁵¹ rounds that to an integer (to even),
 /// which then sits in the low bits of the sum's representation.
-const MAGIC: f64 = 6_755_399_441_055_744.0;
+pub(crate) const MAGIC: f64 = 6_755_399_441_055_744.0;
 
 /// ln 2 to 32 significant bits (so that n · `LN2_HI` is exact for |n| < 2²¹), and the rest.
 const LN2_HI: f64 = 0.693_147_180_601_954_5;
@@ -24,7 +24,7 @@ const LN2_LO: f64 = -4.200_915_072_681_084_6e-11;
 
 /// π/2 = P1 + P2 + P3 + P4 to 152 bits: P1, P2, P3 with 33 significant bits, so that k · Pi is
 /// exact for |k| < 2²⁰; P4 rounded to 53.
-const PIO2_1: f64 = 1.570_796_326_734_125_6;
+pub(crate) const PIO2_1: f64 = 1.570_796_326_734_125_6;
 const PIO2_2: f64 = 6.077_100_506_303_966e-11;
 const PIO2_3: f64 = 2.022_266_248_711_166_5e-21;
 const PIO2_4: f64 = 8.478_427_660_368_9e-32;
@@ -61,7 +61,7 @@ impl Elementary {
 /// of those with x², and so on. The same operations as Horner's rule in number, but a dependency
 /// chain of ⌈log₂ N⌉ steps instead of N, which is what a one-lane (scalar) call waits for.
 #[inline(always)]
-fn estrin<const N: usize>(x: f64, c: [f64; N]) -> f64 {
+pub(crate) fn estrin<const N: usize>(x: f64, c: [f64; N]) -> f64 {
     let mut v = c;
     let mut len = N;
     let mut power = x;
@@ -202,7 +202,7 @@ fn sin_cos_reduced(x: f64) -> (f64, f64, u64) {
 /// `b` when bit 0 of `take_b` is set, else `a`; then negated when bit 1 of `neg` is set. Bit
 /// operations, so that it vectorises on every target.
 #[inline(always)]
-fn quadrant(a: f64, b: f64, take_b: u64, neg: u64) -> f64 {
+pub(crate) fn quadrant(a: f64, b: f64, take_b: u64, neg: u64) -> f64 {
     let m = 0u64.wrapping_sub(take_b & 1);
     let v = (a.to_bits() & !m) | (b.to_bits() & m);
     f64::from_bits(v ^ ((neg & 2) << 62))

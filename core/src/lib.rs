@@ -9,6 +9,7 @@ mod aligned;
 pub mod api;
 mod decode;
 pub mod elementary;
+mod elementary32;
 pub mod error;
 pub mod eval;
 mod flat;

@@ -561,7 +561,7 @@ mod tests {
         // 2.06e-43 (an f32 subnormal). Gauss–Jordan scaled the pivot row by 1/pivot, overflowed
         // to ∞ and gave det NaN where f64 gave 0. Elimination with multipliers gives ≈ 0.
         let u = [1.0f32, -2.5, 0.75];
-        let v = [2.059_908_7e-43f32, 3.0, 1.304];
+        let v = [f32::from_bits(147), 3.0, 1.304];
         let a: Vec<f32> = (0..9).map(|k| u[k / 3] * v[k % 3]).collect();
         assert!(a[0] != 0.0 && !a[0].is_normal());
         let (mut inv, mut work) = ([0.0f32; 9], [0.0f32; 9]);

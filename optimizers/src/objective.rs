@@ -204,7 +204,7 @@ impl Objective {
     }
 
     fn run(&mut self, heap: &mut Heap, program: &Program, u: &[f64], grad: bool) -> Result<()> {
-        let (k_n, n, p) = (self.n_starts, self.n_points, self.n_params());
+        let (k_n, p) = (self.n_starts, self.n_params());
         debug_assert_eq!(u.len(), k_n * p);
         self.u.copy_from_slice(u);
         for (i, (&ui, th)) in u.iter().zip(self.theta.iter_mut()).enumerate() {
