@@ -273,8 +273,8 @@ pub struct SweepRow {
     pub cpp_exact_grad_us: Option<f64>,
     /// The C++ ceiling in f32, forward and gradient, per lane (µs).
     pub cpp_f32_grad_us: Option<f64>,
-    /// The fastest f64 forward+gradient ceiling per lane (µs): the least of the lane-batched,
-    /// widest-vector and C++ ones.
+    /// The fastest f64 forward+gradient ceiling per lane (µs): the least of the scalar,
+    /// lane-batched, widest-vector and C++ ones.
     pub best_grad_us: f64,
     /// `interp_grad_us / best_grad_us`: the replay against the fastest compiled code.
     pub ratio_grad_best: f64,
@@ -670,7 +670,7 @@ fn row(n_lanes: usize, diffs: &Diffs, t: Timings) -> SweepRow {
         None => [None, None, None],
     };
     let cpp_us = |t: &Option<Timing>| t.as_ref().map(per);
-    let best_grad_us = [&t.lanes_grad, &t.lanes_wide_grad]
+    let best_grad_us = [&t.ceiling_grad, &t.lanes_grad, &t.lanes_wide_grad]
         .into_iter()
         .chain(cpp_grad.iter())
         .chain(cpp_exact_grad.iter())
@@ -788,7 +788,7 @@ fn lanes_diffs(
 pub fn table(rows: &[SweepRow]) -> String {
     let mut s = String::from(
         "kalman2d_T80, forward+gradient, median µs per lane. best: the fastest compiled ceiling \
-         (least of the Rust lane ceilings and C++ -O3 -march=native); C++: with FMA contraction, \
+         (least of the Rust scalar and lane ceilings and C++ -O3 -march=native); C++: with FMA contraction, \
          exact: without; replay ÷ best in ()\n",
     );
     let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
