@@ -217,19 +217,19 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e} (see testdata/README.md; tests never skip)"));
         let q: Vec<f64> = (0..37).map(|l| 0.01 + 0.03 * l as f64).collect();
         let r: Vec<f64> = (0..37).map(|l| 0.5 + 0.02 * l as f64).collect();
+        let cpp = |build, elem| {
+            let mut out = LaneResults::default();
+            assert!(kalman_cpp(build, elem, &case.obs, (&q, &r), true, &mut out));
+            out
+        };
         let mut rust = LaneResults::default();
         ceiling_lanes::kalman_lanes_f64(&case.obs, &q, &r, true, &mut rust);
-        let mut exact = LaneResults::default();
-        assert!(kalman_cpp(
-            Cpp::Exact,
-            Elem::F64,
-            &case.obs,
-            (&q, &r),
-            true,
-            &mut exact
-        ));
-        assert_eq!(exact.value, rust.value);
-        assert_eq!(exact.grad, rust.grad);
+        let mut rust32 = LaneResults::default();
+        ceiling_lanes::kalman_lanes_f32(&case.obs, &q, &r, true, &mut rust32);
+        for (elem, want) in [(Elem::F64, &rust), (Elem::F32, &rust32)] {
+            let exact = cpp(Cpp::Exact, elem);
+            assert_eq!((&exact.value, &exact.grad), (&want.value, &want.grad));
+        }
         let close = |a: &LaneResults, tol: f64| {
             for l in 0..37 {
                 let pairs = [
@@ -245,40 +245,9 @@ mod tests {
                 }
             }
         };
+        close(&cpp(Cpp::Fast, Elem::F64), 1e-10);
+        close(&cpp(Cpp::Fast, Elem::F32), 1e-3);
         let mut fast = LaneResults::default();
-        assert!(kalman_cpp(
-            Cpp::Fast,
-            Elem::F64,
-            &case.obs,
-            (&q, &r),
-            true,
-            &mut fast
-        ));
-        close(&fast, 1e-10);
-        let mut f32s = LaneResults::default();
-        assert!(kalman_cpp(
-            Cpp::Fast,
-            Elem::F32,
-            &case.obs,
-            (&q, &r),
-            true,
-            &mut f32s
-        ));
-        close(&f32s, 1e-3);
-        // The f32 exact build is the Rust f32 lane ceiling's bits.
-        let mut rust32 = LaneResults::default();
-        ceiling_lanes::kalman_lanes_f32(&case.obs, &q, &r, true, &mut rust32);
-        let mut exact32 = LaneResults::default();
-        assert!(kalman_cpp(
-            Cpp::Exact,
-            Elem::F32,
-            &case.obs,
-            (&q, &r),
-            true,
-            &mut exact32
-        ));
-        assert_eq!(exact32.value, rust32.value);
-        assert_eq!(exact32.grad, rust32.grad);
         // Forward only leaves zero gradients.
         assert!(kalman_cpp(
             Cpp::Fast,
