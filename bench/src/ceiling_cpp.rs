@@ -78,49 +78,31 @@ mod imp {
         grad: *mut f64,
     );
 
-    unsafe extern "C" {
-        fn ndvm_kalman_cpp_f64_fast(
-            obs: *const f64,
-            steps: usize,
-            q: *const f64,
-            r: *const f64,
-            n: usize,
-            with_grad: i32,
-            value: *mut f64,
-            grad: *mut f64,
-        );
-        fn ndvm_kalman_cpp_f32_fast(
-            obs: *const f64,
-            steps: usize,
-            q: *const f64,
-            r: *const f64,
-            n: usize,
-            with_grad: i32,
-            value: *mut f64,
-            grad: *mut f64,
-        );
-        fn ndvm_kalman_cpp_f64_exact(
-            obs: *const f64,
-            steps: usize,
-            q: *const f64,
-            r: *const f64,
-            n: usize,
-            with_grad: i32,
-            value: *mut f64,
-            grad: *mut f64,
-        );
-        fn ndvm_kalman_cpp_f32_exact(
-            obs: *const f64,
-            steps: usize,
-            q: *const f64,
-            r: *const f64,
-            n: usize,
-            with_grad: i32,
-            value: *mut f64,
-            grad: *mut f64,
-        );
-        fn ndvm_kalman_cpp_vector_bits_fast() -> i32;
+    /// Declares the C++ kernels, each with [`Kernel`]'s signature.
+    macro_rules! kernels {
+        ($($name:ident),*) => {
+            unsafe extern "C" {
+                $(fn $name(
+                    obs: *const f64,
+                    steps: usize,
+                    q: *const f64,
+                    r: *const f64,
+                    n: usize,
+                    with_grad: i32,
+                    value: *mut f64,
+                    grad: *mut f64,
+                );)*
+                fn ndvm_kalman_cpp_vector_bits_fast() -> i32;
+            }
+        };
     }
+
+    kernels!(
+        ndvm_kalman_cpp_f64_fast,
+        ndvm_kalman_cpp_f32_fast,
+        ndvm_kalman_cpp_f64_exact,
+        ndvm_kalman_cpp_f32_exact
+    );
 
     pub(super) fn vector_bits() -> Option<u32> {
         // SAFETY: a C function without arguments that returns a compile-time constant.
