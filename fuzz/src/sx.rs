@@ -89,6 +89,52 @@ impl Sx {
         }
     }
 
+    /// The tree with every call `(head x)` outside a `quote` wrapped as `(+ (head x) name)`, a
+    /// fresh name per call site (`prefix0`, `prefix1`, …), and the names: with each name bound
+    /// to 0, the program computes the same, and its gradient in a name is the adjoint of that
+    /// site's results (summed over the site's visits). Built on an explicit stack.
+    pub fn mark_calls(&self, head: &str, prefix: &str) -> (Sx, Vec<String>) {
+        enum Work<'a> {
+            Enter(&'a Sx),
+            /// Build a list of the last `n` outputs, wrapped when `mark`.
+            Exit {
+                n: usize,
+                mark: bool,
+            },
+        }
+        let mut names = Vec::new();
+        let mut out: Vec<Sx> = Vec::new();
+        let mut work = vec![Work::Enter(self)];
+        while let Some(w) = work.pop() {
+            match w {
+                Work::Enter(sx) => match sx {
+                    Sx::List(items) if sx.head() != Some("quote") => {
+                        let mark = sx.head() == Some(head) && items.len() == 2;
+                        work.push(Work::Exit {
+                            n: items.len(),
+                            mark,
+                        });
+                        work.extend(items.iter().rev().map(Work::Enter));
+                    }
+                    _ => out.push(sx.clone()),
+                },
+                Work::Exit { n, mark } => {
+                    let items = out.split_off(out.len() - n);
+                    let list = Sx::List(items);
+                    out.push(if mark {
+                        let name = format!("{prefix}{}", names.len());
+                        let wrapped = Sx::call("+", vec![list, Sx::sym(&name)]);
+                        names.push(name);
+                        wrapped
+                    } else {
+                        list
+                    });
+                }
+            }
+        }
+        (out.pop().expect("one tree in, one out"), names)
+    }
+
     /// Number of nodes (atoms and lists).
     pub fn size(&self) -> usize {
         let mut n = 0;
@@ -204,6 +250,21 @@ fn atom(text: &str) -> Sx {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mark_calls_wraps_each_site_outside_quote() {
+        let sx = read("(+ (det (mat a)) (let ((d (det m))) (quote (det q))) (det))").unwrap();
+        let (marked, names) = sx.mark_calls("det", "e");
+        assert_eq!(names, vec!["e0", "e1"]);
+        assert_eq!(
+            marked.to_text(),
+            "(+ (+ (det (mat a)) e0) (let ((d (+ (det m) e1))) (quote (det q))) (det))"
+        );
+        // Nested sites: inner first.
+        let (nested, names) = read("(det (det x))").unwrap().mark_calls("det", "e");
+        assert_eq!(names.len(), 2);
+        assert_eq!(nested.to_text(), "(+ (det (+ (det x) e0)) e1)");
+    }
 
     #[test]
     fn text_reads_back() {
