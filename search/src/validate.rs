@@ -102,9 +102,22 @@ impl Walk<'_> {
             Node::Pair(..) => unreachable!("atom called on a pair"),
             Node::Sym(s) => {
                 let name = self.heap.symbol_name(s).to_string();
+                let param = self.params.contains(&name) || self.declared.contains(&name);
+                if operator && self.local(&name).is_none() && (param || self.inputs.contains(&name))
+                {
+                    // A parameter is a number and an input is data: neither can be applied, so
+                    // the call would fail in every evaluation.
+                    let what = if param { "a parameter" } else { "an input" };
+                    return Err(reject(
+                        "unknown-operator",
+                        format!(
+                            "`{name}` is {what}, not an operator: `({name} …)` cannot be applied"
+                        ),
+                    ));
+                }
                 if let Some(k) = self.local(&name) {
                     format!("v{k}")
-                } else if self.params.contains(&name) || self.declared.contains(&name) {
+                } else if param {
                     self.used.insert(name);
                     "P".to_string()
                 } else if self.inputs.contains(&name)
@@ -619,6 +632,22 @@ mod tests {
     fn rejections_have_classes() {
         assert_eq!(skel("(+ a y)").unwrap_err().class, "free-variable");
         assert_eq!(skel("(frob a x)").unwrap_err().class, "unknown-operator");
+        // A parameter or an input at the head of a call: never a procedure.
+        let applied = skel("(+ (a x) b)").unwrap_err();
+        assert_eq!(applied.class, "unknown-operator");
+        assert_eq!(
+            applied.message,
+            "`a` is a parameter, not an operator: `(a …)` cannot be applied"
+        );
+        let input = skel("(* a (x 2))").unwrap_err();
+        assert_eq!(
+            input.message,
+            "`x` is an input, not an operator: `(x …)` cannot be applied"
+        );
+        let declared = check_source(&SCHEME, "(params (k free 1.0)) (k 2)", &[], &[], &[]);
+        assert_eq!(declared.unwrap_err().class, "unknown-operator");
+        // A local of the same name (a procedure) shadows the parameter.
+        assert!(skel("(let ((a (lambda (t) (* t b)))) (a x))").is_ok());
         assert_eq!(skel("(define q a) q").unwrap_err().class, "forbidden-form");
         assert_eq!(skel("(+ x 1)").unwrap_err().class, "no-parameters");
         assert_eq!(skel("(+ a").unwrap_err().class, "parse");
