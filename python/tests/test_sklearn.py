@@ -69,6 +69,18 @@ def _data(n=60, seed=1):
     return X, y
 
 
+@pytest.fixture
+def python_sigint():
+    """Python's own SIGINT handler for the test. A process started with SIGINT ignored (a
+    background job of a shell without job control, `nohup`) keeps it ignored, so a test's
+    SIGINT would never arrive and its fit would run on."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def _without_times(events):
     return [{k: v for k, v in e.items() if k not in ("wall_ms", "finished_s")} for e in events]
 
@@ -134,9 +146,10 @@ def test_a_constant_target_predicts_the_constant():
     assert np.allclose(est.predict(X), 3.25)
 
 
-def test_ctrl_c_during_fit_raises_within_a_second_and_keeps_what_finished():
+def test_ctrl_c_during_fit_raises_within_a_second_and_keeps_what_finished(python_sigint):
     X, y = _data(n=400)
-    est = NdvmRegressor(time_budget=None, max_calibrations=10**6, random_state=0)
+    # The budget only bounds a failure: the SIGINT comes after 2 s.
+    est = NdvmRegressor(time_budget=120.0, max_calibrations=10**6, random_state=0)
     sent = []
 
     def interrupt():
@@ -157,7 +170,7 @@ def test_ctrl_c_during_fit_raises_within_a_second_and_keeps_what_finished():
     assert e.value.result.stop == "interrupted"
 
 
-def test_ctrl_c_cuts_a_long_calibration_in_flight(tmp_path):
+def test_ctrl_c_cuts_a_long_calibration_in_flight(tmp_path, python_sigint):
     # Candidate 0 fits at once; candidate 1 walks a 400 000-step loop through its parameter, so
     # its first evaluation alone takes seconds (6 s here uncut, one start to stay within the
     # memory limit): Ctrl-C must cut it.
