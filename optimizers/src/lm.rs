@@ -33,6 +33,8 @@ struct Normal {
     jac: Vec<f64>,
     a: Vec<f64>,
     g: Vec<f64>,
+    /// Scratch: each parameter's `dθ/du` at the loaded point.
+    slopes: Vec<f64>,
     sse: f64,
 }
 
@@ -44,29 +46,21 @@ impl Normal {
             jac: vec![0.0; n * p],
             a: vec![0.0; p * p],
             g: vec![0.0; p],
+            slopes: vec![0.0; p],
             sse: 0.0,
         }
     }
 
     /// Reads the objective's last evaluation into `r`, `J`, `JᵀJ`, `Jᵀr` and `‖r‖²`.
     fn load(&mut self, obj: &Objective) {
-        obj.least_squares(&mut self.r, &mut self.jac);
-        let p = self.p;
-        self.a.fill(0.0);
-        self.g.fill(0.0);
-        for (row, &ri) in self.jac.chunks_exact(p).zip(&self.r) {
-            for j in 0..p {
-                self.g[j] += row[j] * ri;
-                for k in 0..=j {
-                    self.a[j * p + k] += row[j] * row[k];
-                }
-            }
-        }
-        for j in 0..p {
-            for k in 0..j {
-                self.a[k * p + j] = self.a[j * p + k];
-            }
-        }
+        obj.least_squares(&mut self.r, &mut self.jac, &mut self.slopes);
+        ndvm_core::widest::with_widest_vectors(Accumulate {
+            p: self.p,
+            r: &self.r,
+            jac: &self.jac,
+            a: &mut self.a,
+            g: &mut self.g,
+        });
         self.sse = self.r.iter().map(|r| r * r).sum();
     }
 
@@ -100,6 +94,89 @@ impl Normal {
             }
         }
         -2.0 * gd - quad
+    }
+}
+
+/// `JᵀJ` into `a` and `Jᵀr` into `g` (`jac` N×P, row-major). Every entry is its own sum over
+/// the rows in order from zero, as a row-by-row accumulation sums it, so `a` is symmetric bit
+/// for bit (`J_ij·J_ik = J_ik·J_ij`) and the same at any vector width. Up to [`MAX_FIXED`]
+/// parameters a kernel for each P sums [`ROWS_PER_PASS`] rows of `JᵀJ` per pass over `J` in
+/// registers; above it the whole square is summed in memory, row by row.
+struct Accumulate<'a> {
+    p: usize,
+    r: &'a [f64],
+    jac: &'a [f64],
+    a: &'a mut [f64],
+    g: &'a mut [f64],
+}
+
+/// The most parameters with a register kernel of their own.
+const MAX_FIXED: usize = 16;
+
+/// Rows of `JᵀJ` one pass of a register kernel sums.
+const ROWS_PER_PASS: usize = 4;
+
+impl ndvm_core::widest::WideKernel for Accumulate<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let Accumulate { p, r, jac, a, g } = self;
+        macro_rules! fixed {
+            ($($n:literal)*) => {
+                match p {
+                    $($n => return in_registers::<$n>(r, jac, a, g),)*
+                    _ => {}
+                }
+            };
+        }
+        fixed!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+        debug_assert!(p > MAX_FIXED);
+        let (a, g) = (&mut a[..p * p], &mut g[..p]);
+        a.fill(0.0);
+        g.fill(0.0);
+        for (row, &ri) in jac.chunks_exact(p).zip(r) {
+            for (j, &x) in row.iter().enumerate() {
+                g[j] += x * ri;
+                for (ajk, &y) in a[j * p..][..p].iter_mut().zip(row) {
+                    *ajk += x * y;
+                }
+            }
+        }
+    }
+}
+
+/// [`Accumulate`] for `P` parameters: [`ROWS_PER_PASS`] rows of `JᵀJ` (and their entries of
+/// `Jᵀr`) summed in registers per pass over `J`. Measured at N = 7,000 on an AVX-512 machine:
+/// 20–90 µs per call for P = 4 … 16 where the triangle summed in memory took 60–750.
+#[inline(always)]
+fn in_registers<const P: usize>(r: &[f64], jac: &[f64], a: &mut [f64], g: &mut [f64]) {
+    let (a, g) = (&mut a[..P * P], &mut g[..P]);
+    if P == 0 {
+        return;
+    }
+    for j0 in (0..P).step_by(ROWS_PER_PASS) {
+        let mut sums = [[0.0; P]; ROWS_PER_PASS];
+        let mut gsums = [0.0; ROWS_PER_PASS];
+        for (row, &ri) in jac.chunks_exact(P).zip(r) {
+            let Ok(row) = <&[f64; P]>::try_from(row) else {
+                continue;
+            };
+            for (jj, (sum, gsum)) in sums.iter_mut().zip(&mut gsums).enumerate() {
+                if j0 + jj < P {
+                    let x = row[j0 + jj];
+                    *gsum += x * ri;
+                    for (s, &y) in sum.iter_mut().zip(row) {
+                        *s += x * y;
+                    }
+                }
+            }
+        }
+        for (jj, (sum, gsum)) in sums.iter().zip(&gsums).enumerate() {
+            if j0 + jj < P {
+                a[(j0 + jj) * P..][..P].copy_from_slice(sum);
+                g[j0 + jj] = *gsum;
+            }
+        }
     }
 }
 
@@ -244,7 +321,62 @@ pub(crate) fn run(
 
 #[cfg(test)]
 mod tests {
-    use super::cholesky_solve;
+    use super::{Accumulate, MAX_FIXED, cholesky_solve};
+
+    /// `JᵀJ` and `Jᵀr` as a row-by-row accumulation sums them: the lower triangle, one row of
+    /// `J` at a time, then mirrored.
+    fn normal_by_rows(p: usize, r: &[f64], jac: &[f64]) -> (Vec<f64>, Vec<f64>) {
+        let (mut a, mut g) = (vec![0.0; p * p], vec![0.0; p]);
+        for (row, &ri) in jac.chunks_exact(p.max(1)).zip(r).filter(|_| p > 0) {
+            for j in 0..p {
+                g[j] += row[j] * ri;
+                for k in 0..=j {
+                    a[j * p + k] += row[j] * row[k];
+                }
+            }
+        }
+        for j in 0..p {
+            for k in 0..j {
+                a[k * p + j] = a[j * p + k];
+            }
+        }
+        (a, g)
+    }
+
+    #[test]
+    fn normal_equations_equal_the_row_by_row_sums_bit_for_bit() {
+        let n = 37;
+        // Every kernel (P = 0 … MAX_FIXED) and the general loop above them; mixed signs and
+        // magnitudes, so that any change in the order of a sum would show in the last bits.
+        for p in 0..=MAX_FIXED + 3 {
+            let jac: Vec<f64> = (0..n * p)
+                .map(|i| (i as f64 * 0.618).sin() * 10f64.powi((i % 5) as i32 - 2))
+                .collect();
+            let r: Vec<f64> = (0..n).map(|i| (i as f64 * 1.7).cos() * 3.0).collect();
+            let (want_a, want_g) = normal_by_rows(p, &r, &jac);
+            // Stale values in the outputs must not leak into the sums.
+            let (mut a, mut g) = (vec![f64::NAN; p * p], vec![f64::NAN; p]);
+            ndvm_core::widest::with_widest_vectors(Accumulate {
+                p,
+                r: &r,
+                jac: &jac,
+                a: &mut a,
+                g: &mut g,
+            });
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&a), bits(&want_a), "JᵀJ at P = {p}");
+            assert_eq!(bits(&g), bits(&want_g), "Jᵀr at P = {p}");
+            // A known entry: the first diagonal is the first column's sum of squares.
+            if p > 0 {
+                let d: f64 = jac.iter().step_by(p).map(|x| x * x).sum();
+                assert!(
+                    (a[0] - d).abs() <= 1e-12 * d,
+                    "P = {p}: {} against {d}",
+                    a[0]
+                );
+            }
+        }
+    }
 
     #[test]
     fn cholesky_solves_a_known_system() {

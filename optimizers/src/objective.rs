@@ -32,6 +32,8 @@ pub(crate) struct Objective {
     weight_sum: f64,
     /// Per point: its weight ÷ `weight_sum`.
     weight_frac: Vec<f64>,
+    /// Per point: √(weight ÷ `weight_sum`), the scale of its least-squares residual.
+    row_scale: Vec<f64>,
     /// K×N: dLoss/dpred per lane at the last evaluated point.
     coef: Vec<f64>,
     /// P×K: every parameter's per-start gradient sums (parameter-major).
@@ -89,7 +91,8 @@ impl Objective {
         }
         let weights = data.weights.clone().unwrap_or_else(|| vec![1.0; n_points]);
         let weight_sum: f64 = weights.iter().sum();
-        let weight_frac = weights.iter().map(|w| w / weight_sum).collect();
+        let weight_frac: Vec<f64> = weights.iter().map(|w| w / weight_sum).collect();
+        let row_scale = weight_frac.iter().map(|f| f.sqrt()).collect();
         let p = names.len();
         Objective {
             evaluator,
@@ -103,6 +106,7 @@ impl Objective {
             weights,
             weight_sum,
             weight_frac,
+            row_scale,
             coef: vec![0.0; b],
             acc: vec![0.0; n_starts * p],
             u: vec![0.0; n_starts * p],
@@ -165,18 +169,27 @@ impl Objective {
 
     /// The last evaluation of start 0 as least squares (for the squared-error losses): the
     /// residuals `r_i = √(w_i/W)·(pred_i − y_i)`, whose sum of squares is the (weighted) MSE, and
-    /// their Jacobian `J` (N×P, row-major) in the optimizer coordinates.
-    pub(crate) fn least_squares(&self, r: &mut [f64], jac: &mut [f64]) {
+    /// their Jacobian `J` (N×P, row-major) in the optimizer coordinates (`slopes`: P floats of
+    /// scratch, each parameter's `dθ/du`).
+    pub(crate) fn least_squares(&self, r: &mut [f64], jac: &mut [f64], slopes: &mut [f64]) {
         let (n, p) = (self.n_points, self.n_params());
         let Output::Number(preds) = &self.out.value else {
             unreachable!("least squares follow an evaluation with a number output")
         };
-        for i in 0..n {
-            let s = (self.weights[i] / self.weight_sum).sqrt();
-            r[i] = s * (at(preds, i) - self.target[i]);
-            for j in 0..p {
-                let slope = transform::slope(self.kinds[j], self.u[j]);
-                jac[i * p + j] = s * at(&self.out.grads[j].per_lane, i) * slope;
+        for (slope, (&kind, &u)) in slopes.iter_mut().zip(self.kinds.iter().zip(&self.u)) {
+            *slope = transform::slope(kind, u);
+        }
+        let scale = &self.row_scale[..n];
+        for (i, (ri, &s)) in r[..n].iter_mut().zip(scale).enumerate() {
+            *ri = s * (at(preds, i) - self.target[i]);
+        }
+        if p == 0 {
+            return;
+        }
+        let (slopes, grads) = (&slopes[..p], &self.out.grads[..p]);
+        for (i, (row, &s)) in jac.chunks_exact_mut(p).zip(scale).enumerate() {
+            for ((d, grad), &slope) in row.iter_mut().zip(grads).zip(slopes) {
+                *d = s * at(&grad.per_lane, i) * slope;
             }
         }
     }
