@@ -26,6 +26,8 @@ const POOL_SIZE: usize = 6;
 pub struct Calibrator {
     config: CalibrateConfig,
     pool: Vec<Evaluator>,
+    /// The Levenberg–Marquardt system, reused by every polish.
+    normal: lm::Normal,
 }
 
 /// What one start did.
@@ -125,6 +127,7 @@ impl Calibrator {
         Ok(Calibrator {
             config,
             pool: Vec::new(),
+            normal: lm::Normal::default(),
         })
     }
 
@@ -466,7 +469,10 @@ impl Calibrator {
             starts[i].status = None;
             polished[i] = true;
             res = match run {
-                Polisher::Lm(r) => lm::run(&mut obj, heap, program, &from, &mut starts[i], r),
+                Polisher::Lm(r) => {
+                    let sys = &mut self.normal;
+                    lm::run(&mut obj, heap, program, &from, &mut starts[i], r, sys)
+                }
                 Polisher::Lbfgs(r) => lbfgs::run(&mut obj, heap, program, &from, &mut starts[i], r),
             };
             if res.is_err() {

@@ -26,8 +26,10 @@ const MAX_DAMPING: f64 = 1e16;
 const TOL_STEP: f64 = 1e-14;
 
 /// The least-squares system at the current point: `JᵀJ` (P×P, row-major), `Jᵀr` and `‖r‖²`.
-#[derive(Debug)]
-struct Normal {
+/// A calibrator keeps one for all its runs ([`Normal::reset`]), so that the Jacobian (N×P
+/// floats) is not allocated, and its pages faulted in and cleared, once per run.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Normal {
     p: usize,
     r: Vec<f64>,
     jac: Vec<f64>,
@@ -39,16 +41,21 @@ struct Normal {
 }
 
 impl Normal {
-    fn new(n: usize, p: usize) -> Self {
-        Normal {
-            p,
-            r: vec![0.0; n],
-            jac: vec![0.0; n * p],
-            a: vec![0.0; p * p],
-            g: vec![0.0; p],
-            slopes: vec![0.0; p],
-            sse: 0.0,
+    /// Sized for `n` points and `p` parameters, reusing the capacity (contents are overwritten
+    /// by [`Normal::load`]).
+    fn reset(&mut self, n: usize, p: usize) {
+        self.p = p;
+        for (v, len) in [
+            (&mut self.r, n),
+            (&mut self.jac, n * p),
+            (&mut self.a, p * p),
+            (&mut self.g, p),
+            (&mut self.slopes, p),
+        ] {
+            v.truncate(len);
+            v.resize(len, 0.0);
         }
+        self.sse = 0.0;
     }
 
     /// Reads the objective's last evaluation into `r`, `J`, `JᵀJ`, `Jᵀr` and `‖r‖²`.
@@ -239,13 +246,14 @@ pub(crate) fn run(
     u0: &[f64],
     start: &mut StartState,
     cfg: LmRun,
+    sys: &mut Normal,
 ) -> Result<()> {
     let p = u0.len();
     let mut u = u0.to_vec();
     let mut trial = vec![0.0; p];
     let mut delta = vec![0.0; p];
     let mut m = vec![0.0; p * p];
-    let mut sys = Normal::new(obj.n_points(), p);
+    sys.reset(obj.n_points(), p);
     if !evaluate(obj, heap, program, &u, start)? {
         start.status = Some(StartStatus::NonFinite);
         return Ok(());
