@@ -238,3 +238,38 @@ fn the_portfolio_polishes_with_lm_when_asked() {
         "LM needs few iterations"
     );
 }
+
+#[test]
+fn a_reused_calibrator_polishes_as_a_fresh_one_at_any_size() {
+    // One calibrator keeps its LM system between calibrations: a larger problem, a smaller one
+    // (fewer points and parameters), the larger again, each equal to a fresh calibrator's.
+    let (xs, ys) = noisy_quadratic();
+    let big = Dataset::new().column("x", xs.clone()).target(ys.clone());
+    let small = Dataset::new()
+        .column("x", xs[..15].to_vec())
+        .target(ys[..15].to_vec());
+    let cases = [
+        ("(+ a (* b x) (* c x x))", &big, free(&["a", "b", "c"])),
+        ("(+ a (* b x))", &small, free(&["a", "b"])),
+        ("(+ a (* b x) (* c x x))", &big, free(&["a", "b", "c"])),
+    ];
+    let config = |params| CalibrateConfig {
+        params,
+        n_starts: 4,
+        polish: Polish::Lm,
+        screen_iters: 5,
+        n_polish: 2,
+        ..CalibrateConfig::recommended()
+    };
+    let mut heap = Heap::new();
+    let mut reused = Calibrator::new(config(free(&["a"]))).unwrap();
+    for (src, data, params) in cases {
+        let program = Scheme.parse(&mut heap, src).unwrap();
+        reused.reconfigure(config(params.clone())).unwrap();
+        let again = reused.calibrate(&mut heap, &program, data).unwrap();
+        let fresh = fit(src, data, config(params));
+        assert_eq!(again.params, fresh.params, "{src}");
+        assert_eq!(again.starts, fresh.starts, "{src}");
+        assert!(again.starts.iter().filter(|s| s.polished).count() == 2);
+    }
+}
